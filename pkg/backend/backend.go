@@ -1,0 +1,52 @@
+// Package backend defines the one interface between vendor code (nvml, amd,
+// sim) and the vendor-neutral layers of Tessera.
+package backend
+
+import (
+	"context"
+	"time"
+
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+)
+
+// Backend discovers a node's accelerators, carves and destroys partitions,
+// and reports health events. Implementations must be safe for concurrent use.
+type Backend interface {
+	// Name is the backend's flag value: nvml, amd, sim.
+	Name() string
+
+	// Discover returns the node's current inventory. Calling it again after a
+	// carve or destroy returns the new state.
+	Discover(ctx context.Context) (*inventory.Node, error)
+
+	// DevRoot is the host directory that holds the device nodes the backend's
+	// devices use ("/" on real hardware, a private tree for the simulator).
+	DevRoot() string
+
+	// DeviceNumbers returns the type and numbers to write into a CDI spec for
+	// a device node path (relative to /dev). ok=false means "let the
+	// container runtime stat the host node", which is what real hardware wants.
+	DeviceNumbers(devPath string) (major, minor int64, ok bool)
+
+	// CreatePartition carves a partition of the given profile at the given
+	// placement on the GPU with gpuUUID and returns it. It fails, changing
+	// nothing, if the placement is invalid or overlaps an existing partition.
+	CreatePartition(ctx context.Context, gpuUUID, profile string, placement inventory.Placement) (*inventory.Partition, error)
+
+	// DestroyPartition removes the partition with partitionUUID from the GPU
+	// with gpuUUID. Destroying a partition that does not exist is not an error.
+	DestroyPartition(ctx context.Context, gpuUUID, partitionUUID string) error
+
+	// WatchHealth sends health events until ctx ends, then returns.
+	WatchHealth(ctx context.Context, events chan<- HealthEvent) error
+}
+
+// HealthEvent reports a change in one device's health.
+type HealthEvent struct {
+	// UUID is the GPU's or the partition's UUID.
+	UUID   string
+	Health inventory.Health
+	// Kind is the event's source, e.g. xid, ecc, ras.
+	Kind string
+	Time time.Time
+}

@@ -1,0 +1,156 @@
+package inventory
+
+// Vendor names the maker of a GPU as published in the `vendor` attribute.
+type Vendor string
+
+const (
+	VendorNVIDIA Vendor = "nvidia"
+	VendorAMD    Vendor = "amd"
+)
+
+// LinkKind is the kind of interconnect between two GPUs (or a GPU and a switch).
+type LinkKind string
+
+const (
+	LinkNVLink   LinkKind = "nvlink"   // direct GPU-to-GPU NVLink (bridges, cube-mesh)
+	LinkNVSwitch LinkKind = "nvswitch" // GPU to an NVSwitch plane; all GPUs on one plane reach each other
+	LinkXGMI     LinkKind = "xgmi"     // AMD Infinity Fabric (xGMI) GPU-to-GPU
+	LinkPCIe     LinkKind = "pcie"     // PCIe peer path; never makes a fabric island
+)
+
+// PartitionKind is the vendor's partitioning technology.
+type PartitionKind string
+
+const (
+	PartitionMIG PartitionKind = "mig" // NVIDIA Multi-Instance GPU
+	PartitionXCP PartitionKind = "xcp" // AMD compute partition (CPX/DPX/QPX)
+)
+
+// Node is everything a backend discovered on one node.
+type Node struct {
+	GPUs  []GPU
+	Links []Link
+}
+
+// GPU is one physical GPU (for AMD multi-die cards, one GCD as the driver exposes it).
+type GPU struct {
+	Vendor       Vendor
+	Model        string // short and stable: H100, A100, MI300X
+	ProductName  string // as the driver reports it: "NVIDIA H100 80GB HBM3"
+	Architecture string // lowercase one word: hopper, ampere, cdna3
+	UUID         string
+
+	DriverVersion     string // semver-compatible: 580.65.6
+	ComputeCapability string // NVIDIA only, semver: 9.0.0
+	GFXVersion        string // AMD only, semver: 9.4.2
+
+	MemoryBytes  int64
+	ComputeUnits int64 // SMs (NVIDIA) or CUs (AMD)
+	// Engines counts fixed-function engines by name (copyEngines, decoders,
+	// encoders, jpegDecoders, ofa); published as capacities where known.
+	Engines map[string]int64
+
+	PCIBusID string // extended BDF, lowercase: 0000:18:00.0
+	PCIeRoot string // pci<domain>:<bus> of the root complex: pci0000:00
+	NUMANode int    // -1 when the device has no NUMA affinity
+
+	// Minor is the vendor's device minor: /dev/nvidia<Minor> for NVIDIA,
+	// /dev/dri/card<Minor> for AMD.
+	Minor int
+	// RenderMinor is AMD's /dev/dri/renderD<RenderMinor>; unused for NVIDIA.
+	RenderMinor int
+
+	// Partitioning describes what the GPU can be cut into; nil when it cannot.
+	Partitioning *Partitioning
+	// Partitions are the partitions that exist now (static MIG instances,
+	// AMD compute partitions of the current mode).
+	Partitions []Partition
+
+	// Health is the last known health of the GPU.
+	Health Health
+}
+
+// Partitioning is a GPU's partition capability and current mode.
+type Partitioning struct {
+	Kind PartitionKind
+	// Enabled reports whether partition mode is on now (MIG mode enabled).
+	Enabled bool
+	// ModeChangeNeedsReset is true where enabling or disabling the mode
+	// requires a GPU reset (A100 class), false where it does not (Hopper+).
+	ModeChangeNeedsReset bool
+	// MemorySlices and ComputeSlices are the GPU's total slice counts
+	// (MIG: 8 memory slices, 7 compute slices).
+	MemorySlices  int
+	ComputeSlices int
+	Profiles      []PartitionProfile
+}
+
+// PartitionProfile is one entry of the vendor's partition profile table.
+type PartitionProfile struct {
+	Name          string // 1g.10gb, 1g.10gb+me, 3g.40gb
+	MemoryBytes   int64
+	ComputeUnits  int64 // SMs of an instance of this profile
+	MemorySlices  int
+	ComputeSlices int
+	Engines       map[string]int64
+	// Placements are the valid start slots, each occupying Size memory slices.
+	Placements []Placement
+}
+
+// Placement is a slot range on the GPU's memory slices: [Start, Start+Size).
+type Placement struct {
+	Start int
+	Size  int
+}
+
+// Overlaps reports whether two placements share a slice.
+func (p Placement) Overlaps(o Placement) bool {
+	return p.Start < o.Start+o.Size && o.Start < p.Start+p.Size
+}
+
+// Partition is an existing partition of a GPU.
+type Partition struct {
+	Kind      PartitionKind
+	Profile   string
+	Placement Placement
+	UUID      string // MIG-<uuid> for MIG, unique id for AMD
+	// GPUInstanceID and ComputeInstanceID identify a MIG instance on its parent.
+	GPUInstanceID     int
+	ComputeInstanceID int
+
+	MemoryBytes  int64
+	ComputeUnits int64
+	Engines      map[string]int64
+
+	// Minor and RenderMinor are an AMD partition's own device nodes; MIG
+	// partitions use the parent's nodes plus capability nodes.
+	Minor       int
+	RenderMinor int
+	// MemoryPartitionMode is AMD's NPS1/NPS4; empty elsewhere.
+	MemoryPartitionMode string
+}
+
+// Link is one interconnect edge. A is a GPU index into Node.GPUs. For a
+// switch link (NVSwitch) Switch names the switch plane and B is unused;
+// otherwise B is the peer GPU index.
+type Link struct {
+	Kind          LinkKind
+	A, B          int
+	Switch        string
+	BandwidthGBps int64 // unidirectional aggregate over the edge's links
+}
+
+// HealthState is a device's health.
+type HealthState string
+
+const (
+	Healthy   HealthState = "Healthy"
+	Unhealthy HealthState = "Unhealthy"
+	Unknown   HealthState = "Unknown"
+)
+
+// Health is a device's health with the reason for the last change.
+type Health struct {
+	State  HealthState
+	Reason string
+}
