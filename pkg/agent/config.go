@@ -1,0 +1,83 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// Config holds the agent's flags. Every flag can also be set through an
+// environment variable named TESSERA_<FLAG> (dashes as underscores), which
+// is how the Helm chart sets them; a flag on the command line wins.
+type Config struct {
+	NodeName       string
+	Backend        string
+	SimProfile     string
+	SimStateDir    string
+	DryRun         bool
+	Kubeconfig     string
+	KubeAPIQPS     float32
+	KubeAPIBurst   int
+	PluginDataDir  string
+	RegistrarDir   string
+	CDIDir         string
+	CheckpointPath string
+}
+
+// AddFlags registers the agent's flags on fs.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.NodeName, "node-name", "", "Name of this node; the pool and the owner of the published ResourceSlices. Required.")
+	fs.StringVar(&c.Backend, "backend", "sim", "Device backend: sim (simulated GPUs). nvml and amd are not part of this build yet.")
+	fs.StringVar(&c.SimProfile, "sim-profile", "dgx-h100", "Simulated machine: a built-in catalogue name or a path to a machine YAML file (backend sim).")
+	fs.StringVar(&c.SimStateDir, "sim-state-dir", "", "Directory of the simulated node's state and /dev tree (backend sim). Default /var/run/tessera/sim/<node-name>.")
+	fs.BoolVar(&c.DryRun, "dry-run", false, "Print the node's ResourceSlices as a YAML stream of resource.k8s.io/v1 objects and exit, without a cluster.")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty means in-cluster configuration.")
+	// The kubelet plugin helper GETs every claim before a prepare; at
+	// client-go's default 5 qps that alone caps prepare at ~5 claims/s.
+	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", 50, "Queries per second to the API server (claim GETs on prepare, slice updates).")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 100, "Burst of queries to the API server.")
+	fs.StringVar(&c.PluginDataDir, "plugin-data-dir", "/var/lib/kubelet/plugins/gpu.tessera.dev", "Directory for the plugin's gRPC socket and checkpoint.")
+	fs.StringVar(&c.RegistrarDir, "registrar-dir", "/var/lib/kubelet/plugins_registry", "Kubelet plugin registration directory.")
+	fs.StringVar(&c.CDIDir, "cdi-dir", "/var/run/cdi", "Directory for the per-claim CDI specs.")
+	fs.StringVar(&c.CheckpointPath, "checkpoint", "", "Checkpoint file. Default <plugin-data-dir>/checkpoint.json.")
+}
+
+// ApplyEnv sets every flag not given on the command line from TESSERA_<FLAG>.
+func ApplyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
+	var errs []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			return
+		}
+		env := "TESSERA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := lookup(env); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q: %v", env, v, err))
+			}
+		}
+	})
+	if len(errs) > 0 {
+		return fmt.Errorf("environment: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Validate checks the flags and fills defaults that depend on others.
+func (c *Config) Validate() error {
+	if c.NodeName == "" {
+		c.NodeName = os.Getenv("NODE_NAME")
+	}
+	if c.NodeName == "" {
+		return fmt.Errorf("--node-name is required")
+	}
+	if c.SimStateDir == "" {
+		c.SimStateDir = filepath.Join("/var/run/tessera/sim", c.NodeName)
+	}
+	if c.CheckpointPath == "" {
+		c.CheckpointPath = filepath.Join(c.PluginDataDir, "checkpoint.json")
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+// Package alloctest runs the Kubernetes scheduler's own structured allocator
+// (k8s.io/dynamic-resource-allocation/structured) with the real CEL library
+// over Tessera's slices and shipped DeviceClasses, for tests and benchmarks.
+package alloctest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
+)
+
+// Features are the DRA features on by default in Kubernetes 1.37.
+var Features = structured.Features{
+	PrioritizedList:      true,
+	PartitionableDevices: true,
+	DeviceTaints:         true,
+	ConsumableCapacity:   true,
+	AdminAccess:          true,
+}
+
+// Classes parses the shipped DeviceClasses.
+func Classes() ([]*resourceapi.DeviceClass, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(deviceclasses.YAML), 4096)
+	var out []*resourceapi.DeviceClass
+	for {
+		var c resourceapi.DeviceClass
+		if err := dec.Decode(&c); err == io.EOF {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("deviceclasses.yaml: %w", err)
+		}
+		if c.Name != "" {
+			out = append(out, &c)
+		}
+	}
+}
+
+type classLister []*resourceapi.DeviceClass
+
+func (l classLister) List() ([]*resourceapi.DeviceClass, error) { return l, nil }
+func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
+	for _, c := range l {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("device class %q not found", name)
+}
+
+// Cluster is a set of published slices and the devices already allocated.
+type Cluster struct {
+	Slices    []*resourceapi.ResourceSlice
+	Classes   []*resourceapi.DeviceClass
+	Allocated sets.Set[structured.DeviceID]
+	cache     *cel.Cache
+}
+
+// NewCluster names unnamed slices (a cluster would) and returns a Cluster.
+func NewCluster(slices []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass) *Cluster {
+	for i, s := range slices {
+		if s.Name == "" {
+			s.Name = fmt.Sprintf("%s%05d", s.GenerateName, i)
+		}
+	}
+	return &Cluster{Slices: slices, Classes: classes, Allocated: sets.New[structured.DeviceID](), cache: cel.NewCache(100, cel.Features{EnableConsumableCapacity: true})}
+}
+
+// Allocate allocates the claims together on node, as the scheduler's Filter
+// does, and on success records their devices as allocated. A nil result
+// with nil error means the claims do not fit on that node.
+func (c *Cluster) Allocate(ctx context.Context, node string, claims ...*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
+	a, err := structured.NewAllocator(ctx, Features, structured.AllocatedState{
+		AllocatedDevices:         c.Allocated,
+		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
+		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
+	}, classLister(c.Classes), c.Slices, c.cache)
+	if err != nil {
+		return nil, err
+	}
+	res, err := a.Allocate(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, claims)
+	if err != nil || res == nil {
+		return nil, err
+	}
+	for _, r := range res {
+		for _, d := range r.Devices.Results {
+			c.Allocated.Insert(structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
+		}
+	}
+	for i, cl := range claims {
+		cl.Status.Allocation = &res[i]
+	}
+	return res, nil
+}
+
+// Request is one exactly-counted request of a claim.
+type Request struct {
+	Name, Class string
+	Count       int64
+	CEL         []string
+}
+
+// Claim builds a claim. The allocator applies no API defaults, so
+// allocation mode and count are set explicitly.
+func Claim(name string, reqs ...Request) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)}}
+	for _, r := range reqs {
+		c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, resourceapi.DeviceRequest{Name: r.Name, Exactly: exact(r)})
+	}
+	return c
+}
+
+func exact(r Request) *resourceapi.ExactDeviceRequest {
+	count := r.Count
+	if count == 0 {
+		count = 1
+	}
+	e := &resourceapi.ExactDeviceRequest{DeviceClassName: r.Class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count}
+	for _, expr := range r.CEL {
+		e.Selectors = append(e.Selectors, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: expr}})
+	}
+	return e
+}
+
+// FirstAvailable builds a claim with one request listing alternatives in
+// order of preference.
+func FirstAvailable(name string, alts ...Request) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)}}
+	req := resourceapi.DeviceRequest{Name: "gpu"}
+	for _, a := range alts {
+		e := exact(a)
+		req.FirstAvailable = append(req.FirstAvailable, resourceapi.DeviceSubRequest{
+			Name: a.Name, DeviceClassName: e.DeviceClassName, Selectors: e.Selectors, AllocationMode: e.AllocationMode, Count: e.Count,
+		})
+	}
+	c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, req)
+	return c
+}
+
+// MatchAttribute adds a constraint that all devices share attribute attr.
+func MatchAttribute(c *resourceapi.ResourceClaim, attr string) *resourceapi.ResourceClaim {
+	a := resourceapi.FullyQualifiedName(attr)
+	c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, resourceapi.DeviceConstraint{MatchAttribute: &a})
+	return c
+}
+
+// DistinctAttribute adds a constraint that all devices differ in attr.
+func DistinctAttribute(c *resourceapi.ResourceClaim, attr string) *resourceapi.ResourceClaim {
+	a := resourceapi.FullyQualifiedName(attr)
+	c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, resourceapi.DeviceConstraint{DistinctAttribute: &a})
+	return c
+}
+
+// Devices lists the allocated device names of a result in order.
+func Devices(r resourceapi.AllocationResult) []string {
+	var out []string
+	for _, d := range r.Devices.Results {
+		out = append(out, d.Device)
+	}
+	return out
+}

@@ -1,0 +1,204 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+)
+
+var _ backend.Backend = (*Backend)(nil)
+
+// Backend is the simulated backend: a Machine with live partition state,
+// persisted in a state directory, and a private device tree.
+type Backend struct {
+	machine  *Machine
+	stateDir string
+	bootID   string
+	devs     *devTree
+	logger   klog.Logger
+
+	mu       sync.Mutex
+	node     inventory.Node // current state; GPUs in machine file order
+	serial   uint64         // partitions created so far (seeds UUIDs)
+	watchers map[*watcher]struct{}
+}
+
+// Option configures New.
+type Option func(*Backend)
+
+// WithBootID replaces the host's boot id (/proc/sys/kernel/random/boot_id):
+// tests use it to simulate a reboot.
+func WithBootID(id string) Option { return func(b *Backend) { b.bootID = id } }
+
+// WithLogger sets the logger New and the backend's background work use;
+// calls that take a context log through klog.FromContext instead.
+func WithLogger(l klog.Logger) Option { return func(b *Backend) { b.logger = l } }
+
+// New starts a backend for m that keeps its state in stateDir (created if
+// missing): state.json and the device tree under dev/. Partitions recorded
+// there under the current boot id are restored; otherwise the machine
+// file's partitions are.
+func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
+	if m == nil {
+		return nil, fmt.Errorf("sim: no machine")
+	}
+	b := &Backend{machine: m, stateDir: stateDir, logger: klog.Background(), watchers: map[*watcher]struct{}{}}
+	for _, o := range opts {
+		o(b)
+	}
+	b.logger = klog.LoggerWithValues(b.logger, "backend", "sim", "machine", m.Name)
+	if b.bootID == "" {
+		id, err := readBootID()
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		b.bootID = id
+	}
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("sim: creating state directory: %w", err)
+	}
+	b.devs = &devTree{root: filepath.Join(stateDir, "dev")}
+
+	b.node = *cloneNode(&m.Node)
+	parts, serial := loadState(b.logger, stateDir, m, b.bootID)
+	if parts != nil {
+		for i := range b.node.GPUs {
+			b.node.GPUs[i].Partitions = parts[i]
+		}
+	}
+	b.serial = serial
+	if err := b.save(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	if err := b.devs.reset(b.logger, nodeDevices(&b.node)); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	b.logger.V(1).Info("Simulated backend ready", "gpus", len(b.node.GPUs), "stateDir", stateDir)
+	return b, nil
+}
+
+// Name implements backend.Backend.
+func (b *Backend) Name() string { return "sim" }
+
+// Machine returns the machine the backend simulates (do not modify it).
+func (b *Backend) Machine() *Machine { return b.machine }
+
+// Discover implements backend.Backend: a deep copy of the current state.
+func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return cloneNode(&b.node), nil
+}
+
+// DevRoot implements backend.Backend: stateDir/dev.
+func (b *Backend) DevRoot() string { return b.devs.root }
+
+// DeviceNumbers implements backend.Backend. It knows every node the
+// simulated hardware has right now, so CDI specs carry the numbers and
+// resolve even where the tree holds stand-in files.
+func (b *Backend) DeviceNumbers(devPath string) (major, minor int64, ok bool) {
+	devPath = strings.TrimPrefix(filepath.ToSlash(filepath.Clean(devPath)), "/dev/")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, n := range nodeDevices(&b.node) {
+		if n.path == devPath {
+			return n.major, n.minor, true
+		}
+	}
+	return 0, 0, false
+}
+
+// CreatePartition implements backend.Backend with the hardware's rules:
+// the profile must be in the GPU's table, the start one of the profile's
+// placements, the slices free and partitioning enabled. On any failure
+// nothing changes.
+func (b *Backend) CreatePartition(ctx context.Context, gpuUUID, profile string, placement inventory.Placement) (*inventory.Partition, error) {
+	logger := klog.FromContext(ctx)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := b.gpuIndex(gpuUUID)
+	if i < 0 {
+		return nil, fmt.Errorf("sim: no GPU with UUID %q on this node", gpuUUID)
+	}
+	g := &b.node.GPUs[i]
+	p, err := planPartition(g, profile, placement, b.machine.maxInstancesOf(i, profile))
+	if err != nil {
+		return nil, fmt.Errorf("sim: creating partition: %w", err)
+	}
+	if p.GPUInstanceID, err = gpuInstanceID(g, p.Placement); err != nil {
+		return nil, fmt.Errorf("sim: creating partition: %w", err)
+	}
+	p.UUID = partitionUUID(p.Kind, g.UUID, b.bootID, strconv.FormatUint(b.serial, 10), strconv.FormatInt(time.Now().UnixNano(), 10))
+	if p.Kind == inventory.PartitionXCP {
+		p.Minor, p.RenderMinor = newMinorSet(&b.node).take()
+	}
+	nodes := partitionNodes(g, &p)
+	if err := b.devs.create(logger, nodes); err != nil {
+		return nil, fmt.Errorf("sim: creating partition: %w", err)
+	}
+	before := g.Partitions
+	g.Partitions = append(slices.Clone(before), p)
+	sortPartitions(g.Partitions)
+	b.serial++
+	if err := b.save(); err != nil {
+		g.Partitions = before
+		b.serial--
+		b.devs.remove(logger, nodes)
+		return nil, fmt.Errorf("sim: creating partition: %w", err)
+	}
+	logger.V(2).Info("Created partition", "gpu", gpuUUID, "profile", profile, "placement", fmt.Sprintf("%d:%d", p.Placement.Start, p.Placement.Size), "uuid", p.UUID, "gpuInstance", p.GPUInstanceID)
+	out := clonePartition(&p)
+	return &out, nil
+}
+
+// DestroyPartition implements backend.Backend; a partition that does not
+// exist is not an error, an unknown GPU is.
+func (b *Backend) DestroyPartition(ctx context.Context, gpuUUID, partitionUUID string) error {
+	logger := klog.FromContext(ctx)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := b.gpuIndex(gpuUUID)
+	if i < 0 {
+		return fmt.Errorf("sim: no GPU with UUID %q on this node", gpuUUID)
+	}
+	g := &b.node.GPUs[i]
+	k := slices.IndexFunc(g.Partitions, func(p inventory.Partition) bool { return p.UUID == partitionUUID })
+	if k < 0 {
+		logger.V(4).Info("Partition to destroy does not exist", "gpu", gpuUUID, "uuid", partitionUUID)
+		return nil
+	}
+	before := g.Partitions
+	gone := before[k]
+	g.Partitions = slices.Delete(slices.Clone(before), k, k+1)
+	if err := b.save(); err != nil {
+		g.Partitions = before
+		return fmt.Errorf("sim: destroying partition: %w", err)
+	}
+	b.devs.remove(logger, partitionNodes(g, &gone))
+	logger.V(2).Info("Destroyed partition", "gpu", gpuUUID, "profile", gone.Profile, "uuid", partitionUUID)
+	return nil
+}
+
+func (b *Backend) gpuIndex(uuid string) int {
+	return slices.IndexFunc(b.node.GPUs, func(g inventory.GPU) bool { return g.UUID == uuid })
+}
+
+// save persists the current state; the caller holds mu (or is New).
+func (b *Backend) save() error {
+	doc := stateDoc{Version: stateVersion, BootID: b.bootID, Machine: b.machine.Name, NodeName: b.machine.NodeName, Serial: b.serial}
+	for _, g := range b.node.GPUs {
+		doc.GPUs = append(doc.GPUs, stateGPU{UUID: g.UUID, Partitions: g.Partitions})
+	}
+	return saveState(b.stateDir, &doc)
+}

@@ -1,0 +1,119 @@
+package sim
+
+// This file holds the raw shape of a machine file, exactly as written by a
+// human. Nothing here is validated: decode.go fills these structs strictly
+// (unknown fields are errors) and build.go checks and expands them into a
+// Machine. Optional fields whose absence matters are pointers.
+
+// fileMachine is a whole machine file.
+type fileMachine struct {
+	// Name is the machine's stable name; it seeds the derived UUIDs.
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// DriverVersion is the default driver version, as the driver reports it
+	// (580.65.06); gpuTypes and gpus entries may override it.
+	DriverVersion string `yaml:"driverVersion"`
+	// ProfileTables are partition profile tables, referenced by name from
+	// gpuTypes.*.partitioning.profiles so that GPU types can share them.
+	ProfileTables map[string][]fileProfile `yaml:"profileTables"`
+	// GPUTypes holds the per-model spec referenced by gpus[*].type.
+	GPUTypes map[string]fileGPUType `yaml:"gpuTypes"`
+	GPUs     []fileGPU              `yaml:"gpus"`
+	Links    fileLinks              `yaml:"links"`
+}
+
+// fileGPUType is everything GPUs of one model share.
+type fileGPUType struct {
+	Vendor            string            `yaml:"vendor"`
+	Model             string            `yaml:"model"`
+	ProductName       string            `yaml:"productName"`
+	Architecture      string            `yaml:"architecture"`
+	DriverVersion     string            `yaml:"driverVersion"`
+	ComputeCapability string            `yaml:"computeCapability"`
+	GFXVersion        string            `yaml:"gfxVersion"`
+	Memory            string            `yaml:"memory"`
+	ComputeUnits      int64             `yaml:"computeUnits"`
+	Engines           map[string]int64  `yaml:"engines"`
+	Partitioning      *filePartitioning `yaml:"partitioning"`
+}
+
+// filePartitioning is a GPU type's partition capability.
+type filePartitioning struct {
+	Kind                 string `yaml:"kind"`
+	Enabled              bool   `yaml:"enabled"`
+	ModeChangeNeedsReset bool   `yaml:"modeChangeNeedsReset"`
+	MemorySlices         int    `yaml:"memorySlices"`
+	ComputeSlices        int    `yaml:"computeSlices"`
+	// Profiles names an entry of profileTables.
+	Profiles string `yaml:"profiles"`
+}
+
+// fileProfile is one row of a partition profile table.
+type fileProfile struct {
+	Name          string           `yaml:"name"`
+	Memory        string           `yaml:"memory"`
+	ComputeUnits  int64            `yaml:"computeUnits"`
+	MemorySlices  int              `yaml:"memorySlices"`
+	ComputeSlices int              `yaml:"computeSlices"`
+	Engines       map[string]int64 `yaml:"engines"`
+	// Placements are the valid start slots; each placement is MemorySlices
+	// wide, as nvidia-smi mig -lgipp prints them ({0,2,4,6}:2).
+	Placements []int `yaml:"placements"`
+	// MaxInstances caps how many partitions of this profile may exist at
+	// once where placements alone do not (1g.10gb+me: one per GPU).
+	MaxInstances int `yaml:"maxInstances"`
+}
+
+// fileGPU is one entry of gpus: one GPU, or Count identical ones.
+type fileGPU struct {
+	Type  string `yaml:"type"`
+	Count *int   `yaml:"count"`
+
+	UUID          string `yaml:"uuid"`
+	PCIBusID      string `yaml:"pciBusID"`
+	PCIeRoot      string `yaml:"pcieRoot"`
+	NUMANode      *int   `yaml:"numaNode"`
+	Minor         *int   `yaml:"minor"`
+	RenderMinor   *int   `yaml:"renderMinor"`
+	DriverVersion string `yaml:"driverVersion"`
+	// PartitioningEnabled overrides gpuTypes.*.partitioning.enabled.
+	PartitioningEnabled *bool           `yaml:"partitioningEnabled"`
+	Partitions          []filePartition `yaml:"partitions"`
+}
+
+// filePartition is a partition that exists when the machine powers on.
+type filePartition struct {
+	Profile string `yaml:"profile"`
+	Start   *int   `yaml:"start"`
+}
+
+// fileLinks are the interconnects; GPU numbers are indices into the GPU
+// list after count expansion.
+type fileLinks struct {
+	NVSwitch []fileSwitchPlane `yaml:"nvswitch"`
+	NVLink   []filePair        `yaml:"nvlink"`
+	XGMI     []fileMesh        `yaml:"xgmi"`
+	PCIe     []filePair        `yaml:"pcie"`
+}
+
+// fileSwitchPlane is one NVSwitch fabric; every listed GPU (all when GPUs
+// is empty) reaches every other through it.
+type fileSwitchPlane struct {
+	Plane         string `yaml:"plane"`
+	GPUs          []int  `yaml:"gpus"`
+	BandwidthGBps int64  `yaml:"bandwidthGBps"`
+}
+
+// filePair is one direct GPU-to-GPU edge.
+type filePair struct {
+	A             *int  `yaml:"a"`
+	B             *int  `yaml:"b"`
+	BandwidthGBps int64 `yaml:"bandwidthGBps"`
+}
+
+// fileMesh is a full mesh: one edge between every two listed GPUs (all
+// when GPUs is empty).
+type fileMesh struct {
+	GPUs          []int `yaml:"gpus"`
+	BandwidthGBps int64 `yaml:"bandwidthGBps"`
+}

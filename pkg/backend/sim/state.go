@@ -1,0 +1,163 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+)
+
+// Partition state lives in stateDir/state.json with the boot id it was
+// written under. Like MIG instances on real hardware, partitions outlive the
+// process (a driver restart) but not a reboot: a file from another boot, or
+// for another machine, is ignored and the machine file's partitions return.
+
+const (
+	stateFileName = "state.json"
+	stateVersion  = 1
+	bootIDPath    = "/proc/sys/kernel/random/boot_id"
+)
+
+type stateDoc struct {
+	Version  int        `json:"version"`
+	BootID   string     `json:"bootID"`
+	Machine  string     `json:"machine"`
+	NodeName string     `json:"nodeName"`
+	Serial   uint64     `json:"serial"`
+	GPUs     []stateGPU `json:"gpus"`
+}
+
+type stateGPU struct {
+	UUID       string                `json:"uuid"`
+	Partitions []inventory.Partition `json:"partitions"`
+}
+
+func readBootID() (string, error) {
+	b, err := os.ReadFile(bootIDPath)
+	if err != nil {
+		return "", fmt.Errorf("reading boot id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// loadState returns the partitions to start with (nil: the machine file's)
+// and the serial to continue from. It never fails: whatever is wrong with
+// the file is logged and the machine file's state is used.
+func loadState(logger klog.Logger, dir string, m *Machine, bootID string) (parts [][]inventory.Partition, serial uint64) {
+	p := filepath.Join(dir, stateFileName)
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		logger.V(2).Info("No partition state yet, starting from the machine file", "path", p)
+		return nil, 0
+	}
+	if err != nil {
+		logger.Error(err, "Reading partition state, starting from the machine file", "path", p)
+		return nil, 0
+	}
+	var doc stateDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		logger.Error(err, "Partition state is corrupt, starting from the machine file", "path", p)
+		return nil, 0
+	}
+	switch {
+	case doc.Version != stateVersion:
+		logger.Info("Partition state has another version, starting from the machine file", "path", p, "version", doc.Version)
+		return nil, 0
+	case doc.BootID != bootID:
+		logger.Info("Host rebooted since the partition state was written, starting from the machine file", "path", p)
+		return nil, 0
+	case doc.Machine != m.Name || doc.NodeName != m.NodeName:
+		logger.Info("Partition state belongs to another machine, starting from the machine file", "path", p, "stateMachine", doc.Machine, "stateNode", doc.NodeName)
+		return nil, 0
+	}
+	parts, err = replayState(m, &doc)
+	if err != nil {
+		logger.Error(err, "Partition state does not fit the machine, starting from the machine file", "path", p)
+		return nil, 0
+	}
+	logger.V(2).Info("Restored partition state", "path", p)
+	return parts, doc.Serial
+}
+
+// replayState checks the stored partitions against the machine with the
+// same rules CreatePartition applies, so a hand-edited or stale file cannot
+// produce a state the hardware could not be in.
+func replayState(m *Machine, doc *stateDoc) ([][]inventory.Partition, error) {
+	if len(doc.GPUs) != len(m.Node.GPUs) {
+		return nil, fmt.Errorf("state has %d GPUs, machine has %d", len(doc.GPUs), len(m.Node.GPUs))
+	}
+	out := make([][]inventory.Partition, len(doc.GPUs))
+	uuids := map[string]bool{}
+	for i, sg := range doc.GPUs {
+		g := cloneGPU(&m.Node.GPUs[i])
+		if sg.UUID != g.UUID {
+			return nil, fmt.Errorf("GPU %d is %s in the state, %s in the machine", i, sg.UUID, g.UUID)
+		}
+		g.Partitions = nil
+		for _, sp := range sg.Partitions {
+			p, err := planPartition(&g, sp.Profile, sp.Placement, m.maxInstancesOf(i, sp.Profile))
+			if err != nil {
+				return nil, err
+			}
+			if sp.UUID == "" || uuids[sp.UUID] {
+				return nil, fmt.Errorf("GPU %s: partition UUID %q is empty or not unique", g.UUID, sp.UUID)
+			}
+			if slices.ContainsFunc(g.Partitions, func(q inventory.Partition) bool { return q.GPUInstanceID == sp.GPUInstanceID }) {
+				return nil, fmt.Errorf("GPU %s: GPU instance id %d is used twice", g.UUID, sp.GPUInstanceID)
+			}
+			uuids[sp.UUID] = true
+			p.UUID, p.GPUInstanceID, p.ComputeInstanceID = sp.UUID, sp.GPUInstanceID, sp.ComputeInstanceID
+			p.Minor, p.RenderMinor, p.MemoryPartitionMode = sp.Minor, sp.RenderMinor, sp.MemoryPartitionMode
+			g.Partitions = append(g.Partitions, p)
+		}
+		sortPartitions(g.Partitions)
+		out[i] = g.Partitions
+	}
+	return out, nil
+}
+
+// saveState writes the state atomically: a temporary file in the same
+// directory, fsync, rename over state.json, fsync the directory, so a crash
+// leaves either the old or the new state, never a torn one.
+func saveState(dir string, doc *stateDoc) error {
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding partition state: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".state-*.json")
+	if err != nil {
+		return fmt.Errorf("writing partition state: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing partition state: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("syncing partition state: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing partition state: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, stateFileName)); err != nil {
+		return fmt.Errorf("replacing partition state: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing state directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing state directory: %w", err)
+	}
+	return nil
+}

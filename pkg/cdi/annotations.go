@@ -1,0 +1,26 @@
+package cdi
+
+// CDI annotation keys recording what a spec belongs to. CDI validates
+// annotation keys as Kubernetes qualified names (DNS prefix, name part of at
+// most 63 characters); these are fixed strings that satisfy that, checked by
+// a test. Values are free-form.
+const (
+	annotationPrefix = "gpu.tessera.dev/"
+
+	// On the spec: the claim.
+	annClaimUID       = annotationPrefix + "claim-uid"
+	annClaimNamespace = annotationPrefix + "claim-namespace"
+	annClaimName      = annotationPrefix + "claim-name"
+
+	// On every CDI device: the vendor it serves.
+	annVendor = annotationPrefix + "vendor"
+
+	// On each allocated device (absent on common devices): the allocation
+	// result entry and the IDs WriteClaimSpec returned for it.
+	annRequest       = annotationPrefix + "request"
+	annPool          = annotationPrefix + "pool"
+	annDevice        = annotationPrefix + "device"
+	annGPUUUID       = annotationPrefix + "gpu-uuid"
+	annPartitionUUID = annotationPrefix + "partition-uuid"
+	annCDIDeviceIDs  = annotationPrefix + "cdi-device-ids" // comma-separated
+)

@@ -1,0 +1,24 @@
+package cdi
+
+import (
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+)
+
+// ClaimDevice is one allocated device of a claim, as the claims package
+// resolves it.
+type ClaimDevice struct {
+	Request      string // request name from the allocation result
+	Pool, Device string // pool and device name
+	// GPU is the whole GPU (the parent, for a partition).
+	GPU inventory.GPU
+	// Partition is nil for a whole GPU.
+	Partition *inventory.Partition
+}
+
+// ClaimRef names a ResourceClaim.
+type ClaimRef struct{ UID, Namespace, Name string }
+
+// String is namespace/name (uid), for errors and logs.
+func (c ClaimRef) String() string {
+	return c.Namespace + "/" + c.Name + " (" + c.UID + ")"
+}

@@ -1,0 +1,165 @@
+package cdi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+)
+
+// buildSpec turns a claim into its CDI spec and the IDs per device.
+func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [][]string, error) {
+	if err := validateClaimUID(claim.UID); err != nil {
+		return nil, nil, err
+	}
+	if len(devs) == 0 {
+		// CDI rejects a spec without devices; a claim we prepare always has
+		// at least one of ours.
+		return nil, nil, errors.New("no devices")
+	}
+
+	spec := &cdispec.Spec{
+		Kind: Kind,
+		Annotations: map[string]string{
+			annClaimUID:       claim.UID,
+			annClaimNamespace: claim.Namespace,
+			annClaimName:      claim.Name,
+		},
+	}
+
+	// Vendors in order of first appearance, so the output is deterministic.
+	var vendorOrder []inventory.Vendor
+	byVendor := map[inventory.Vendor][]ClaimDevice{}
+	ids := make([][]string, len(devs))
+	for i, d := range devs {
+		r, err := rulesFor(d.GPU.Vendor)
+		if err != nil {
+			return nil, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
+		}
+		nodes, err := r.deviceNodes(d)
+		if err != nil {
+			return nil, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
+		}
+		if _, ok := byVendor[d.GPU.Vendor]; !ok {
+			vendorOrder = append(vendorOrder, d.GPU.Vendor)
+		}
+		byVendor[d.GPU.Vendor] = append(byVendor[d.GPU.Vendor], d)
+
+		name := deviceName(claim.UID, i, d.Device)
+		common := qualified(commonDeviceName(claim.UID, string(d.GPU.Vendor)))
+		ids[i] = []string{qualified(name), common}
+
+		ann := map[string]string{
+			annVendor:       string(d.GPU.Vendor),
+			annRequest:      d.Request,
+			annPool:         d.Pool,
+			annDevice:       d.Device,
+			annGPUUUID:      d.GPU.UUID,
+			annCDIDeviceIDs: strings.Join(ids[i], ","),
+		}
+		if d.Partition != nil {
+			ann[annPartitionUUID] = d.Partition.UUID
+		}
+		devNodes, err := w.deviceNodes(nodes)
+		if err != nil {
+			return nil, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
+		}
+		spec.Devices = append(spec.Devices, cdispec.Device{
+			Name:           name,
+			Annotations:    ann,
+			ContainerEdits: cdispec.ContainerEdits{DeviceNodes: devNodes},
+		})
+	}
+
+	for _, v := range vendorOrder {
+		r := rules[v]
+		env, err := r.commonEnv(byVendor[v])
+		if err != nil {
+			return nil, nil, err
+		}
+		devNodes, err := w.deviceNodes(r.commonNodes)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s common nodes: %w", v, err)
+		}
+		spec.Devices = append(spec.Devices, cdispec.Device{
+			Name:           commonDeviceName(claim.UID, string(v)),
+			Annotations:    map[string]string{annVendor: string(v)},
+			ContainerEdits: cdispec.ContainerEdits{Env: env, DeviceNodes: devNodes},
+		})
+	}
+
+	// The lowest version that expresses the spec, so that runtimes with
+	// older CDI libraries accept it.
+	v, err := cdispec.MinimumRequiredVersion(spec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("CDI version: %w", err)
+	}
+	spec.Version = v
+	return spec, ids, nil
+}
+
+// deviceNodes maps /dev-relative paths to CDI device nodes: the container
+// sees the real path, the host node lives under the device root.
+func (w *Writer) deviceNodes(rel []string) ([]*cdispec.DeviceNode, error) {
+	out := make([]*cdispec.DeviceNode, 0, len(rel))
+	for _, p := range rel {
+		n := &cdispec.DeviceNode{
+			Path:     "/dev/" + p,
+			HostPath: filepath.Join(w.devRoot, "dev", p),
+		}
+		// Explicit numbers make the node resolvable where the host file is
+		// not a real device (the simulator). GPU nodes are all character
+		// devices.
+		if w.numbers != nil {
+			if major, minor, ok := w.numbers(p); ok {
+				// CDI reads major 0 as "not given" and falls back to
+				// stat'ing the host node, which is exactly what explicit
+				// numbers are meant to avoid: fail here, not at container
+				// start.
+				if major <= 0 || minor < 0 {
+					return nil, fmt.Errorf("device numbers %d:%d for /dev/%s are not usable in a CDI spec", major, minor, p)
+				}
+				n.Type, n.Major, n.Minor = "c", major, minor
+			}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func marshalSpec(spec *cdispec.Spec) ([]byte, error) {
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	return append(data, '\n'), nil
+}
+
+// verifySpecFile loads a written spec file with the CDI library, which
+// applies the same parsing and validation a container runtime will, and
+// checks that every ID handed out resolves in it.
+func verifySpecFile(path string, ids [][]string) error {
+	spec, err := cdiapi.ReadSpec(path, 0)
+	if err != nil {
+		return err
+	}
+	for _, list := range ids {
+		for _, id := range list {
+			vendor, class, name, err := parser.ParseQualifiedName(id)
+			if err != nil {
+				return fmt.Errorf("device ID %q: %w", id, err)
+			}
+			if vendor != spec.GetVendor() || class != spec.GetClass() || spec.GetDevice(name) == nil {
+				return fmt.Errorf("device ID %q does not resolve in the spec", id)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package cdi
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/tessera-gpu/tessera/pkg/fsutil"
+)
+
+// Options configures a Writer.
+type Options struct {
+	// SpecDir is where spec files go; DefaultSpecDir when empty.
+	SpecDir string
+	// DevRoot is the host directory holding device nodes: "/" on hardware,
+	// the simulator's tree otherwise. "/" when empty.
+	DevRoot string
+	// DeviceNumbers is backend.Backend.DeviceNumbers: given a node path
+	// relative to /dev ("nvidia0", "dri/renderD128") it returns the numbers
+	// to write into the spec. nil, or ok=false, leaves type and numbers out
+	// so the runtime stats the host node.
+	DeviceNumbers func(devPath string) (major, minor int64, ok bool)
+}
+
+// Writer writes and removes per-claim CDI specs. It holds no mutable state
+// and is safe for concurrent use on different claims.
+type Writer struct {
+	specDir string
+	devRoot string
+	numbers func(string) (int64, int64, bool)
+}
+
+// Spec files are read by container runtimes (root) and by operators.
+const (
+	specFileMode = 0o644
+	specDirMode  = 0o755
+)
+
+// NewWriter returns a Writer for o, creating SpecDir if it is missing.
+func NewWriter(o Options) (*Writer, error) {
+	w := &Writer{specDir: o.SpecDir, devRoot: o.DevRoot, numbers: o.DeviceNumbers}
+	if w.specDir == "" {
+		w.specDir = DefaultSpecDir
+	}
+	w.specDir = filepath.Clean(w.specDir)
+	if w.devRoot == "" {
+		w.devRoot = "/"
+	}
+	// CDI host paths are absolute; a relative root would resolve against
+	// the runtime's working directory, not ours.
+	if !filepath.IsAbs(w.devRoot) {
+		return nil, fmt.Errorf("CDI device root %q is not an absolute path", w.devRoot)
+	}
+	w.devRoot = filepath.Clean(w.devRoot)
+	if err := os.MkdirAll(w.specDir, specDirMode); err != nil {
+		return nil, fmt.Errorf("create CDI spec dir: %w", err)
+	}
+	return w, nil
+}
+
+// SpecPath is the file holding the claim's spec.
+func (w *Writer) SpecPath(claimUID string) string {
+	return filepath.Join(w.specDir, specFilePrefix+claimUID+specFileExt)
+}
+
+// WriteClaimSpec writes the claim's spec, replacing any earlier one, and
+// returns per device (in input order) the CDI device IDs a container using
+// that device must get: the device's own ID, then its vendor's common ID.
+// Every device of a vendor carries the common ID, not only the first, since
+// a container may reference just one request of the claim; a runtime given
+// the common ID twice applies it idempotently (same env value, same nodes).
+//
+// Output is a pure function of the input, so preparing a claim again yields
+// the same file and IDs. The file only appears once the CDI library has
+// parsed and validated the exact bytes written; on any error the previous
+// spec, if any, is left untouched.
+func (w *Writer) WriteClaimSpec(claim ClaimRef, devs []ClaimDevice) ([][]string, error) {
+	spec, ids, err := w.buildSpec(claim, devs)
+	if err != nil {
+		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+	}
+	data, err := marshalSpec(spec)
+	if err != nil {
+		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+	}
+	verify := func(tmp string) error { return verifySpecFile(tmp, ids) }
+	if err := fsutil.WriteFileAtomicVerified(w.SpecPath(claim.UID), data, specFileMode, verify); err != nil {
+		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+	}
+	return ids, nil
+}
+
+// RemoveClaimSpec deletes the claim's spec. A missing spec is not an error:
+// unprepare may run again after a crash.
+func (w *Writer) RemoveClaimSpec(claimUID string) error {
+	if err := validateClaimUID(claimUID); err != nil {
+		return err
+	}
+	path := w.SpecPath(claimUID)
+	err := os.Remove(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove CDI spec of claim %s: %w", claimUID, err)
+	}
+	// Make the removal durable: a spec resurrected by a crash would make
+	// recovery believe the claim is still prepared.
+	if err := fsutil.SyncDir(w.specDir); err != nil {
+		return fmt.Errorf("remove CDI spec of claim %s: %w", claimUID, err)
+	}
+	return nil
+}

@@ -1,0 +1,25 @@
+package checkpoint
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// bootIDPath is a variable so tests can point it elsewhere.
+var bootIDPath = "/proc/sys/kernel/random/boot_id"
+
+// BootID returns the kernel's boot ID, which changes at every boot. The
+// agent stores it in the checkpoint to notice reboots: partitions it carved
+// and device state do not survive one.
+func BootID() (string, error) {
+	data, err := os.ReadFile(bootIDPath)
+	if err != nil {
+		return "", fmt.Errorf("read boot ID: %w", err)
+	}
+	id := strings.TrimSpace(string(data))
+	if id == "" {
+		return "", fmt.Errorf("read boot ID: %s is empty", bootIDPath)
+	}
+	return id, nil
+}

@@ -1,0 +1,126 @@
+// Package checkpoint is the durable record of the claim prepare state
+// machine: which claims the node agent has prepared, or is part way through
+// preparing or unpreparing, and with which devices. The agent reads it at
+// start to finish or undo what a previous process left half done.
+package checkpoint
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// CurrentVersion is the checkpoint format this code reads and writes.
+// Anything else is treated as corrupt: the agent then rebuilds its state
+// from the CDI specs rather than guess at a format it does not know.
+const CurrentVersion = 1
+
+// State is where a claim is in the prepare state machine.
+type State string
+
+const (
+	// PrepareStarted: devices may be partly set up (partitions carved, spec
+	// written); on recovery, undo them.
+	PrepareStarted State = "PrepareStarted"
+	// PrepareCompleted: the kubelet has (or will get) the claim's CDI IDs.
+	PrepareCompleted State = "PrepareCompleted"
+	// UnprepareStarted: teardown began; on recovery, finish it.
+	UnprepareStarted State = "UnprepareStarted"
+)
+
+func (s State) valid() bool {
+	switch s {
+	case PrepareStarted, PrepareCompleted, UnprepareStarted:
+		return true
+	}
+	return false
+}
+
+// Device is one allocated device of a claim.
+type Device struct {
+	Request      string   `json:"request"`
+	Pool         string   `json:"pool"`
+	Device       string   `json:"device"`
+	CDIDeviceIDs []string `json:"cdiDeviceIDs,omitempty"`
+	GPUUUID      string   `json:"gpuUUID,omitempty"`
+	// PartitionUUID is set when the device is a partition.
+	PartitionUUID string `json:"partitionUUID,omitempty"`
+	// CreatedPartition is true when the agent carved the partition for this
+	// claim and so must destroy it on unprepare.
+	CreatedPartition bool `json:"createdPartition,omitempty"`
+}
+
+// Claim is one claim's entry.
+type Claim struct {
+	UID       string    `json:"uid"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	State     State     `json:"state"`
+	Devices   []Device  `json:"devices,omitempty"`
+	Updated   time.Time `json:"updated"`
+}
+
+// Checkpoint is the whole record.
+type Checkpoint struct {
+	Version int `json:"version"`
+	// BootID is the kernel boot ID when the checkpoint was written; a
+	// different one at start means a reboot dropped all partitions.
+	BootID string `json:"bootID,omitempty"`
+	// Claims is keyed by claim UID.
+	Claims map[string]*Claim `json:"claims"`
+}
+
+// New returns an empty checkpoint of the current version.
+func New() *Checkpoint {
+	return &Checkpoint{Version: CurrentVersion, Claims: map[string]*Claim{}}
+}
+
+// Clone returns a deep copy, so a caller can keep the last saved state and
+// restore it when a save fails.
+func (c *Checkpoint) Clone() *Checkpoint {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	if c.Claims != nil {
+		out.Claims = make(map[string]*Claim, len(c.Claims))
+		for uid, cl := range c.Claims {
+			out.Claims[uid] = cl.clone()
+		}
+	}
+	return &out
+}
+
+func (c *Claim) clone() *Claim {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	if c.Devices != nil {
+		out.Devices = make([]Device, len(c.Devices))
+		for i, d := range c.Devices {
+			d.CDIDeviceIDs = slices.Clone(d.CDIDeviceIDs)
+			out.Devices[i] = d
+		}
+	}
+	return &out
+}
+
+// validate checks what Load relies on: every entry present, filed under
+// its own UID, in a known state. Save runs it too, so a bad in-memory
+// state fails the save instead of producing a file that Load would discard.
+func (c *Checkpoint) validate() error {
+	for _, uid := range slices.Sorted(maps.Keys(c.Claims)) {
+		cl := c.Claims[uid]
+		switch {
+		case cl == nil:
+			return fmt.Errorf("claim %s: no entry", uid)
+		case cl.UID != uid:
+			return fmt.Errorf("claim %s: filed under UID %q", cl.UID, uid)
+		case !cl.State.valid():
+			return fmt.Errorf("claim %s: unknown state %q", uid, cl.State)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,246 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		cp   *Checkpoint
+	}{
+		{name: "empty", cp: New()},
+		{name: "nil claims map", cp: &Checkpoint{Version: CurrentVersion}},
+		{name: "claims in every state", cp: sample()},
+		// Save writes the current version whatever the caller set.
+		{name: "version unset", cp: func() *Checkpoint { c := sample(); c.Version = 0; return c }()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A directory that does not exist yet: Save creates it.
+			path := filepath.Join(t.TempDir(), "plugin", "checkpoint.json")
+			s := NewStore(path)
+			before := tt.cp.Clone()
+			if err := s.Save(tt.cp); err != nil {
+				t.Fatalf("Save: %v", err)
+			}
+			if !reflect.DeepEqual(tt.cp, before) {
+				t.Error("Save modified its argument")
+			}
+			got, err := s.Load()
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			want := before.Clone()
+			want.Version = CurrentVersion
+			if want.Claims == nil {
+				want.Claims = map[string]*Claim{}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("Load:\n got %+v\nwant %+v", got, want)
+			}
+			st, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode().Perm() != 0o600 {
+				t.Errorf("mode %v, want 0600", st.Mode().Perm())
+			}
+		})
+	}
+}
+
+func TestLoadMissing(t *testing.T) {
+	cp, err := NewStore(filepath.Join(t.TempDir(), "nope.json")).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cp, New()) {
+		t.Errorf("got %+v, want an empty checkpoint", cp)
+	}
+}
+
+// Load of a file that exists but cannot be read is not "corrupt": the file
+// may be fine, so it is neither moved nor replaced by an empty checkpoint.
+func TestLoadUnreadable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	if err := os.Mkdir(path, 0o755); err != nil { // reading a directory fails
+		t.Fatal(err)
+	}
+	cp, err := NewStore(path).Load()
+	if err == nil || errors.Is(err, ErrCorrupt) || cp != nil {
+		t.Fatalf("Load = %v, %v; want nil and a non-corrupt error", cp, err)
+	}
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		t.Error("unreadable path was moved")
+	}
+}
+
+// encodeRaw writes cp exactly as given (any version) with a valid checksum.
+func encodeRaw(t *testing.T, cp *Checkpoint) []byte {
+	t.Helper()
+	data, err := encode(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestLoadCorrupt(t *testing.T) {
+	good := encodeRaw(t, sample())
+	future := sample()
+	future.Version = CurrentVersion + 1
+	// A checkpoint whose checksum matches but whose entries are inconsistent.
+	misfiled := func() []byte {
+		payload := []byte(`{"version":1,"claims":{"uid-a":{"uid":"uid-z","namespace":"n","name":"c","state":"PrepareCompleted","updated":"2026-01-01T00:00:00Z"}}}`)
+		data, _ := json.Marshal(envelope{Checksum: checksum(payload), Checkpoint: payload})
+		return data
+	}()
+
+	tests := []struct {
+		name    string
+		data    []byte
+		wantErr string
+	}{
+		{name: "empty file", data: []byte{}, wantErr: "parse"},
+		{name: "truncated", data: good[:len(good)/2], wantErr: "parse"},
+		{name: "not JSON", data: []byte("\x00\x01garbage"), wantErr: "parse"},
+		{name: "no envelope", data: []byte(`{"version":1,"claims":{}}`), wantErr: "no checksum"},
+		// One changed byte inside a value still parses; only the checksum
+		// catches it.
+		{name: "flipped byte", data: bytes.Replace(good, []byte(`ns-a`), []byte(`ns-q`), 1), wantErr: "checksum mismatch"},
+		{name: "bad checksum text", data: bytes.Replace(good, []byte(`sha256:`), []byte(`sha256:0`), 1), wantErr: "checksum mismatch"},
+		{name: "unknown version", data: encodeRaw(t, future), wantErr: "unknown version 2"},
+		{name: "misfiled claim", data: misfiled, wantErr: "filed under"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "checkpoint.json")
+			if err := os.WriteFile(path, tt.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s := NewStore(path)
+			cp, err := s.Load()
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Load error = %v, want ErrCorrupt containing %q", err, tt.wantErr)
+			}
+			if !reflect.DeepEqual(cp, New()) {
+				t.Errorf("Load returned %+v, want an empty checkpoint", cp)
+			}
+
+			// Moved aside with its content intact, for a person to look at.
+			aside, _ := filepath.Glob(path + ".corrupt-*")
+			if len(aside) != 1 {
+				t.Fatalf("moved-aside files: %v", aside)
+			}
+			if kept, _ := os.ReadFile(aside[0]); !bytes.Equal(kept, tt.data) {
+				t.Error("moved-aside file differs from the corrupt one")
+			}
+			if !strings.Contains(err.Error(), aside[0]) {
+				t.Errorf("error does not name %s: %v", aside[0], err)
+			}
+			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("corrupt file still at %s", path)
+			}
+
+			// The next start sees no file, and a fresh save works.
+			if cp, err := s.Load(); err != nil || len(cp.Claims) != 0 {
+				t.Fatalf("second Load = %+v, %v", cp, err)
+			}
+			if err := s.Save(sample()); err != nil {
+				t.Fatalf("Save after corrupt: %v", err)
+			}
+			got, err := s.Load()
+			if err != nil || !reflect.DeepEqual(got, sample()) {
+				t.Errorf("Load after fresh Save = %+v, %v", got, err)
+			}
+		})
+	}
+}
+
+func TestSaveRejectsInvalid(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := NewStore(path)
+	if err := s.Save(sample()); err != nil {
+		t.Fatal(err)
+	}
+	bad := sample()
+	bad.Claims["uid-a"].State = "Nonsense"
+	if err := s.Save(bad); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Save(invalid) = %v, want an error naming the file", err)
+	}
+	if err := s.Save(nil); err == nil {
+		t.Fatal("Save(nil) succeeded")
+	}
+	if got, err := s.Load(); err != nil || !reflect.DeepEqual(got, sample()) {
+		t.Errorf("failed saves changed the file: %+v, %v", got, err)
+	}
+}
+
+// Saves and loads from many goroutines must leave one complete checkpoint,
+// never a mix, and every Load in between must see a valid one.
+func TestConcurrentSaveLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := NewStore(path)
+	const writers = 16
+	want := make([]*Checkpoint, writers)
+	for i := range want {
+		cp := sample()
+		cp.BootID = fmt.Sprintf("boot-%d", i)
+		for j := range 20 * i {
+			uid := fmt.Sprintf("uid-%d-%d", i, j)
+			cp.Claims[uid] = &Claim{UID: uid, Namespace: "ns", Name: uid, State: PrepareCompleted, Updated: t0}
+		}
+		want[i] = cp
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*writers)
+	for i := range writers {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for range 3 {
+				if err := s.Save(want[i]); err != nil {
+					errs <- err
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := s.Load(); err != nil {
+				errs <- fmt.Errorf("Load during saves: %w", err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	got, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, w := range want {
+		if reflect.DeepEqual(got, w) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("final checkpoint (boot %s, %d claims) matches no writer", got.BootID, len(got.Claims))
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.tmp")); len(tmp) != 0 {
+		t.Errorf("temp files left: %v", tmp)
+	}
+}

@@ -1,0 +1,102 @@
+package claims
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+	"github.com/tessera-gpu/tessera/pkg/cdi"
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/slices"
+)
+
+const (
+	driverName = "gpu.tessera.dev"
+	nodeName   = "node-1"
+)
+
+// env is one node's on-disk world: sim state, CDI dir and checkpoint. A new
+// Manager over the same env is what a restarted agent sees.
+type env struct {
+	t       *testing.T
+	dir     string
+	profile string
+	bootID  string
+}
+
+func newEnv(t *testing.T, profile string) *env {
+	return &env{t: t, dir: t.TempDir(), profile: profile, bootID: "boot-1"}
+}
+
+func (e *env) cdiDir() string         { return filepath.Join(e.dir, "cdi") }
+func (e *env) checkpointPath() string { return filepath.Join(e.dir, "plugin", "checkpoint.json") }
+
+// start builds a Manager as the agent does on start, with an optional crash hook.
+func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
+	e.t.Helper()
+	_, ctx := ktesting.NewTestContext(e.t)
+	m, err := sim.Profile(e.profile, nodeName)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	b, err := sim.New(m, filepath.Join(e.dir, "sim"), sim.WithBootID(e.bootID))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	inv, err := b.Discover(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	res, err := slices.Build(nodeName, inv)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w, err := cdi.NewWriter(cdi.Options{SpecDir: e.cdiDir(), DevRoot: b.DevRoot(), DeviceNumbers: b.DeviceNumbers})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	mgr, err := New(ctx, Config{
+		DriverName: driverName, Backend: b, CDI: w,
+		Store: checkpoint.NewStore(e.checkpointPath()), BootID: e.bootID,
+		Devices: func() *slices.Result { return res }, Crash: crash,
+	})
+	if err != nil {
+		e.t.Fatalf("start manager: %v", err)
+	}
+	return mgr, res
+}
+
+func (e *env) specFiles() []string {
+	e.t.Helper()
+	m, err := filepath.Glob(filepath.Join(e.cdiDir(), "*.json"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+func (e *env) hasSpec(uid string) bool {
+	_, err := os.Stat(filepath.Join(e.cdiDir(), "k8s.gpu.tessera.dev-claim_"+uid+".json"))
+	return err == nil
+}
+
+// allocated builds a claim allocated the given devices of this node's pool.
+func allocated(name string, devices ...string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)}}
+	c.Status.Allocation = &resourceapi.AllocationResult{}
+	for _, d := range devices {
+		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+			Request: "gpu", Driver: driverName, Pool: nodeName, Device: d,
+		})
+	}
+	return c
+}
+
+func ctxFor(t *testing.T) context.Context { _, ctx := ktesting.NewTestContext(t); return ctx }

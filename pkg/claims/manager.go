@@ -1,0 +1,272 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/cdi"
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/slices"
+)
+
+// Step names a point in prepare or unprepare where a test may stop the agent.
+type Step string
+
+const (
+	StepPrepareStarted    Step = "prepare-started-saved"
+	StepSpecWritten       Step = "spec-written"
+	StepPrepareCompleted  Step = "prepare-completed-saved"
+	StepUnprepareStarted  Step = "unprepare-started-saved"
+	StepSpecRemoved       Step = "spec-removed"
+	StepUnprepareFinished Step = "unprepare-entry-deleted"
+)
+
+// ErrInjected is returned by a crash hook to stop at a step.
+var ErrInjected = errors.New("injected stop")
+
+// Config wires a Manager.
+type Config struct {
+	DriverName string
+	Backend    backend.Backend
+	CDI        *cdi.Writer
+	Store      *checkpoint.Store
+	BootID     string
+	// Devices returns the devices now published by this node.
+	Devices func() *slices.Result
+	// Crash, if set, is called after each step; a non-nil error stops the
+	// operation there as if the process had died (tests only).
+	Crash func(Step) error
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+// Device is one prepared device, as the kubelet plugin returns it.
+type Device struct {
+	Requests     []string
+	Pool, Name   string
+	CDIDeviceIDs []string
+}
+
+// Manager prepares and unprepares claims. It is safe for concurrent use; work
+// on the checkpoint is serialised.
+type Manager struct {
+	cfg Config
+	mu  sync.Mutex
+	cp  *checkpoint.Checkpoint
+}
+
+// New loads the checkpoint and recovers from whatever a previous process left.
+func New(ctx context.Context, cfg Config) (*Manager, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m := &Manager{cfg: cfg}
+	if err := m.recover(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Prepared returns the UIDs of claims now prepared, for tests and metrics.
+func (m *Manager) Prepared() map[string]checkpoint.Claim {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]checkpoint.Claim{}
+	for uid, c := range m.cp.Claims {
+		out[uid] = *c
+	}
+	return out
+}
+
+func (m *Manager) crash(s Step) error {
+	if m.cfg.Crash == nil {
+		return nil
+	}
+	if err := m.cfg.Crash(s); err != nil {
+		return fmt.Errorf("at %s: %w", s, err)
+	}
+	return nil
+}
+
+// save persists the checkpoint; on failure the in-memory copy is restored
+// from prev so memory never runs ahead of disk.
+func (m *Manager) save(prev *checkpoint.Checkpoint) error {
+	if err := m.cfg.Store.Save(m.cp); err != nil {
+		m.cp = prev
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	return nil
+}
+
+// Prepare prepares one claim and returns its devices. It is idempotent: a
+// claim already prepared returns what was prepared before.
+func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]Device, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ref := cdi.ClaimRef{UID: string(claim.UID), Namespace: claim.Namespace, Name: claim.Name}
+	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "uid", claim.UID)
+
+	if c, ok := m.cp.Claims[ref.UID]; ok && c.State == checkpoint.PrepareCompleted {
+		if err := m.ensureSpec(ref, c); err != nil {
+			return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+		}
+		logger.V(4).Info("Claim already prepared")
+		return devicesOf(c), nil
+	}
+	if c, ok := m.cp.Claims[ref.UID]; ok {
+		// A half-done prepare or unprepare of this claim from a failed call:
+		// undo it, then prepare from scratch.
+		if err := m.rollback(ctx, c); err != nil {
+			return nil, fmt.Errorf("prepare claim %s: clean up earlier attempt: %w", ref, err)
+		}
+	}
+
+	devs, err := m.resolve(claim)
+	if err != nil {
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+	}
+	if err := m.checkConflicts(ref, devs); err != nil {
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+	}
+
+	entry := &checkpoint.Claim{UID: ref.UID, Namespace: ref.Namespace, Name: ref.Name, State: checkpoint.PrepareStarted, Updated: m.cfg.Now()}
+	for _, d := range devs {
+		cd := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID}
+		if d.Partition != nil {
+			cd.PartitionUUID = d.Partition.UUID
+		}
+		entry.Devices = append(entry.Devices, cd)
+	}
+	prev := m.cp.Clone()
+	m.cp.Claims[ref.UID] = entry
+	if err := m.save(prev); err != nil {
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+	}
+	if err := m.crash(StepPrepareStarted); err != nil {
+		return nil, err
+	}
+
+	ids, err := m.cfg.CDI.WriteClaimSpec(ref, devs)
+	if err != nil {
+		m.abandon(ctx, entry)
+		return nil, fmt.Errorf("prepare claim %s: write CDI spec: %w", ref, err)
+	}
+	if err := m.crash(StepSpecWritten); err != nil {
+		return nil, err
+	}
+
+	prev = m.cp.Clone()
+	entry.State = checkpoint.PrepareCompleted
+	entry.Updated = m.cfg.Now()
+	for i := range entry.Devices {
+		entry.Devices[i].CDIDeviceIDs = ids[i]
+	}
+	if err := m.save(prev); err != nil {
+		m.abandon(ctx, entry)
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+	}
+	if err := m.crash(StepPrepareCompleted); err != nil {
+		return nil, err
+	}
+	logger.V(2).Info("Prepared claim", "devices", len(devs))
+	return devicesOf(entry), nil
+}
+
+// abandon undoes a prepare that failed after PrepareStarted was saved.
+// Failures here are logged: the entry stays PrepareStarted and the next
+// attempt or the next start rolls it back.
+func (m *Manager) abandon(ctx context.Context, entry *checkpoint.Claim) {
+	if err := m.rollback(ctx, entry); err != nil {
+		klog.FromContext(ctx).Error(err, "Roll back failed prepare", "claim", entry.Namespace+"/"+entry.Name)
+	}
+}
+
+// Unprepare undoes Prepare. A claim that is not prepared is not an error.
+func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ref := cdi.ClaimRef{UID: uid, Namespace: namespace, Name: name}
+	c, ok := m.cp.Claims[uid]
+	if !ok {
+		// Nothing recorded; a spec left by a lost checkpoint still goes.
+		if err := m.cfg.CDI.RemoveClaimSpec(uid); err != nil {
+			return fmt.Errorf("unprepare claim %s: %w", ref, err)
+		}
+		return nil
+	}
+	prev := m.cp.Clone()
+	c.State = checkpoint.UnprepareStarted
+	c.Updated = m.cfg.Now()
+	if err := m.save(prev); err != nil {
+		return fmt.Errorf("unprepare claim %s: %w", ref, err)
+	}
+	if err := m.crash(StepUnprepareStarted); err != nil {
+		return err
+	}
+	if err := m.rollback(ctx, c); err != nil {
+		return fmt.Errorf("unprepare claim %s: %w", ref, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Unprepared claim", "claim", klog.KRef(namespace, name), "uid", uid)
+	return nil
+}
+
+// rollback removes everything a claim holds and then its entry. Every step
+// is idempotent, so it can run again after a crash at any point.
+func (m *Manager) rollback(ctx context.Context, c *checkpoint.Claim) error {
+	if err := m.cfg.CDI.RemoveClaimSpec(c.UID); err != nil {
+		return err
+	}
+	if err := m.crash(StepSpecRemoved); err != nil {
+		return err
+	}
+	for _, d := range c.Devices {
+		if !d.CreatedPartition || d.PartitionUUID == "" {
+			continue
+		}
+		if err := m.cfg.Backend.DestroyPartition(ctx, d.GPUUUID, d.PartitionUUID); err != nil {
+			return fmt.Errorf("destroy partition %s of %s: %w", d.PartitionUUID, d.Device, err)
+		}
+	}
+	prev := m.cp.Clone()
+	delete(m.cp.Claims, c.UID)
+	if err := m.save(prev); err != nil {
+		return err
+	}
+	return m.crash(StepUnprepareFinished)
+}
+
+// ensureSpec rewrites a prepared claim's spec if it is gone (a reboot clears
+// /var/run/cdi while the checkpoint on disk survives).
+func (m *Manager) ensureSpec(ref cdi.ClaimRef, c *checkpoint.Claim) error {
+	if specExists(m.cfg.CDI.SpecPath(ref.UID)) {
+		return nil
+	}
+	devs, err := m.resolveRecorded(c)
+	if err != nil {
+		return err
+	}
+	ids, err := m.cfg.CDI.WriteClaimSpec(ref, devs)
+	if err != nil {
+		return fmt.Errorf("rewrite CDI spec: %w", err)
+	}
+	prev := m.cp.Clone()
+	for i := range c.Devices {
+		c.Devices[i].CDIDeviceIDs = ids[i]
+	}
+	return m.save(prev)
+}
+
+func devicesOf(c *checkpoint.Claim) []Device {
+	out := make([]Device, 0, len(c.Devices))
+	for _, d := range c.Devices {
+		out = append(out, Device{Requests: []string{d.Request}, Pool: d.Pool, Name: d.Device, CDIDeviceIDs: append([]string(nil), d.CDIDeviceIDs...)})
+	}
+	return out
+}

@@ -1,0 +1,256 @@
+package claims
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+)
+
+func TestPrepareUnprepare(t *testing.T) {
+	e := newEnv(t, "dgx-h100")
+	m, _ := e.start(nil)
+	ctx := ctxFor(t)
+	claim := allocated("train", "gpu-0", "gpu-1")
+
+	devs, err := m.Prepare(ctx, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != 2 || devs[0].Name != "gpu-0" || devs[1].Name != "gpu-1" || len(devs[0].CDIDeviceIDs) == 0 {
+		t.Fatalf("devices %+v", devs)
+	}
+	if !e.hasSpec("uid-train") {
+		t.Fatal("no CDI spec after prepare")
+	}
+	if st := m.Prepared()["uid-train"].State; st != checkpoint.PrepareCompleted {
+		t.Fatalf("checkpoint state %q", st)
+	}
+
+	again, err := m.Prepare(ctx, claim)
+	if err != nil || !reflect.DeepEqual(again, devs) {
+		t.Fatalf("second prepare = %+v, %v; want %+v", again, err, devs)
+	}
+
+	if err := m.Unprepare(ctx, "uid-train", "default", "train"); err != nil {
+		t.Fatal(err)
+	}
+	if e.hasSpec("uid-train") || len(m.Prepared()) != 0 {
+		t.Fatalf("after unprepare: spec %v, claims %v", e.hasSpec("uid-train"), m.Prepared())
+	}
+	if err := m.Unprepare(ctx, "uid-train", "default", "train"); err != nil {
+		t.Fatalf("unprepare of an unprepared claim: %v", err)
+	}
+}
+
+func TestPrepareErrors(t *testing.T) {
+	e := newEnv(t, "dgx-h100")
+	m, _ := e.start(nil)
+	ctx := ctxFor(t)
+	if _, err := m.Prepare(ctx, allocated("holder", "gpu-3")); err != nil {
+		t.Fatal(err)
+	}
+	foreignPool := allocated("elsewhere", "gpu-0")
+	foreignPool.Status.Allocation.Devices.Results[0].Pool = "node-2"
+	withConfig := allocated("configured", "gpu-5")
+	withConfig.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{{
+		Source: resourceapi.AllocationConfigSourceClaim, Requests: []string{"gpu"},
+		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: driverName, Parameters: runtime.RawExtension{Raw: []byte(`{}`)}}},
+	}}
+	unallocated := allocated("pending")
+	unallocated.Status.Allocation = nil
+
+	tests := []struct {
+		claim *resourceapi.ResourceClaim
+		want  []string
+	}{
+		{allocated("ghost", "gpu-0", "gpu-42"), []string{"default/ghost", "gpu-42", "not on this node"}},
+		{foreignPool, []string{"default/elsewhere", "node-2/gpu-0"}},
+		{allocated("thief", "gpu-3"), []string{"default/thief", "gpu-3", "in use by claim default/holder"}},
+		{withConfig, []string{"default/configured", "config[0]", "not supported"}},
+		{unallocated, []string{"default/pending", "not allocated"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.claim.Name, func(t *testing.T) {
+			_, err := m.Prepare(ctx, tc.claim)
+			if err == nil {
+				t.Fatal("prepare succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if e.hasSpec(string(tc.claim.UID)) {
+				t.Error("failed claim left a CDI spec")
+			}
+			if _, ok := m.Prepared()[string(tc.claim.UID)]; ok {
+				t.Error("failed claim left a checkpoint entry")
+			}
+		})
+	}
+	if len(e.specFiles()) != 1 {
+		t.Errorf("spec files %v, want only the holder's", e.specFiles())
+	}
+}
+
+// TestCrashAtEveryStep stops the agent after each step of prepare and of
+// unprepare, restarts it over the same disk, and checks that the claim is
+// prepared exactly once or cleanly absent, and can then be prepared.
+func TestCrashAtEveryStep(t *testing.T) {
+	prepareSteps := []Step{StepPrepareStarted, StepSpecWritten, StepPrepareCompleted}
+	for _, step := range prepareSteps {
+		t.Run("prepare/"+string(step), func(t *testing.T) {
+			e := newEnv(t, "dgx-h100")
+			m, _ := e.start(crashAt(step))
+			ctx := ctxFor(t)
+			claim := allocated("c", "gpu-2")
+			if _, err := m.Prepare(ctx, claim); !errors.Is(err, ErrInjected) {
+				t.Fatalf("prepare: %v, want injected stop", err)
+			}
+			m2, _ := e.start(nil)
+			e.assertConsistent(m2, "uid-c")
+			if _, err := m2.Prepare(ctx, claim); err != nil {
+				t.Fatalf("prepare after restart: %v", err)
+			}
+			if len(e.specFiles()) != 1 || m2.Prepared()["uid-c"].State != checkpoint.PrepareCompleted {
+				t.Fatalf("after retry: specs %v, claims %v", e.specFiles(), m2.Prepared())
+			}
+		})
+	}
+	unprepareSteps := []Step{StepUnprepareStarted, StepSpecRemoved, StepUnprepareFinished}
+	for _, step := range unprepareSteps {
+		t.Run("unprepare/"+string(step), func(t *testing.T) {
+			e := newEnv(t, "dgx-h100")
+			m, _ := e.start(nil)
+			ctx := ctxFor(t)
+			claim := allocated("c", "gpu-2")
+			if _, err := m.Prepare(ctx, claim); err != nil {
+				t.Fatal(err)
+			}
+			m.cfg.Crash = crashAt(step)
+			if err := m.Unprepare(ctx, "uid-c", "default", "c"); !errors.Is(err, ErrInjected) {
+				t.Fatalf("unprepare: %v, want injected stop", err)
+			}
+			m2, _ := e.start(nil)
+			if _, ok := m2.Prepared()["uid-c"]; ok || e.hasSpec("uid-c") {
+				t.Fatalf("claim half unprepared after restart: entry %v, spec %v", m2.Prepared()["uid-c"], e.hasSpec("uid-c"))
+			}
+			if err := m2.Unprepare(ctx, "uid-c", "default", "c"); err != nil {
+				t.Fatalf("kubelet's retried unprepare: %v", err)
+			}
+		})
+	}
+}
+
+func crashAt(s Step) func(Step) error {
+	return func(got Step) error {
+		if got == s {
+			return ErrInjected
+		}
+		return nil
+	}
+}
+
+// assertConsistent: either a completed entry and its spec, or neither.
+func (e *env) assertConsistent(m *Manager, uid string) {
+	e.t.Helper()
+	c, ok := m.Prepared()[uid]
+	spec := e.hasSpec(uid)
+	switch {
+	case ok && c.State == checkpoint.PrepareCompleted && spec:
+	case !ok && !spec:
+	default:
+		e.t.Fatalf("claim %s half prepared: entry %+v (present %v), spec %v", uid, c, ok, spec)
+	}
+}
+
+func TestCorruptCheckpointRebuiltFromSpecs(t *testing.T) {
+	e := newEnv(t, "mixed-inference")
+	m, res := e.start(nil)
+	ctx := ctxFor(t)
+	want, err := m.Prepare(ctx, allocated("kept", res.Order[0], res.Order[len(res.Order)-1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.checkpointPath(), []byte(`{"checksum":"sha256:00","checkpoint":{`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := e.start(nil)
+	got, err := m2.Prepare(ctx, allocated("kept", res.Order[0], res.Order[len(res.Order)-1]))
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("prepare after rebuild = %+v, %v; want %+v", got, err, want)
+	}
+	// The rebuilt entry still guards the devices.
+	if _, err := m2.Prepare(ctx, allocated("other", res.Order[0])); err == nil {
+		t.Fatal("rebuilt checkpoint lost the claim's devices")
+	}
+	moved, _ := os.ReadDir(e.dir + "/plugin")
+	var aside bool
+	for _, f := range moved {
+		aside = aside || strings.Contains(f.Name(), ".corrupt-")
+	}
+	if !aside {
+		t.Errorf("corrupt checkpoint not kept aside: %v", moved)
+	}
+}
+
+func TestRebootRewritesSpecs(t *testing.T) {
+	e := newEnv(t, "dgx-h100")
+	m, _ := e.start(nil)
+	ctx := ctxFor(t)
+	claim := allocated("survivor", "gpu-7")
+	if _, err := m.Prepare(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	// A reboot empties /var/run/cdi; the checkpoint under /var/lib survives.
+	for _, f := range e.specFiles() {
+		os.Remove(f)
+	}
+	e.bootID = "boot-2"
+	m2, _ := e.start(nil)
+	if _, err := m2.Prepare(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	if !e.hasSpec("uid-survivor") {
+		t.Fatal("spec not rewritten after reboot")
+	}
+}
+
+func TestOrphanSpecRemovedOnStart(t *testing.T) {
+	e := newEnv(t, "t4-2")
+	m, _ := e.start(nil)
+	ctx := ctxFor(t)
+	if _, err := m.Prepare(ctx, allocated("a", "gpu-0")); err != nil {
+		t.Fatal(err)
+	}
+	// A checkpoint that lost the claim (e.g. restored from an old copy).
+	if err := checkpoint.NewStore(e.checkpointPath()).Save(checkpoint.New()); err != nil {
+		t.Fatal(err)
+	}
+	e.start(nil)
+	if e.hasSpec("uid-a") {
+		t.Fatal("spec of an unrecorded claim survived start")
+	}
+}
+
+func TestManyClaimsIndependent(t *testing.T) {
+	e := newEnv(t, "dgx-h100")
+	m, _ := e.start(nil)
+	ctx := ctxFor(t)
+	for i := 0; i < 8; i++ {
+		if _, err := m.Prepare(ctx, allocated(fmt.Sprintf("c%d", i), fmt.Sprintf("gpu-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(e.specFiles()); n != 8 {
+		t.Fatalf("%d specs, want 8", n)
+	}
+}

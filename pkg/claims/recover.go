@@ -1,0 +1,111 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/pkg/cdi"
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+)
+
+// recover loads the checkpoint and finishes or undoes what a previous
+// process left half done (see the package doc).
+func (m *Manager) recover(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	cp, err := m.cfg.Store.Load()
+	switch {
+	case errors.Is(err, checkpoint.ErrCorrupt):
+		logger.Error(err, "Checkpoint corrupt, moved aside; rebuilding prepared claims from CDI specs")
+		cp, err = m.rebuild()
+		if err != nil {
+			return fmt.Errorf("rebuild checkpoint from CDI specs: %w", err)
+		}
+	case err != nil:
+		return fmt.Errorf("load checkpoint: %w", err)
+	}
+	if cp.BootID != "" && m.cfg.BootID != "" && cp.BootID != m.cfg.BootID {
+		// A reboot dropped every partition a claim created; the kubelet
+		// prepares surviving pods again and ensureSpec rewrites their specs.
+		logger.Info("Node rebooted since the checkpoint was written", "checkpointBootID", cp.BootID, "bootID", m.cfg.BootID)
+		for _, c := range cp.Claims {
+			for i := range c.Devices {
+				c.Devices[i].CreatedPartition = false
+			}
+		}
+	}
+	cp.BootID = m.cfg.BootID
+	m.cp = cp
+
+	uids := make([]string, 0, len(cp.Claims))
+	for uid := range cp.Claims {
+		uids = append(uids, uid)
+	}
+	sort.Strings(uids)
+	for _, uid := range uids {
+		c := cp.Claims[uid]
+		if c.State == checkpoint.PrepareCompleted {
+			continue
+		}
+		logger.Info("Finishing interrupted claim operation", "claim", klog.KRef(c.Namespace, c.Name), "uid", uid, "state", c.State)
+		if err := m.rollback(ctx, c); err != nil {
+			return fmt.Errorf("recover claim %s/%s (%s): %w", c.Namespace, c.Name, uid, err)
+		}
+	}
+	if err := m.cfg.Store.Save(m.cp); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	return m.removeOrphanSpecs(ctx)
+}
+
+// rebuild recreates completed entries from the claim specs on disk: a spec is
+// written only after PrepareStarted and removed before an entry goes, so a
+// spec on disk is the best record left of a prepared claim.
+func (m *Manager) rebuild() (*checkpoint.Checkpoint, error) {
+	cp := checkpoint.New()
+	recs, err := m.cfg.CDI.ListClaimSpecs()
+	if err != nil && !errors.Is(err, cdi.ErrBadSpec) {
+		return nil, err
+	}
+	pub := m.cfg.Devices()
+	for _, r := range recs {
+		c := &checkpoint.Claim{UID: r.Claim.UID, Namespace: r.Claim.Namespace, Name: r.Claim.Name, State: checkpoint.PrepareCompleted, Updated: m.cfg.Now()}
+		for _, d := range r.Devices {
+			cd := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: d.CDIDeviceIDs, GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID}
+			if e, ok := pub.Devices[d.Device]; ok && cd.GPUUUID == "" {
+				cd.GPUUUID = e.GPU.UUID
+				if e.Partition != nil {
+					cd.PartitionUUID = e.Partition.UUID
+				}
+			}
+			c.Devices = append(c.Devices, cd)
+		}
+		cp.Claims[c.UID] = c
+	}
+	return cp, nil
+}
+
+// removeOrphanSpecs deletes claim specs that no checkpoint entry owns.
+func (m *Manager) removeOrphanSpecs(ctx context.Context) error {
+	recs, err := m.cfg.CDI.ListClaimSpecs()
+	if errors.Is(err, cdi.ErrBadSpec) {
+		// An unreadable spec cannot be tied to a claim; leave it for an
+		// operator rather than refuse to start.
+		klog.FromContext(ctx).Error(err, "Ignoring unreadable claim CDI specs")
+	} else if err != nil {
+		return fmt.Errorf("list claim specs: %w", err)
+	}
+	for _, r := range recs {
+		if _, ok := m.cp.Claims[r.Claim.UID]; ok {
+			continue
+		}
+		klog.FromContext(ctx).Info("Removing CDI spec of a claim that is not prepared", "claim", klog.KRef(r.Claim.Namespace, r.Claim.Name), "uid", r.Claim.UID)
+		if err := m.cfg.CDI.RemoveClaimSpec(r.Claim.UID); err != nil {
+			return err
+		}
+	}
+	return nil
+}

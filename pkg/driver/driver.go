@@ -1,0 +1,152 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/cdi"
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/claims"
+	"github.com/tessera-gpu/tessera/pkg/slices"
+)
+
+// DriverName is the DRA driver name and attribute domain.
+const DriverName = "gpu.tessera.dev"
+
+// Options configure the node agent.
+type Options struct {
+	NodeName       string
+	Backend        backend.Backend
+	KubeClient     kubernetes.Interface
+	PluginDataDir  string // kubelet plugin dir for this driver: socket and checkpoint
+	RegistrarDir   string // kubelet plugin registry dir
+	CDIDir         string
+	CheckpointPath string // default PluginDataDir/checkpoint.json
+	BootID         string
+	// Crash is passed to claims.Config.Crash (tests).
+	Crash func(claims.Step) error
+	// Fatal is called for errors the agent cannot recover from; it should
+	// stop the process (the main cancels its context).
+	Fatal func(error)
+}
+
+// Driver implements kubeletplugin.DRAPlugin.
+type Driver struct {
+	opts   Options
+	claims *claims.Manager
+	health *healthHub
+
+	mu        sync.RWMutex
+	published *slices.Result
+
+	helper *kubeletplugin.Helper
+}
+
+var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
+
+// New discovers the node, recovers the checkpoint and builds the slices; it
+// starts nothing. Start connects it to the kubelet.
+func New(ctx context.Context, o Options) (*Driver, error) {
+	if o.CheckpointPath == "" {
+		o.CheckpointPath = o.PluginDataDir + "/checkpoint.json"
+	}
+	d := &Driver{opts: o}
+	if err := d.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	w, err := cdi.NewWriter(cdi.Options{SpecDir: o.CDIDir, DevRoot: o.Backend.DevRoot(), DeviceNumbers: o.Backend.DeviceNumbers})
+	if err != nil {
+		return nil, fmt.Errorf("CDI spec dir %s: %w", o.CDIDir, err)
+	}
+	d.claims, err = claims.New(ctx, claims.Config{
+		DriverName: DriverName,
+		Backend:    o.Backend,
+		CDI:        w,
+		Store:      checkpoint.NewStore(o.CheckpointPath),
+		BootID:     o.BootID,
+		Devices:    d.Published,
+		Crash:      o.Crash,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.health = newHealthHub(d.Published)
+	return d, nil
+}
+
+// Refresh rediscovers the node and rebuilds its slices. It does not publish.
+func (d *Driver) Refresh(ctx context.Context) error {
+	inv, err := d.opts.Backend.Discover(ctx)
+	if err != nil {
+		return fmt.Errorf("discover devices with backend %s: %w", d.opts.Backend.Name(), err)
+	}
+	res, err := slices.Build(d.opts.NodeName, inv)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.published = res
+	d.mu.Unlock()
+	return nil
+}
+
+// Published returns the devices of the last Refresh.
+func (d *Driver) Published() *slices.Result {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.published
+}
+
+// Claims exposes the prepare state machine (tests, metrics).
+func (d *Driver) Claims() *claims.Manager { return d.claims }
+
+// PrepareResourceClaims prepares each claim on its own: one claim's failure
+// is reported for that claim and does not stop the others.
+func (d *Driver) PrepareResourceClaims(ctx context.Context, cs []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(cs))
+	for _, c := range cs {
+		devs, err := d.claims.Prepare(ctx, c)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Prepare failed", "claim", klog.KObj(c))
+			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+			continue
+		}
+		res := kubeletplugin.PrepareResult{Devices: make([]kubeletplugin.Device, 0, len(devs))}
+		for _, dv := range devs {
+			res.Devices = append(res.Devices, kubeletplugin.Device{Requests: dv.Requests, PoolName: dv.Pool, DeviceName: dv.Name, CDIDeviceIDs: dv.CDIDeviceIDs})
+		}
+		out[c.UID] = res
+	}
+	return out, nil
+}
+
+// UnprepareResourceClaims unprepares each claim on its own.
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, cs []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	out := make(map[types.UID]error, len(cs))
+	for _, c := range cs {
+		out[c.UID] = d.claims.Unprepare(ctx, string(c.UID), c.Namespace, c.Name)
+		if out[c.UID] != nil {
+			klog.FromContext(ctx).Error(out[c.UID], "Unprepare failed", "claim", c.NamespacedName)
+		}
+	}
+	return out, nil
+}
+
+// HandleError logs background errors; fatal ones stop the agent so its
+// supervisor restarts it.
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	runtime.HandleErrorWithContext(ctx, err, msg)
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) && d.opts.Fatal != nil {
+		d.opts.Fatal(fmt.Errorf("%s: %w", msg, err))
+	}
+}

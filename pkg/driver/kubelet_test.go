@@ -1,0 +1,139 @@
+package driver
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2/ktesting"
+	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+)
+
+// node is one simulated node with a running agent, driven over the agent's
+// real unix sockets the way the kubelet drives it. The API server is client-go's
+// fake clientset: the plugin helper GETs claims from it.
+type node struct {
+	t       *testing.T
+	ctx     context.Context
+	cancel  context.CancelFunc
+	dir     string
+	profile string
+	client  *fake.Clientset
+	driver  *Driver
+	backend *sim.Backend
+}
+
+func newNode(t *testing.T, profile string) *node {
+	n := &node{t: t, dir: t.TempDir(), profile: profile}
+	n.client = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}})
+	n.start()
+	t.Cleanup(n.stop)
+	return n
+}
+
+func (n *node) start() {
+	n.t.Helper()
+	_, ctx := ktesting.NewTestContext(n.t)
+	n.ctx, n.cancel = context.WithCancel(ctx)
+	m, err := sim.Profile(n.profile, "node-1")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.backend, err = sim.New(m, filepath.Join(n.dir, "sim"), sim.WithBootID("boot"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.driver, err = New(n.ctx, Options{
+		NodeName: "node-1", Backend: n.backend, KubeClient: n.client,
+		PluginDataDir: filepath.Join(n.dir, "plugin"), RegistrarDir: filepath.Join(n.dir, "registry"),
+		CDIDir: n.cdiDir(), BootID: "boot",
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if err := n.driver.Start(n.ctx); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func (n *node) stop() {
+	if n.driver != nil {
+		n.driver.Stop()
+		n.cancel()
+		n.driver = nil
+	}
+}
+
+func (n *node) cdiDir() string { return filepath.Join(n.dir, "cdi") }
+
+func (n *node) dial(path string) *grpc.ClientConn {
+	n.t.Helper()
+	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func (n *node) registration() registerapi.RegistrationClient {
+	return registerapi.NewRegistrationClient(n.dial(filepath.Join(n.dir, "registry", DriverName+"-reg.sock")))
+}
+
+func (n *node) dra() drapbv1.DRAPluginClient {
+	return drapbv1.NewDRAPluginClient(n.dial(filepath.Join(n.dir, "plugin", "dra.sock")))
+}
+
+func (n *node) health() drahealthv1.DRAResourceHealthClient {
+	return drahealthv1.NewDRAResourceHealthClient(n.dial(filepath.Join(n.dir, "plugin", "dra.sock")))
+}
+
+// addClaim stores an allocated claim in the API server and returns its kubelet reference.
+func (n *node) addClaim(name string, devices ...string) *drapbv1.Claim {
+	n.t.Helper()
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)}}
+	c.Status.Allocation = &resourceapi.AllocationResult{}
+	for _, d := range devices {
+		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+			Request: "gpus", Driver: DriverName, Pool: "node-1", Device: d,
+		})
+	}
+	if _, err := n.client.ResourceV1().ResourceClaims("default").Create(n.ctx, c, metav1.CreateOptions{}); err != nil {
+		n.t.Fatal(err)
+	}
+	return &drapbv1.Claim{Namespace: "default", Name: name, Uid: string(c.UID)}
+}
+
+func (n *node) prepare(claims ...*drapbv1.Claim) *drapbv1.NodePrepareResourcesResponse {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
+	defer cancel()
+	resp, err := n.dra().NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: claims})
+	if err != nil {
+		n.t.Fatalf("NodePrepareResources: %v", err)
+	}
+	return resp
+}
+
+func (n *node) unprepare(claims ...*drapbv1.Claim) *drapbv1.NodeUnprepareResourcesResponse {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
+	defer cancel()
+	resp, err := n.dra().NodeUnprepareResources(ctx, &drapbv1.NodeUnprepareResourcesRequest{Claims: claims})
+	if err != nil {
+		n.t.Fatalf("NodeUnprepareResources: %v", err)
+	}
+	return resp
+}

@@ -1,0 +1,50 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+)
+
+// Start registers with the kubelet, publishes the node's ResourceSlices and
+// starts health monitoring. Stop ends all of it.
+func (d *Driver) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	for _, dir := range []string{d.opts.PluginDataDir, d.opts.RegistrarDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("start kubelet plugin: %w", err)
+		}
+	}
+	opts := []kubeletplugin.Option{
+		kubeletplugin.DriverName(DriverName),
+		kubeletplugin.NodeName(d.opts.NodeName),
+		kubeletplugin.KubeClient(d.opts.KubeClient),
+		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDataDir),
+		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistrarDir),
+	}
+	helper, err := kubeletplugin.Start(ctx, d, opts...)
+	if err != nil {
+		return fmt.Errorf("start kubelet plugin: %w", err)
+	}
+	d.helper = helper
+	go d.health.run(ctx, d.opts.Backend)
+	res := d.Published()
+	if err := helper.PublishResources(ctx, res.Resources); err != nil {
+		helper.Stop()
+		return fmt.Errorf("publish ResourceSlices: %w", err)
+	}
+	logger.Info("Publishing devices", "node", d.opts.NodeName, "pool", res.Pool, "devices", len(res.Order))
+	return nil
+}
+
+// Stop unregisters from the kubelet. Published slices stay: a restarting
+// agent takes them over, and deleting them would make pending pods
+// unschedulable for the length of the restart.
+func (d *Driver) Stop() {
+	if d.helper != nil {
+		d.helper.Stop()
+	}
+}

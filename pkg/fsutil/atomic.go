@@ -1,0 +1,100 @@
+// Package fsutil holds small file-system helpers shared by the node agent's
+// durable state (CDI specs, checkpoint).
+package fsutil
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// WriteFileAtomic replaces path with data so that a reader (a container
+// runtime scanning the CDI spec directory, the agent after a crash) sees
+// either the old file or the complete new one, never a partial write.
+// The file gets exactly perm (the umask does not apply).
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return WriteFileAtomicVerified(path, data, perm, nil)
+}
+
+// WriteFileAtomicVerified is WriteFileAtomic with a check of the written
+// bytes before they become visible: verify gets the path of the synced
+// temporary file and an error from it aborts the write, leaving path as it
+// was. It lets a caller validate the exact file a reader will load (the CDI
+// package parses it with the CDI library) without a second copy on disk.
+//
+// The temporary file lives in path's directory, so the final rename stays on
+// one file system and is atomic. Its name starts with "." and ends in
+// ".tmp": CDI caches only load *.json and *.yaml, and the dot keeps it out
+// of casual listings.
+func WriteFileAtomicVerified(path string, data []byte, perm os.FileMode, verify func(tmpPath string) error) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: create temp file: %w", path, err)
+	}
+	tmpPath := tmp.Name()
+	renamed := false
+	defer func() {
+		if renamed {
+			return
+		}
+		// Close may already have happened; the second close error is
+		// irrelevant, the removal is what matters.
+		_ = tmp.Close()
+		if rmErr := os.Remove(tmpPath); rmErr != nil && !os.IsNotExist(rmErr) && err != nil {
+			err = fmt.Errorf("%w (and removing temp file %s: %v)", err, tmpPath, rmErr)
+		}
+	}()
+
+	if _, err = tmp.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmpPath, err)
+	}
+	// CreateTemp makes the file 0600; set the final mode before the rename
+	// so the file never appears under its real name with the wrong mode.
+	if err = tmp.Chmod(perm); err != nil {
+		return fmt.Errorf("write %s: chmod: %w", tmpPath, err)
+	}
+	// Without this sync a crash after the rename can leave a complete
+	// directory entry pointing at an empty or partial file.
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("write %s: fsync: %w", tmpPath, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: close: %w", tmpPath, err)
+	}
+	if verify != nil {
+		if err = verify(tmpPath); err != nil {
+			return fmt.Errorf("write %s: verify: %w", path, err)
+		}
+	}
+	if err = os.Rename(tmpPath, path); err != nil {
+		return fmt.Errorf("write %s: rename: %w", path, err)
+	}
+	renamed = true
+	// The rename itself is only durable once the directory is synced.
+	if err = SyncDir(dir); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// SyncDir fsyncs a directory so that entries created, renamed or removed in
+// it survive a crash.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir %s for fsync: %w", dir, err)
+	}
+	syncErr := d.Sync()
+	closeErr := d.Close()
+	if syncErr != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, syncErr)
+	}
+	if closeErr != nil {
+		return fmt.Errorf("close dir %s: %w", dir, closeErr)
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package slices
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/topology"
+)
+
+// API limits of resource.k8s.io/v1 (shared/DESIGN.md).
+const (
+	// MaxDevicesPerSlice is 64, not the API's 128 for plain devices: a slice
+	// with taints (device health) or list attributes is limited to 64, and
+	// staying under that keeps a slice valid when a taint appears.
+	MaxDevicesPerSlice  = 64
+	MaxAttrsAndCapacity = 32
+)
+
+// Entry maps a published device back to the inventory.
+type Entry struct {
+	Name      string
+	GPU       *inventory.GPU
+	Partition *inventory.Partition // nil for a whole GPU
+}
+
+// Result is what Build publishes and how to find a device by name.
+type Result struct {
+	Pool      string
+	Resources resourceslice.DriverResources
+	Devices   map[string]Entry
+	// Order is the device names in publishing order.
+	Order []string
+}
+
+// Build turns a node's inventory into the node's one pool of ResourceSlices.
+// The pool is named after the node. Devices of unhealthy GPUs are still
+// published (health is reported separately); a partition-mode GPU is
+// published as its partitions only, since the whole GPU cannot run work
+// while MIG mode is on.
+func Build(nodeName string, n *inventory.Node) (*Result, error) {
+	fabrics, err := topology.Compute(n)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: topology: %w", nodeName, err)
+	}
+	order, err := busOrder(n)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", nodeName, err)
+	}
+	type item struct {
+		dev    resourceapi.Device
+		entry  Entry
+		parent int // GPU index, for ordering
+	}
+	var whole, parts []item
+	for pos, gi := range order {
+		g := &n.GPUs[gi]
+		name := GPUName(pos)
+		if g.Partitioning == nil || !g.Partitioning.Enabled {
+			d, err := wholeGPUDevice(name, g, fabrics[gi])
+			if err != nil {
+				return nil, fmt.Errorf("node %s: device %s (%s): %w", nodeName, name, g.PCIBusID, err)
+			}
+			whole = append(whole, item{d, Entry{Name: name, GPU: g}, gi})
+		}
+		for pi := range g.Partitions {
+			p := &g.Partitions[pi]
+			pname := PartitionName(name, *p)
+			d, err := partitionDevice(pname, g, p, fabrics[gi])
+			if err != nil {
+				return nil, fmt.Errorf("node %s: device %s: %w", nodeName, pname, err)
+			}
+			parts = append(parts, item{d, Entry{Name: pname, GPU: g, Partition: p}, gi})
+		}
+	}
+
+	// Rank parents by rule 2 of the package doc; partitions follow their parent's rank.
+	rank := gpuRank(n, order, fabrics)
+	sort.SliceStable(whole, func(a, b int) bool { return rank[whole[a].parent] < rank[whole[b].parent] })
+	sort.SliceStable(parts, func(a, b int) bool {
+		pa, pb := parts[a], parts[b]
+		if pa.parent != pb.parent {
+			return rank[pa.parent] < rank[pb.parent]
+		}
+		if pa.entry.Partition.MemoryBytes != pb.entry.Partition.MemoryBytes {
+			return pa.entry.Partition.MemoryBytes < pb.entry.Partition.MemoryBytes
+		}
+		return pa.entry.Partition.Placement.Start < pb.entry.Partition.Placement.Start
+	})
+
+	res := &Result{Pool: nodeName, Devices: map[string]Entry{}}
+	var pool resourceslice.Pool
+	var cur resourceslice.Slice
+	for _, it := range append(whole, parts...) {
+		if n := len(it.dev.Attributes) + len(it.dev.Capacity); n > MaxAttrsAndCapacity {
+			return nil, fmt.Errorf("node %s: device %s has %d attributes and capacities, limit %d", nodeName, it.dev.Name, n, MaxAttrsAndCapacity)
+		}
+		if len(cur.Devices) == MaxDevicesPerSlice {
+			pool.Slices = append(pool.Slices, cur)
+			cur = resourceslice.Slice{}
+		}
+		cur.Devices = append(cur.Devices, it.dev)
+		res.Devices[it.dev.Name] = it.entry
+		res.Order = append(res.Order, it.dev.Name)
+	}
+	// An empty pool still gets one slice: "no devices" differs from "no driver".
+	pool.Slices = append(pool.Slices, cur)
+	res.Resources = resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: pool}}
+	return res, nil
+}
+
+// busOrder returns GPU indices sorted by PCI bus ID, the basis of device names.
+func busOrder(n *inventory.Node) ([]int, error) {
+	keys := make([][4]uint64, len(n.GPUs))
+	seen := map[[4]uint64]int{}
+	for i, g := range n.GPUs {
+		k, err := parseBusID(g.PCIBusID)
+		if err != nil {
+			return nil, fmt.Errorf("GPU %d (%s): %w", i, g.UUID, err)
+		}
+		if j, dup := seen[k]; dup {
+			return nil, fmt.Errorf("GPUs %d and %d share PCI bus ID %s", j, i, g.PCIBusID)
+		}
+		seen[k] = i
+		keys[i] = k
+	}
+	order := make([]int, len(n.GPUs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool {
+		ka, kb := keys[order[a]], keys[order[b]]
+		for i := range ka {
+			if ka[i] != kb[i] {
+				return ka[i] < kb[i]
+			}
+		}
+		return false
+	})
+	return order, nil
+}
+
+// parseBusID parses an extended BDF, DDDD:BB:DD.F, all hexadecimal.
+func parseBusID(s string) ([4]uint64, error) {
+	var k [4]uint64
+	dom, rest, ok1 := strings.Cut(s, ":")
+	bus, rest, ok2 := strings.Cut(rest, ":")
+	dev, fn, ok3 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || !ok3 {
+		return k, fmt.Errorf("PCI bus ID %q is not DDDD:BB:DD.F", s)
+	}
+	for i, p := range []string{dom, bus, dev, fn} {
+		v, err := strconv.ParseUint(p, 16, 32)
+		if err != nil {
+			return k, fmt.Errorf("PCI bus ID %q is not DDDD:BB:DD.F", s)
+		}
+		k[i] = v
+	}
+	return k, nil
+}
+
+// gpuRank orders GPUs: smaller first, then island, NUMA node, bus position.
+func gpuRank(n *inventory.Node, order []int, fabrics []topology.Fabric) map[int]int {
+	pos := map[int]int{}
+	for p, gi := range order {
+		pos[gi] = p
+	}
+	// An island sorts where its first member (in bus order) does.
+	islandPos := map[string]int{}
+	for _, gi := range order {
+		if _, ok := islandPos[fabrics[gi].Island]; !ok {
+			islandPos[fabrics[gi].Island] = pos[gi]
+		}
+	}
+	ranked := append([]int(nil), order...)
+	sort.SliceStable(ranked, func(a, b int) bool {
+		ga, gb := &n.GPUs[ranked[a]], &n.GPUs[ranked[b]]
+		if ga.MemoryBytes != gb.MemoryBytes {
+			return ga.MemoryBytes < gb.MemoryBytes
+		}
+		if ga.ComputeUnits != gb.ComputeUnits {
+			return ga.ComputeUnits < gb.ComputeUnits
+		}
+		ia, ib := islandPos[fabrics[ranked[a]].Island], islandPos[fabrics[ranked[b]].Island]
+		if ia != ib {
+			return ia < ib
+		}
+		if ga.NUMANode != gb.NUMANode {
+			return ga.NUMANode < gb.NUMANode
+		}
+		return pos[ranked[a]] < pos[ranked[b]]
+	})
+	rank := map[int]int{}
+	for r, gi := range ranked {
+		rank[gi] = r
+	}
+	return rank
+}
