@@ -24,7 +24,7 @@ func Objects(driverName, nodeName string, res resourceslice.DriverResources) []*
 			prefix := fmt.Sprintf("%0*x-%s-%s-", width, i, driverName, nodeName)
 			node := nodeName
 			out = append(out, &resourceapi.ResourceSlice{
-				TypeMeta: metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"},
+				TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"},
 				ObjectMeta: metav1.ObjectMeta{GenerateName: prefix},
 				Spec: resourceapi.ResourceSliceSpec{
 					Driver:         driverName,
