@@ -25,7 +25,7 @@ import (
 // real unix sockets the way the kubelet drives it. The API server is client-go's
 // fake clientset: the plugin helper GETs claims from it.
 type node struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	cancel  context.CancelFunc
 	dir     string
@@ -35,7 +35,9 @@ type node struct {
 	backend *sim.Backend
 }
 
-func newNode(t *testing.T, profile string) *node {
+func newNode(t *testing.T, profile string) *node { return newBenchNode(t, profile) }
+
+func newBenchNode(t testing.TB, profile string) *node {
 	n := &node{t: t, dir: t.TempDir(), profile: profile}
 	n.client = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}})
 	n.start()
@@ -45,7 +47,7 @@ func newNode(t *testing.T, profile string) *node {
 
 func (n *node) start() {
 	n.t.Helper()
-	_, ctx := ktesting.NewTestContext(n.t)
+	ctx := testContext(n.t)
 	n.ctx, n.cancel = context.WithCancel(ctx)
 	m, err := sim.Profile(n.profile, "node-1")
 	if err != nil {
@@ -136,4 +138,14 @@ func (n *node) unprepare(claims ...*drapbv1.Claim) *drapbv1.NodeUnprepareResourc
 		n.t.Fatalf("NodeUnprepareResources: %v", err)
 	}
 	return resp
+}
+
+// testContext logs through the test for tests; benchmarks log nothing, so
+// that logging does not dominate what they measure.
+func testContext(tb testing.TB) context.Context {
+	if t, ok := tb.(*testing.T); ok {
+		_, ctx := ktesting.NewTestContext(t)
+		return ctx
+	}
+	return context.Background()
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -316,11 +315,4 @@ func knownFields(fields map[string]int) string {
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
-}
-
-// asFieldError reports whether err is a fieldError.
-func asFieldError(err error) (*fieldError, bool) {
-	var fe *fieldError
-	ok := errors.As(err, &fe)
-	return fe, ok
 }

@@ -15,7 +15,7 @@ import (
 func TestMIGCapMinors(t *testing.T) {
 	// /proc/driver/nvidia-caps/mig-minors as the MIG user guide prints it.
 	for _, c := range []struct{ gpu, gi, ci, wantGI, wantCI int }{
-		{0, 0, 0, 3, 4}, {0, 0, 2, 3, 6}, {3, 3, 3, 435, 439}, {6, 11, 7, 912, 920}, {31, 14, 7, 4308, 4322},
+		{0, 0, 0, 3, 4}, {0, 0, 2, 3, 6}, {3, 3, 3, 435, 439}, {6, 11, 7, 912, 920}, {31, 14, 7, 4314, 4322},
 	} {
 		gi, ci := migCapMinors(c.gpu, c.gi, c.ci)
 		if gi != c.wantGI || ci != c.wantCI {

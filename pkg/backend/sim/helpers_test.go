@@ -5,8 +5,16 @@ import (
 	"os"
 	"testing"
 
+	"k8s.io/klog/v2/ktesting"
+
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
+
+// testLogger sends the backend's logs to the test's log.
+func testLogger(t *testing.T) Option {
+	logger, _ := ktesting.NewTestContext(t)
+	return WithLogger(logger)
+}
 
 func writeFile(p string, data []byte) error { return os.WriteFile(p, data, 0o644) }
 
@@ -34,7 +42,7 @@ func enableAll(m *Machine) *Machine {
 func newBackend(t *testing.T, m *Machine) (*Backend, string) {
 	t.Helper()
 	dir := t.TempDir()
-	b, err := New(m, dir, WithBootID("boot-1"))
+	b, err := New(m, dir, WithBootID("boot-1"), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

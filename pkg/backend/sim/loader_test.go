@@ -111,6 +111,40 @@ func TestBadMachineFiles(t *testing.T) {
 			[]string{"line 19: gpus[1].pciBusID: cannot be set when count is more than 1"}},
 		{"link endpoint out of range", tiny(0, "", links...),
 			[]string{"line 22: links.nvlink[0].b: GPU 5 does not exist (the machine has 2 GPUs: 0-1)"}},
+		{"duplicate switch plane", tiny(0, "", `links:`, `  nvswitch:`, `    - {plane: p, bandwidthGBps: 450}`, `    - {plane: p, bandwidthGBps: 450}`),
+			[]string{`line 23: links.nvswitch[1].plane: plane "p" is already defined at links.nvswitch[0]`}},
+		{"switch plane GPU listed twice", tiny(0, "", `links:`, `  nvswitch:`, `    - {plane: p, gpus: [0, 0], bandwidthGBps: 450}`),
+			[]string{"line 22: links.nvswitch[0].gpus[1]: GPU 0 is listed twice"}},
+		{"xgmi between NVIDIA GPUs", tiny(0, "", `links:`, `  xgmi:`, `    - {bandwidthGBps: 64}`),
+			[]string{"line 22: links.xgmi[0]: GPU 0 is a nvidia GPU; xgmi links join amd GPUs only"}},
+		{"link to itself", tiny(0, "", `links:`, `  nvlink:`, `    - {a: 1, b: 1, bandwidthGBps: 300}`),
+			[]string{"line 22: links.nvlink[0].b: a link joins two different GPUs"}},
+		{"link twice", tiny(0, "", `links:`, `  pcie:`, `    - {a: 0, b: 1, bandwidthGBps: 32}`, `    - {a: 1, b: 0, bandwidthGBps: 32}`),
+			[]string{"line 23: links.pcie[1]: GPUs 0 and 1 are already linked at links.pcie[0]"}},
+		{"link without bandwidth", tiny(0, "", `links:`, `  nvlink:`, `    - {a: 0, b: 1}`),
+			[]string{"line 22: links.nvlink[0].bandwidthGBps: must be more than 0"}},
+		{"link without an end", tiny(0, "", `links:`, `  nvlink:`, `    - {a: 0, bandwidthGBps: 1}`),
+			[]string{"line 22: links.nvlink[0]: a and b are required"}},
+		{"boolean of the wrong type", tiny(16, `    partitioning: {kind: mig, enabled: "yes", memorySlices: 8, computeSlices: 7, profiles: t}`),
+			[]string{`line 16: gpuTypes.h.partitioning.enabled: want true or false, got "yes"`}},
+		{"string where a list belongs", tiny(5, `    - {name: 1g, memory: 10Gi, computeUnits: 16, memorySlices: 1, computeSlices: 1, placements: 0}`),
+			[]string{`line 5: profileTables.t[0].placements: want a list, got "0"`}},
+		{"profile wider than the GPU", tiny(5, `    - {name: 1g, memory: 10Gi, computeUnits: 16, memorySlices: 9, computeSlices: 8, placements: [0]}`),
+			[]string{"line 5: profileTables.t[0].memorySlices: 9 is more than the 8 memory slices", "line 5: profileTables.t[0].computeSlices: 8 is more than the 7 compute slices"}},
+		{"duplicate profile", tiny(6, `    - {name: 1g, memory: 40Gi, computeUnits: 60, memorySlices: 4, computeSlices: 3, placements: [0, 4]}`),
+			[]string{`line 6: profileTables.t[1].name: profile "1g" is already defined at profileTables.t[0]`}},
+		{"bad driver version", tiny(2, `driverVersion: R580`),
+			[]string{`line 2: driverVersion: "R580" is not a driver version`}},
+		{"bad compute capability", tiny(13, `    computeCapability: sm_90`),
+			[]string{`line 13: gpuTypes.h.computeCapability: "sm_90" is not a compute capability`}},
+		{"bad architecture", tiny(12, `    architecture: Hopper GH100`),
+			[]string{`line 12: gpuTypes.h.architecture: "Hopper GH100" is not a lowercase one-word architecture`}},
+		{"bad pcie root", tiny(19, `  - {type: h, pciBusID: "0000:2a:00.0", pcieRoot: "0000:00"}`),
+			[]string{`line 19: gpus[1].pcieRoot: "0000:00" is not a PCIe root`}},
+		{"render minor on NVIDIA", tiny(19, `  - {type: h, pciBusID: "0000:2a:00.0", renderMinor: 128}`),
+			[]string{"line 19: gpus[1].renderMinor: only AMD GPUs have render nodes"}},
+		{"no GPUs", tiny(18, `  []`, ``),
+			[]string{"line 17: gpus: a machine needs at least one GPU"}},
 		{"bad vendor", tiny(9, `    vendor: intel`),
 			[]string{`line 9: gpuTypes.h.vendor: "intel" is not a vendor (want nvidia or amd)`}},
 		{"mig on amd", tiny(9, `    vendor: amd`),
@@ -139,6 +173,17 @@ func TestBadMachineFiles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestAnchorsAndAliases(t *testing.T) {
+	data := []byte(strings.Replace(string(tiny(15, `    computeUnits: &cus 132`, `  - {type: h, pciBusID: "0000:3a:00.0", numaNode: *cus}`)), "\n  - {type: h, pciBusID: \"0000:2a:00.0\"}", "", 1))
+	m, err := LoadMachine("tiny.yaml", data, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Node.GPUs[1].NUMANode; got != 132 {
+		t.Errorf("alias not followed: numaNode %d", got)
 	}
 }
 

@@ -27,7 +27,7 @@ func TestStatePersistsAcrossRestart(t *testing.T) {
 	ctx := context.Background()
 	m := mustProfile(t, "dgx-h100-mig")
 	dir := t.TempDir()
-	b1, err := New(m, dir, WithBootID("boot-1"))
+	b1, err := New(m, dir, WithBootID("boot-1"), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestStatePersistsAcrossRestart(t *testing.T) {
 
 	// A new process, same host boot: the same partitions, like MIG instances
 	// across a driver restart.
-	b2, err := New(m, dir, WithBootID("boot-1"))
+	b2, err := New(m, dir, WithBootID("boot-1"), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestStatePersistsAcrossRestart(t *testing.T) {
 	}
 
 	// A reboot: the machine file's partitions come back.
-	b3, err := New(m, dir, WithBootID("boot-2"))
+	b3, err := New(m, dir, WithBootID("boot-2"), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestStatePersistsAcrossRestart(t *testing.T) {
 func TestStateResetCases(t *testing.T) {
 	m := mustProfile(t, "dgx-h100-mig")
 	valid := func(t *testing.T, dir string) stateDoc {
-		b, err := New(m, dir, WithBootID("boot-1"))
+		b, err := New(m, dir, WithBootID("boot-1"), testLogger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,9 +127,11 @@ func TestStateResetCases(t *testing.T) {
 		{"other node", func(_ string, d *stateDoc) []byte { d.NodeName = "node-b"; return mustJSON(d) }},
 		{"GPU missing", func(_ string, d *stateDoc) []byte { d.GPUs = d.GPUs[:7]; return mustJSON(d) }},
 		{"overlapping partitions", func(_ string, d *stateDoc) []byte {
-			d.GPUs[0].Partitions = []inventory.Partition{{Profile: "3g.40gb", Placement: inventory.Placement{Start: 0, Size: 4}, UUID: "MIG-a"}}
-			d.GPUs[1].Partitions = []inventory.Partition{{Profile: "1g.10gb", Placement: inventory.Placement{Start: 0, Size: 1}, UUID: "MIG-b"}}
 			d.GPUs[7].Partitions = append(d.GPUs[7].Partitions, inventory.Partition{Profile: "1g.10gb", Placement: inventory.Placement{Start: 5, Size: 1}, UUID: "MIG-c"})
+			return mustJSON(d)
+		}},
+		{"partitions on a GPU without MIG mode", func(_ string, d *stateDoc) []byte {
+			d.GPUs[0].Partitions = []inventory.Partition{{Profile: "3g.40gb", Placement: inventory.Placement{Start: 0, Size: 4}, UUID: "MIG-a"}}
 			return mustJSON(d)
 		}},
 		{"duplicate UUID", func(_ string, d *stateDoc) []byte {
@@ -144,7 +146,7 @@ func TestStateResetCases(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, stateFileName), tc.mangle(dir, &doc), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			b, err := New(m, dir, WithBootID("boot-1"))
+			b, err := New(m, dir, WithBootID("boot-1"), testLogger(t))
 			if err != nil {
 				t.Fatalf("a bad state file made New fail: %v", err)
 			}
@@ -166,7 +168,7 @@ func TestRealBootID(t *testing.T) {
 		t.Skip("no boot id on this host")
 	}
 	dir := t.TempDir()
-	if _, err := New(mustProfile(t, "t4-2"), dir); err != nil {
+	if _, err := New(mustProfile(t, "t4-2"), dir, testLogger(t)); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(filepath.Join(dir, stateFileName))

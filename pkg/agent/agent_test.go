@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// TestDryRunIsAValidYAMLStream decodes --dry-run output strictly as
+// resource.k8s.io/v1 objects, as kubectl would on apply.
+func TestDryRunIsAValidYAMLStream(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := resourceapi.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	decoder := serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
+	for _, profile := range []string{"dgx-h100", "dgx-h100-mig", "mixed-inference"} {
+		t.Run(profile, func(t *testing.T) {
+			c := &Config{NodeName: "node-1", Backend: "sim", SimProfile: profile, SimStateDir: t.TempDir(), DryRun: true}
+			b, err := NewBackend(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := DryRun(context.Background(), c.NodeName, b, &out); err != nil {
+				t.Fatal(err)
+			}
+			r := utilyaml.NewYAMLReader(bufioReader(&out))
+			var devices int
+			for {
+				doc, err := r.Read()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(bytes.TrimSpace(doc)) == 0 || string(bytes.TrimSpace(doc)) == "---" {
+					continue
+				}
+				obj, gvk, err := decoder.Decode(doc, nil, nil)
+				if err != nil {
+					t.Fatalf("decode: %v\n%s", err, doc)
+				}
+				if gvk.Group != "resource.k8s.io" || gvk.Version != "v1" || gvk.Kind != "ResourceSlice" {
+					t.Fatalf("got %v", gvk)
+				}
+				s := obj.(*resourceapi.ResourceSlice)
+				if s.Spec.Driver != "gpu.tessera.dev" || *s.Spec.NodeName != "node-1" || s.Spec.Pool.Name != "node-1" {
+					t.Errorf("slice spec %+v", s.Spec)
+				}
+				if !strings.HasPrefix(s.GenerateName, "00000-gpu.tessera.dev-node-1-") {
+					t.Errorf("generateName %q", s.GenerateName)
+				}
+				devices += len(s.Spec.Devices)
+			}
+			if devices < 5 {
+				t.Errorf("%d devices", devices)
+			}
+		})
+	}
+}
+
+func TestBackendErrors(t *testing.T) {
+	tests := []struct {
+		cfg  Config
+		want []string
+	}{
+		{Config{Backend: "sim", SimProfile: "dgx-h1000", NodeName: "n"}, []string{"--sim-profile", "dgx-h1000", "dgx-h100", "mi300x-8", "t4-2"}},
+		{Config{Backend: "sim", SimProfile: "/nonexistent/machine.yaml", NodeName: "n"}, []string{"/nonexistent/machine.yaml"}},
+		{Config{Backend: "cuda", NodeName: "n"}, []string{`"cuda"`, "sim, nvml, amd or auto"}},
+		{Config{Backend: "nvml", NodeName: "n"}, []string{"nvml", "not part of this build"}},
+	}
+	for _, tc := range tests {
+		tc.cfg.SimStateDir = t.TempDir()
+		_, err := NewBackend(&tc.cfg)
+		if err == nil {
+			t.Errorf("%+v: no error", tc.cfg)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q lacks %q", err, w)
+			}
+		}
+	}
+}
+
+func TestFlagsFromEnvironment(t *testing.T) {
+	var c Config
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{"--sim-profile=l4-4"}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"TESSERA_SIM_PROFILE": "t4-2", "TESSERA_NODE_NAME": "from-env", "TESSERA_KUBE_API_QPS": "7"}
+	if err := ApplyEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if c.SimProfile != "l4-4" || c.NodeName != "from-env" || c.KubeAPIQPS != 7 {
+		t.Errorf("config %+v: command line must win, environment fills the rest", c)
+	}
+	env["TESSERA_DRY_RUN"] = "maybe"
+	if err := ApplyEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err == nil || !strings.Contains(err.Error(), "TESSERA_DRY_RUN") {
+		t.Errorf("bad env value: %v", err)
+	}
+	if err := (&Config{}).Validate(); err == nil || !strings.Contains(err.Error(), "--node-name") {
+		t.Errorf("missing node name: %v", err)
+	}
+}
+
+func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
