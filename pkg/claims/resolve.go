@@ -9,6 +9,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 )
@@ -109,7 +110,7 @@ func checkConfig(claim *resourceapi.ResourceClaim, driver string) error {
 		if c.Opaque == nil || c.Opaque.Driver != driver {
 			continue
 		}
-		return fmt.Errorf("status.allocation.devices.config[%d]: opaque parameters for %s are not supported by this version (requests %v)", i, driver, c.Requests)
+		return fmt.Errorf("status.allocation.devices.config[%d].opaque: this version of %s defines no %s/%s configuration kinds (requests %v)", i, driver, v1alpha1.Group, v1alpha1.Version, c.Requests)
 	}
 	return nil
 }

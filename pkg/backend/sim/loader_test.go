@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -143,7 +144,7 @@ func TestBadMachineFiles(t *testing.T) {
 			[]string{`line 19: gpus[1].pcieRoot: "0000:00" is not a PCIe root`}},
 		{"render minor on NVIDIA", tiny(19, `  - {type: h, pciBusID: "0000:2a:00.0", renderMinor: 128}`),
 			[]string{"line 19: gpus[1].renderMinor: only AMD GPUs have render nodes"}},
-		{"no GPUs", tiny(18, `  []`, ``),
+		{"no GPUs", []byte(strings.Join(append(append([]string(nil), tinyLines[:16]...), "gpus: []"), "\n")),
 			[]string{"line 17: gpus: a machine needs at least one GPU"}},
 		{"bad vendor", tiny(9, `    vendor: intel`),
 			[]string{`line 9: gpuTypes.h.vendor: "intel" is not a vendor (want nvidia or amd)`}},
@@ -300,5 +301,25 @@ func TestProfileUnknownAndPath(t *testing.T) {
 	_ = writeFile(bad, tiny(15, "    computeUnitz: 1"))
 	if _, err := Profile(bad, "n"); err == nil || !strings.Contains(err.Error(), "machine bad.yaml: line 15:") {
 		t.Errorf("errors from a file do not name it: %v", err)
+	}
+}
+
+// TestREADMEExample keeps the README's example machine loadable.
+func TestREADMEExample(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "### Example\n\n```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README has no example")
+	}
+	m, err := LoadMachine("README example", []byte(example), "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Node.GPUs[1].Partitions) != 2 || len(m.Node.Links) != 1 {
+		t.Errorf("README example loaded as %+v", m.Node)
 	}
 }
