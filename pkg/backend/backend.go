@@ -19,8 +19,9 @@ type Backend interface {
 	// carve or destroy returns the new state.
 	Discover(ctx context.Context) (*inventory.Node, error)
 
-	// DevRoot is the host directory that holds the device nodes the backend's
-	// devices use ("/" on real hardware, a private tree for the simulator).
+	// DevRoot is the host directory that plays the role of /dev for the
+	// backend's devices: "/dev" on real hardware, a private tree for the
+	// simulator. A container's /dev/nvidia0 is DevRoot/nvidia0 on the host.
 	DevRoot() string
 
 	// DeviceNumbers returns the type and numbers to write into a CDI spec for

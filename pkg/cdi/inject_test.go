@@ -231,7 +231,7 @@ func TestInjectHostNumbers(t *testing.T) {
 	var want []string
 	root := true
 	for rel, n := range hostNodes {
-		p := filepath.Join(devRoot, "dev", rel)
+		p := filepath.Join(devRoot, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +262,7 @@ func TestInjectRegularFileWithoutNumbers(t *testing.T) {
 	devRoot := t.TempDir()
 	specDir := t.TempDir()
 	for _, rel := range []string{"dri/renderD129", "dri/card1", "kfd"} {
-		p := filepath.Join(devRoot, "dev", rel)
+		p := filepath.Join(devRoot, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}

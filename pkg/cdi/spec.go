@@ -112,7 +112,7 @@ func (w *Writer) deviceNodes(rel []string) ([]*cdispec.DeviceNode, error) {
 	for _, p := range rel {
 		n := &cdispec.DeviceNode{
 			Path:     "/dev/" + p,
-			HostPath: filepath.Join(w.devRoot, "dev", p),
+			HostPath: filepath.Join(w.devRoot, p),
 		}
 		// Explicit numbers make the node resolvable where the host file is
 		// not a real device (the simulator). GPU nodes are all character

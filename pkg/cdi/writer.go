@@ -14,8 +14,8 @@ import (
 type Options struct {
 	// SpecDir is where spec files go; DefaultSpecDir when empty.
 	SpecDir string
-	// DevRoot is the host directory holding device nodes: "/" on hardware,
-	// the simulator's tree otherwise. "/" when empty.
+	// DevRoot is the host directory that plays /dev: "/dev" on hardware,
+	// the simulator's tree otherwise. "/dev" when empty.
 	DevRoot string
 	// DeviceNumbers is backend.Backend.DeviceNumbers: given a node path
 	// relative to /dev ("nvidia0", "dri/renderD128") it returns the numbers
@@ -46,7 +46,7 @@ func NewWriter(o Options) (*Writer, error) {
 	}
 	w.specDir = filepath.Clean(w.specDir)
 	if w.devRoot == "" {
-		w.devRoot = "/"
+		w.devRoot = "/dev"
 	}
 	// CDI host paths are absolute; a relative root would resolve against
 	// the runtime's working directory, not ours.

@@ -105,7 +105,7 @@ func TestSpecFileShape(t *testing.T) {
 }
 
 func TestDevRootSlashGivesEqualPaths(t *testing.T) {
-	w, err := NewWriter(Options{SpecDir: t.TempDir()}) // DevRoot defaults to "/"
+	w, err := NewWriter(Options{SpecDir: t.TempDir()}) // DevRoot defaults to "/dev"
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestDevRootSlashGivesEqualPaths(t *testing.T) {
 	for _, d := range readSpecFile(t, w.SpecPath(uidA)).Devices {
 		for _, n := range d.ContainerEdits.DeviceNodes {
 			if n.HostPath != n.Path {
-				t.Errorf("host path %s != path %s with DevRoot /", n.HostPath, n.Path)
+				t.Errorf("host path %s != path %s with DevRoot /dev", n.HostPath, n.Path)
 			}
 			if n.Type != "" || n.Major != 0 {
 				t.Errorf("%s has numbers without DeviceNumbers", n.Path)

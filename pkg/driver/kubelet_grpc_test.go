@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,6 +112,26 @@ func TestKubeletFlow(t *testing.T) {
 	for _, d := range spec.Linux.Devices {
 		if d.Type != "c" || d.Major < 120 || d.Major > 127 {
 			t.Errorf("simulated device %s is %s %d:%d, want a char device in the experimental range", d.Path, d.Type, d.Major, d.Minor)
+		}
+	}
+
+	// Every host node the spec names exists in the simulated /dev tree, so a
+	// real runtime could bind it.
+	specs, _ := filepath.Glob(filepath.Join(n.cdiDir(), "*.json"))
+	for _, f := range specs {
+		s, err := cdi.ReadSpec(f, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range s.Devices {
+			for _, dn := range d.ContainerEdits.DeviceNodes {
+				if !strings.HasPrefix(dn.HostPath, n.backend.DevRoot()+"/") {
+					t.Errorf("host path %s outside the sim /dev %s", dn.HostPath, n.backend.DevRoot())
+				}
+				if _, err := os.Lstat(dn.HostPath); err != nil {
+					t.Errorf("host node of %s: %v", dn.Path, err)
+				}
+			}
 		}
 	}
 

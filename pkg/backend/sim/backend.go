@@ -65,6 +65,12 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 		}
 		b.bootID = id
 	}
+	// CDI specs need absolute host paths, so DevRoot must be absolute.
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("sim: state directory: %w", err)
+	}
+	b.stateDir, stateDir = abs, abs
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("sim: creating state directory: %w", err)
 	}

@@ -141,3 +141,14 @@ func assertNode(t *testing.T, b *Backend, path string, major, minor int64) {
 		t.Errorf("DeviceNumbers(%q) = %d, %d, %v; want %d, %d", path, maj, min, ok, major, minor)
 	}
 }
+
+func TestDevRootIsAbsolute(t *testing.T) {
+	t.Chdir(t.TempDir())
+	b, err := New(mustProfile(t, "t4-2"), "relative-state", WithBootID("b"), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(b.DevRoot()) {
+		t.Errorf("DevRoot() = %s, want an absolute path", b.DevRoot())
+	}
+}
