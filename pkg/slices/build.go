@@ -164,7 +164,7 @@ func parseBusID(s string) ([4]uint64, error) {
 	return k, nil
 }
 
-// gpuRank orders GPUs: smaller first, then island, NUMA node, bus position.
+// gpuRank orders GPUs: smaller first, then NUMA node, island, bus position.
 func gpuRank(n *inventory.Node, order []int, fabrics []topology.Fabric) map[int]int {
 	pos := map[int]int{}
 	for p, gi := range order {
@@ -186,12 +186,12 @@ func gpuRank(n *inventory.Node, order []int, fabrics []topology.Fabric) map[int]
 		if ga.ComputeUnits != gb.ComputeUnits {
 			return ga.ComputeUnits < gb.ComputeUnits
 		}
+		if ga.NUMANode != gb.NUMANode {
+			return ga.NUMANode < gb.NUMANode
+		}
 		ia, ib := islandPos[fabrics[ranked[a]].Island], islandPos[fabrics[ranked[b]].Island]
 		if ia != ib {
 			return ia < ib
-		}
-		if ga.NUMANode != gb.NUMANode {
-			return ga.NUMANode < gb.NUMANode
 		}
 		return pos[ranked[a]] < pos[ranked[b]]
 	})

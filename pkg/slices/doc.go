@@ -25,9 +25,9 @@
 //  1. Whole GPUs before partitions.
 //  2. Whole GPUs by ascending capability (memory, then compute units), so a
 //     claim any GPU satisfies takes the smallest one that fits and large GPUs
-//     stay free for claims that need them. Equal GPUs are ordered by fabric
-//     island, then NUMA node, then PCI bus ID, so a multi-GPU claim fills one
-//     island and one NUMA node before it spills into the next.
+//     stay free for claims that need them. Equal GPUs are ordered by NUMA
+//     node, then fabric island, then PCI bus ID, so a multi-GPU claim fills
+//     one NUMA node and one island before it spills into the next.
 //  3. Partitions grouped by parent, parents in the order of rule 2, and
 //     within a parent smallest profile first, then by placement.
 //
