@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/tessera-gpu/tessera/pkg/fsutil"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
@@ -124,40 +125,15 @@ func replayState(m *Machine, doc *stateDoc) ([][]inventory.Partition, error) {
 	return out, nil
 }
 
-// saveState writes the state atomically: a temporary file in the same
-// directory, fsync, rename over state.json, fsync the directory, so a crash
-// leaves either the old or the new state, never a torn one.
+// saveState writes the state atomically, so a crash leaves either the old
+// or the new state, never a torn one.
 func saveState(dir string, doc *stateDoc) error {
 	data, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding partition state: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".state-*.json")
-	if err != nil {
-		return fmt.Errorf("writing partition state: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing partition state: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("syncing partition state: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing partition state: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, stateFileName)); err != nil {
-		return fmt.Errorf("replacing partition state: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing state directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing state directory: %w", err)
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, stateFileName), data, 0o644); err != nil {
+		return fmt.Errorf("saving partition state: %w", err)
 	}
 	return nil
 }
