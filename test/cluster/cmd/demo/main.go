@@ -1,0 +1,157 @@
+// Command demo brings up the local cluster, walks through the scenarios in
+// demo/, and brings the cluster down again (unless --keep-cluster).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
+)
+
+const namespace = "tessera-demo"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	repo := flag.String("repo", ".", "repository root")
+	keep := flag.Bool("keep-cluster", false, "leave the cluster running afterwards")
+	nodes := flag.String("nodes", "", "nodes as name=profile,... (default: the local cluster's)")
+	flag.Parse()
+	root, err := filepath.Abs(*repo)
+	if err != nil {
+		return err
+	}
+	c := &localcluster.Config{
+		Dir:           filepath.Join(root, "_output/cluster"),
+		BinDir:        filepath.Join(root, "_output/cluster-bin"),
+		PluginBin:     filepath.Join(root, "bin/tessera-kubelet-plugin"),
+		DeviceClasses: filepath.Join(root, "deployments/deviceclasses/deviceclasses.yaml"),
+		Nodes:         localcluster.DefaultNodes,
+	}
+	if *nodes != "" {
+		if c.Nodes, err = localcluster.ParseNodes(*nodes); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	fmt.Println("== bringing up a local cluster with simulated GPU nodes")
+	if err := c.Up(ctx, os.Stdout); err != nil {
+		return err
+	}
+	if !*keep {
+		defer func() {
+			fmt.Println("\n== bringing the cluster down")
+			if err := c.Down(os.Stdout); err != nil {
+				fmt.Fprintln(os.Stderr, "demo: cluster down:", err)
+			}
+		}()
+	}
+	client, err := c.Client()
+	if err != nil {
+		return err
+	}
+	if err := prepareNamespace(ctx, client); err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(root, "demo", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	failed := 0
+	for _, f := range files {
+		if err := show(ctx, c, client, f); err != nil {
+			failed++
+			fmt.Printf("  FAILED: %v\n", err)
+		}
+	}
+	if *keep {
+		fmt.Printf("\nThe cluster is still up: KUBECONFIG=%s kubectl get resourceslices\n", c.Kubeconfig())
+		fmt.Println("Stop it with: make cluster-down")
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d scenarios failed; logs in %s", failed, c.LogDir())
+	}
+	return nil
+}
+
+func prepareNamespace(ctx context.Context, client kubernetes.Interface) error {
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	// Pods are admitted only once the namespace's default service account exists.
+	return scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		_, err := client.CoreV1().ServiceAccounts(namespace).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+func show(ctx context.Context, c *localcluster.Config, client kubernetes.Interface, path string) error {
+	sc, err := scenario.Load(path)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n== %s\n   %s\n", filepath.Base(path), sc.Comment())
+	fmt.Println("  asked:")
+	for _, a := range sc.Asked() {
+		fmt.Println("    " + a)
+	}
+	if why, err := sc.Missing(ctx, client); err != nil {
+		return err
+	} else if why != "" {
+		fmt.Println("  skipped: " + why)
+		return nil
+	}
+	if err := sc.Apply(ctx, client, namespace); err != nil {
+		return err
+	}
+	defer func() {
+		if err := sc.Delete(ctx, client, namespace, 90*time.Second); err != nil {
+			fmt.Printf("  cleanup: %v\n", err)
+		}
+	}()
+	var running []string
+	for _, p := range sc.Pods {
+		if scenario.ExpectsUnschedulable(p) {
+			msg, err := scenario.WaitUnschedulable(ctx, client, namespace, p.Name, 60*time.Second)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("  pod %s stays Pending; the scheduler says:\n    %s\n", p.Name, msg)
+			continue
+		}
+		running = append(running, p.Name)
+	}
+	if err := scenario.WaitRunning(ctx, client, namespace, running, 90*time.Second); err != nil {
+		return err
+	}
+	for _, name := range running {
+		pl, err := scenario.Describe(ctx, client, namespace, name, c.RecordDir)
+		if err != nil {
+			return err
+		}
+		pl.Print(os.Stdout)
+	}
+	return nil
+}

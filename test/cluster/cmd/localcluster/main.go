@@ -1,0 +1,81 @@
+// Command localcluster brings a local Kubernetes cluster with simulated GPU
+// nodes up or down: `localcluster up`, `localcluster down`.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "localcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fs := flag.NewFlagSet("localcluster", flag.ExitOnError)
+	root := fs.String("repo", ".", "repository root")
+	dir := fs.String("dir", "", "cluster state directory (default <repo>/_output/cluster)")
+	binDir := fs.String("bin-dir", "", "cluster binaries (default <repo>/_output/cluster-bin)")
+	plugin := fs.String("plugin", "", "tessera-kubelet-plugin binary (default <repo>/bin/tessera-kubelet-plugin)")
+	nodes := fs.String("nodes", "", "nodes as name=profile,... (default gpu-h100=dgx-h100,gpu-mi300x=mi300x-8,gpu-mixed=mixed-inference)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: localcluster [flags] up|down")
+		fs.PrintDefaults()
+	}
+	if len(os.Args) < 2 {
+		fs.Usage()
+		return fmt.Errorf("missing command")
+	}
+	cmd := os.Args[1]
+	if err := fs.Parse(os.Args[2:]); err != nil {
+		return err
+	}
+	repo, err := filepath.Abs(*root)
+	if err != nil {
+		return err
+	}
+	def := func(v *string, d string) string {
+		if *v != "" {
+			p, _ := filepath.Abs(*v)
+			return p
+		}
+		return filepath.Join(repo, d)
+	}
+	c := &localcluster.Config{
+		Dir:           def(dir, "_output/cluster"),
+		BinDir:        def(binDir, "_output/cluster-bin"),
+		PluginBin:     def(plugin, "bin/tessera-kubelet-plugin"),
+		DeviceClasses: filepath.Join(repo, "deployments/deviceclasses/deviceclasses.yaml"),
+		Nodes:         localcluster.DefaultNodes,
+	}
+	if *nodes != "" {
+		if c.Nodes, err = localcluster.ParseNodes(*nodes); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch cmd {
+	case "up":
+		return c.Up(ctx, os.Stdout)
+	case "down":
+		if err := c.Down(os.Stdout); err != nil {
+			return err
+		}
+		fmt.Println("cluster down")
+		return nil
+	default:
+		fs.Usage()
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}

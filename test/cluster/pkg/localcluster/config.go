@@ -1,0 +1,135 @@
+package localcluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Node is one simulated GPU node: a kubelet whose tessera-kubelet-plugin
+// runs the sim backend with Profile.
+type Node struct {
+	Name    string `json:"name"`
+	Profile string `json:"profile"`
+}
+
+// DefaultNodes are the nodes `make cluster-up` starts unless told otherwise.
+var DefaultNodes = []Node{{"gpu-h100", "dgx-h100"}, {"gpu-mi300x", "mi300x-8"}, {"gpu-mixed", "mixed-inference"}}
+
+// ParseNodes reads "name=profile,name=profile".
+func ParseNodes(s string) ([]Node, error) {
+	var out []Node
+	for _, part := range strings.Split(s, ",") {
+		name, profile, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || name == "" || profile == "" {
+			return nil, fmt.Errorf("node %q: want name=profile", part)
+		}
+		out = append(out, Node{Name: name, Profile: profile})
+	}
+	return out, nil
+}
+
+// Config says where things are.
+type Config struct {
+	// Dir holds all cluster state; Down removes nothing outside it.
+	Dir string
+	// BinDir holds etcd, kube-*, kubelet, kubectl and fake-runtime.
+	BinDir string
+	// PluginBin is the tessera-kubelet-plugin binary.
+	PluginBin string
+	// DeviceClasses is the YAML file of DeviceClasses to apply.
+	DeviceClasses string
+	Nodes         []Node
+}
+
+// Kubeconfig is the admin kubeconfig Up writes.
+func (c *Config) Kubeconfig() string { return filepath.Join(c.Dir, "kubeconfig") }
+
+// LogDir holds every component's log.
+func (c *Config) LogDir() string { return filepath.Join(c.Dir, "logs") }
+
+// NodeDir is one node's directory.
+func (c *Config) NodeDir(node string) string { return filepath.Join(c.Dir, "nodes", node) }
+
+// CDIDir is where a node's plugin writes CDI specs and its runtime reads them.
+func (c *Config) CDIDir(node string) string { return filepath.Join(c.NodeDir(node), "cdi") }
+
+// RecordDir is where a node's fake runtime records containers.
+func (c *Config) RecordDir(node string) string { return filepath.Join(c.NodeDir(node), "records") }
+
+// KubeletRoot is a node's kubelet --root-dir.
+func (c *Config) KubeletRoot(node string) string { return filepath.Join(c.NodeDir(node), "kubelet") }
+
+// PluginDataDir is the node plugin's socket and checkpoint directory.
+func (c *Config) PluginDataDir(node string) string {
+	return filepath.Join(c.KubeletRoot(node), "plugins", "gpu.tessera.dev")
+}
+
+// CheckpointPath is the node plugin's checkpoint.
+func (c *Config) CheckpointPath(node string) string {
+	return filepath.Join(c.PluginDataDir(node), "checkpoint.json")
+}
+
+// State is what Up started, persisted so Down (and tests) can find it.
+type State struct {
+	Ports   map[string]int `json:"ports"`
+	Procs   []Proc         `json:"procs"`
+	Sysctls map[string]string `json:"sysctls,omitempty"`
+	Nodes   []Node         `json:"nodes"`
+}
+
+// Proc is one started process.
+type Proc struct {
+	Name string   `json:"name"`
+	Pid  int      `json:"pid"`
+	Args []string `json:"args"`
+	Log  string   `json:"log"`
+}
+
+func (c *Config) statePath() string { return filepath.Join(c.Dir, "state.json") }
+
+// LoadState reads the state file; a missing file is an empty state.
+func (c *Config) LoadState() (*State, error) {
+	data, err := os.ReadFile(c.statePath())
+	if errors.Is(err, os.ErrNotExist) {
+		return &State{Ports: map[string]int{}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var s State
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("cluster state %s: %w", c.statePath(), err)
+	}
+	if s.Ports == nil {
+		s.Ports = map[string]int{}
+	}
+	return &s, nil
+}
+
+func (c *Config) saveState(s *State) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := c.statePath() + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, c.statePath())
+}
+
+// freePort asks the kernel for a port nothing listens on. Ports are chosen at
+// Up and recorded, so nothing is hard-coded that could collide.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,11 @@
+// Package localcluster runs a real Kubernetes control plane and one real
+// kubelet per simulated GPU node on 127.0.0.1, without containers: etcd,
+// kube-apiserver, kube-scheduler and kube-controller-manager, and per node a
+// kubelet, its fake container runtime and its tessera-kubelet-plugin.
+//
+// All state lives under one directory (pki, etcd data, node dirs, logs, a
+// state file with every pid, port, saved sysctl). Down stops what the state
+// file names, restores the sysctls the kubelets changed and unmounts what they
+// mounted under that directory; it is safe to run twice, and Up runs it first
+// so a failed or killed run never blocks the next.
+package localcluster

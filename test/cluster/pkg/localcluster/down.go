@@ -1,0 +1,39 @@
+package localcluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Down stops every process of the state file (nodes first, etcd last),
+// restores the sysctls the kubelets changed and unmounts what they mounted
+// under Dir. It is safe to run twice and with no cluster at all.
+func (c *Config) Down(out io.Writer) error {
+	s, err := c.LoadState()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := len(s.Procs) - 1; i >= 0; i-- {
+		p := s.Procs[i]
+		if alive(p) {
+			fmt.Fprintf(out, "stopping %s (pid %d)\n", p.Name, p.Pid)
+		}
+		if err := stop(p, 15*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, restoreSysctls(s.Sysctls)...)
+	errs = append(errs, unmountAll(c.Dir)...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// Restored once: a second Down must not overwrite later changes.
+	s.Procs, s.Sysctls = nil, nil
+	if len(s.Nodes) == 0 && len(s.Ports) == 0 {
+		return nil // nothing was ever started here
+	}
+	return c.saveState(s)
+}

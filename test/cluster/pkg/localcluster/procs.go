@@ -1,0 +1,107 @@
+package localcluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// start runs a component in its own process group with its output in a log
+// file, and records it in the state before returning.
+func (c *Config) start(s *State, name, bin string, args ...string) (*Proc, error) {
+	if err := os.MkdirAll(c.LogDir(), 0o755); err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(c.LogDir(), name+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own group: a Ctrl-C on `make` must not kill the cluster halfway,
+	// and Down can stop a component together with any children.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	// Reap it when it exits so a crash is visible as "not running".
+	go cmd.Wait() //nolint:errcheck
+	p := Proc{Name: name, Pid: cmd.Process.Pid, Args: append([]string{bin}, args...), Log: logPath}
+	s.Procs = append(s.Procs, p)
+	if err := c.saveState(s); err != nil {
+		return nil, err
+	}
+	return &s.Procs[len(s.Procs)-1], nil
+}
+
+// alive reports whether pid is running the binary we started (a pid may be
+// reused by an unrelated process after a reboot or a long time).
+func alive(p Proc) bool {
+	if p.Pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(p.Pid, 0); err != nil {
+		return false
+	}
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(p.Pid) + "/exe")
+	if err != nil || len(p.Args) == 0 {
+		return false
+	}
+	want, _ := filepath.Abs(p.Args[0])
+	return strings.TrimSuffix(exe, " (deleted)") == want
+}
+
+// stop sends SIGTERM to the process group, waits, then SIGKILL.
+func stop(p Proc, grace time.Duration) error {
+	if !alive(p) {
+		return nil
+	}
+	_ = syscall.Kill(-p.Pid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if !alive(p) || zombie(p.Pid) {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+	for i := 0; i < 100; i++ {
+		if !alive(p) || zombie(p.Pid) {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s (pid %d) did not stop", p.Name, p.Pid)
+}
+
+func zombie(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// Field 3, after the parenthesised command name, is the state.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,88 @@
+package localcluster
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// kubeletSysctls are the sysctls a kubelet sets at start (DESIGN.md); Up
+// saves them and Down puts them back.
+var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
+
+func readSysctls() map[string]string {
+	out := map[string]string{}
+	for _, k := range kubeletSysctls {
+		if v, err := os.ReadFile(filepath.Join("/proc/sys", k)); err == nil {
+			out[k] = strings.TrimSpace(string(v))
+		}
+	}
+	return out
+}
+
+func restoreSysctls(saved map[string]string) []error {
+	var errs []error
+	for k, v := range saved {
+		cur, err := os.ReadFile(filepath.Join("/proc/sys", k))
+		if err == nil && strings.TrimSpace(string(cur)) == v {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// mountsUnder lists mount points at or below dir, deepest first.
+func mountsUnder(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out, sc.Err()
+}
+
+// unescapeMount undoes mountinfo's octal escapes of space, tab, newline, backslash.
+func unescapeMount(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}
+
+func unmountAll(dir string) []error {
+	var errs []error
+	// Repeat: a bind mount may be stacked on itself.
+	for i := 0; i < 5; i++ {
+		mps, err := mountsUnder(dir)
+		if err != nil {
+			return append(errs, err)
+		}
+		if len(mps) == 0 {
+			return nil
+		}
+		for _, mp := range mps {
+			if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errs
+}

@@ -1,0 +1,341 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Up starts the cluster and waits until every node is Ready and has
+// published its ResourceSlices. Whatever a previous run left is cleaned up
+// first. On failure it stops what it started and the error names the log
+// directory; the logs stay.
+func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
+	if err := c.Down(out); err != nil {
+		return fmt.Errorf("clean up previous cluster: %w", err)
+	}
+	if err := os.RemoveAll(c.Dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w\ncomponent logs: %s", err, c.LogDir())
+			if derr := c.Down(io.Discard); derr != nil {
+				err = fmt.Errorf("%w (and stopping the cluster: %v)", err, derr)
+			}
+		}
+	}()
+	start := time.Now()
+	s := &State{Ports: map[string]int{}, Nodes: c.Nodes, Sysctls: readSysctls()}
+	for _, name := range c.portNames() {
+		if s.Ports[name], err = freePort(); err != nil {
+			return err
+		}
+	}
+	if err := c.saveState(s); err != nil {
+		return err
+	}
+	p, err := c.makePKI()
+	if err != nil {
+		return fmt.Errorf("generate PKI: %w", err)
+	}
+	if err := c.writeAdminKubeconfig(p, s); err != nil {
+		return err
+	}
+	step := func(format string, args ...any) {
+		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	step("etcd on 127.0.0.1:%d", s.Ports["etcd"])
+	if _, err := c.startEtcd(s); err != nil {
+		return err
+	}
+	step("kube-apiserver on https://127.0.0.1:%d", s.Ports["apiserver"])
+	if _, err := c.startAPIServer(s, p); err != nil {
+		return err
+	}
+	client, err := c.client()
+	if err != nil {
+		return err
+	}
+	if err := waitAPIServer(ctx, client, c.procByName(s, "kube-apiserver")); err != nil {
+		return err
+	}
+	step("kube-controller-manager, kube-scheduler")
+	if err := c.startControllers(s, p); err != nil {
+		return err
+	}
+	if err := c.applyDeviceClasses(ctx, client); err != nil {
+		return fmt.Errorf("apply DeviceClasses: %w", err)
+	}
+	for _, n := range c.Nodes {
+		step("node %s: fake runtime, kubelet, tessera-kubelet-plugin (%s)", n.Name, n.Profile)
+		if err := c.startNode(s, p, n); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	step("waiting for nodes Ready and ResourceSlices published")
+	if err := c.waitNodes(ctx, client, s); err != nil {
+		return err
+	}
+	step("cluster up; kubeconfig %s", c.Kubeconfig())
+	return nil
+}
+
+func (c *Config) portNames() []string {
+	names := []string{"etcd", "etcd-peer", "apiserver", "scheduler", "controller-manager"}
+	for _, n := range c.Nodes {
+		names = append(names, "kubelet-"+n.Name, "kubelet-healthz-"+n.Name)
+	}
+	return names
+}
+
+func (c *Config) procByName(s *State, name string) Proc {
+	for _, p := range s.Procs {
+		if p.Name == name {
+			return p
+		}
+	}
+	return Proc{}
+}
+
+func (c *Config) bin(name string) string { return filepath.Join(c.BinDir, name) }
+
+func (c *Config) makePKI() (*pki, error) {
+	p, err := newPKI(filepath.Join(c.Dir, "pki"))
+	if err != nil {
+		return nil, err
+	}
+	issue := []struct {
+		name, cn string
+		groups   []string
+		hosts    []string
+	}{
+		{"apiserver", "kube-apiserver", nil, []string{"127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}},
+		{"admin", "tessera-admin", []string{"system:masters"}, nil},
+		{"scheduler", "system:kube-scheduler", nil, nil},
+		{"controller-manager", "system:kube-controller-manager", nil, nil},
+	}
+	for _, n := range c.Nodes {
+		issue = append(issue, struct {
+			name, cn string
+			groups   []string
+			hosts    []string
+		}{"kubelet-" + n.Name, "system:node:" + n.Name, []string{"system:nodes"}, nil})
+	}
+	for _, i := range issue {
+		if err := p.issue(i.name, i.cn, i.groups, i.hosts); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (c *Config) server(s *State) string {
+	return "https://127.0.0.1:" + strconv.Itoa(s.Ports["apiserver"])
+}
+
+func (c *Config) startEtcd(s *State) (*Proc, error) {
+	return c.start(s, "etcd", c.bin("etcd"),
+		"--name=local",
+		"--data-dir="+filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls=http://127.0.0.1:"+strconv.Itoa(s.Ports["etcd"]),
+		"--advertise-client-urls=http://127.0.0.1:"+strconv.Itoa(s.Ports["etcd"]),
+		"--listen-peer-urls=http://127.0.0.1:"+strconv.Itoa(s.Ports["etcd-peer"]),
+		"--initial-advertise-peer-urls=http://127.0.0.1:"+strconv.Itoa(s.Ports["etcd-peer"]),
+		"--initial-cluster=local=http://127.0.0.1:"+strconv.Itoa(s.Ports["etcd-peer"]),
+		// Test data: durability is not worth the fsync latency here.
+		"--unsafe-no-fsync",
+		"--log-level=warn",
+	)
+}
+
+func (c *Config) startAPIServer(s *State, p *pki) (*Proc, error) {
+	return c.start(s, "kube-apiserver", c.bin("kube-apiserver"),
+		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(s.Ports["etcd"]),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(s.Ports["apiserver"]),
+		"--tls-cert-file="+p.path("apiserver.crt"),
+		"--tls-private-key-file="+p.path("apiserver.key"),
+		"--client-ca-file="+p.path("ca.crt"),
+		"--service-account-key-file="+p.path("sa.pub"),
+		"--service-account-signing-key-file="+p.path("sa.key"),
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-cluster-ip-range=10.0.0.0/24",
+		// The kubernetes Service cannot point at a loopback address.
+		"--endpoint-reconciler-type=none",
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--allow-privileged=true",
+		"--cert-dir="+filepath.Join(c.Dir, "apiserver-certs"),
+	)
+}
+
+func (c *Config) startControllers(s *State, p *pki) error {
+	server := c.server(s)
+	for _, comp := range []string{"controller-manager", "scheduler"} {
+		kc := filepath.Join(c.Dir, comp+".kubeconfig")
+		if err := p.writeKubeconfig(kc, server, comp); err != nil {
+			return err
+		}
+	}
+	if _, err := c.start(s, "kube-controller-manager", c.bin("kube-controller-manager"),
+		"--kubeconfig="+filepath.Join(c.Dir, "controller-manager.kubeconfig"),
+		"--authentication-kubeconfig="+filepath.Join(c.Dir, "controller-manager.kubeconfig"),
+		"--authorization-kubeconfig="+filepath.Join(c.Dir, "controller-manager.kubeconfig"),
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(s.Ports["controller-manager"]),
+		"--service-account-private-key-file="+p.path("sa.key"),
+		"--root-ca-file="+p.path("ca.crt"),
+		"--use-service-account-credentials=true",
+		"--cert-dir="+filepath.Join(c.Dir, "controller-manager-certs"),
+	); err != nil {
+		return err
+	}
+	_, err := c.start(s, "kube-scheduler", c.bin("kube-scheduler"),
+		"--kubeconfig="+filepath.Join(c.Dir, "scheduler.kubeconfig"),
+		"--authentication-kubeconfig="+filepath.Join(c.Dir, "scheduler.kubeconfig"),
+		"--authorization-kubeconfig="+filepath.Join(c.Dir, "scheduler.kubeconfig"),
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(s.Ports["scheduler"]),
+		"--cert-dir="+filepath.Join(c.Dir, "scheduler-certs"),
+	)
+	return err
+}
+
+// kubeletConfig is a KubeletConfiguration for a kubelet that shares the
+// host with others and runs no real containers (DESIGN.md).
+func (c *Config) kubeletConfig(s *State, p *pki, n Node) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: %s}
+authorization: {mode: AlwaysAllow}
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failCgroupV1: false
+failSwapOn: false
+evictionHard: {}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+localStorageCapacityIsolation: false
+makeIPTablesUtilChains: false
+protectKernelDefaults: false
+registerNode: true
+nodeStatusReportFrequency: 10s
+nodeStatusUpdateFrequency: 5s
+syncFrequency: 10s
+fileCheckFrequency: 10s
+serializeImagePulls: false
+containerRuntimeEndpoint: unix://%s
+`, s.Ports["kubelet-"+n.Name], s.Ports["kubelet-healthz-"+n.Name], p.path("ca.crt"), c.criSocket(n.Name))
+}
+
+func (c *Config) criSocket(node string) string { return filepath.Join(c.NodeDir(node), "cri.sock") }
+
+func (c *Config) startNode(s *State, p *pki, n Node) error {
+	dir := c.NodeDir(n.Name)
+	for _, d := range []string{dir, c.CDIDir(n.Name), c.RecordDir(n.Name), c.KubeletRoot(n.Name)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if _, err := c.start(s, "fake-runtime-"+n.Name, c.bin("fake-runtime"),
+		"--socket="+c.criSocket(n.Name), "--cdi-spec-dir="+c.CDIDir(n.Name), "--record-dir="+c.RecordDir(n.Name)); err != nil {
+		return err
+	}
+	if err := waitFile(c.criSocket(n.Name), 20*time.Second); err != nil {
+		return fmt.Errorf("fake runtime socket: %w\n%s", err, tail(filepath.Join(c.LogDir(), "fake-runtime-"+n.Name+".log"), 20))
+	}
+	kubeconfig := filepath.Join(dir, "kubelet.kubeconfig")
+	if err := p.writeKubeconfig(kubeconfig, c.server(s), "kubelet-"+n.Name); err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(dir, "kubelet.yaml")
+	if err := os.WriteFile(cfgPath, []byte(c.kubeletConfig(s, p, n)), 0o644); err != nil {
+		return err
+	}
+	if _, err := c.start(s, "kubelet-"+n.Name, c.bin("kubelet"),
+		"--config="+cfgPath,
+		"--kubeconfig="+kubeconfig,
+		"--root-dir="+c.KubeletRoot(n.Name),
+		"--cert-dir="+filepath.Join(dir, "kubelet-pki"),
+		"--hostname-override="+n.Name,
+		"--node-ip=127.0.0.1",
+		"--node-labels=tessera.dev/simulated="+n.Profile,
+		"--v=2",
+	); err != nil {
+		return err
+	}
+	return c.StartPlugin(s, n)
+}
+
+// StartPlugin starts a node's tessera-kubelet-plugin (also used by tests
+// that restart it).
+func (c *Config) StartPlugin(s *State, n Node) error {
+	_, err := c.start(s, "plugin-"+n.Name, c.PluginBin,
+		"--node-name="+n.Name,
+		"--backend=sim",
+		"--sim-profile="+n.Profile,
+		"--sim-state-dir="+filepath.Join(c.NodeDir(n.Name), "sim"),
+		"--kubeconfig="+c.Kubeconfig(),
+		"--plugin-data-dir="+c.PluginDataDir(n.Name),
+		"--registrar-dir="+filepath.Join(c.KubeletRoot(n.Name), "plugins_registry"),
+		"--cdi-dir="+c.CDIDir(n.Name),
+		"--v=4",
+	)
+	return err
+}
+
+// StopPlugin stops a node's plugin (tests).
+func (c *Config) StopPlugin(s *State, node string) error {
+	for i := len(s.Procs) - 1; i >= 0; i-- {
+		if s.Procs[i].Name == "plugin-"+node {
+			if err := stop(s.Procs[i], 10*time.Second); err != nil {
+				return err
+			}
+			s.Procs = append(s.Procs[:i], s.Procs[i+1:]...)
+			return c.saveState(s)
+		}
+	}
+	return fmt.Errorf("no plugin process for node %s", node)
+}
+
+// SaveState persists s (tests that start or stop processes).
+func (c *Config) SaveState(s *State) error { return c.saveState(s) }
+
+func waitFile(path string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not appear within %s", path, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// admin kubeconfig is written once the apiserver certs exist.
+func (c *Config) writeAdminKubeconfig(p *pki, s *State) error {
+	return p.writeKubeconfig(c.Kubeconfig(), c.server(s), "admin")
+}

@@ -1,0 +1,171 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// ExpectAnnotation on a pod says what the demo should expect of it.
+const ExpectAnnotation = "demo.tessera.dev/expect"
+
+// ExpectsUnschedulable reports whether a pod is meant to stay Pending.
+func ExpectsUnschedulable(p *corev1.Pod) bool {
+	return p.Annotations[ExpectAnnotation] == "unschedulable"
+}
+
+// Comment returns the leading comment block of the scenario file.
+func (sc *Scenario) Comment() string {
+	data, err := os.ReadFile(sc.Path)
+	if err != nil {
+		return ""
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			break
+		}
+		lines = append(lines, strings.TrimSpace(strings.TrimPrefix(l, "#")))
+	}
+	return strings.Join(lines, " ")
+}
+
+// Asked summarises what the scenario requests, one line per request.
+func (sc *Scenario) Asked() []string {
+	var out []string
+	for _, t := range sc.Templates {
+		out = append(out, describeSpec("claim template "+t.Name, t.Spec.Spec)...)
+	}
+	for _, c := range sc.Claims {
+		out = append(out, describeSpec("claim "+c.Name, c.Spec)...)
+	}
+	for _, p := range sc.Pods {
+		for _, ctr := range p.Spec.Containers {
+			for name, q := range ctr.Resources.Limits {
+				if strings.Contains(string(name), "/") {
+					out = append(out, fmt.Sprintf("pod %s: resources.limits %s: %s (extended resource)", p.Name, name, q.String()))
+				}
+			}
+		}
+		if len(p.Spec.ResourceClaims) == 0 && !hasExtended(p) {
+			out = append(out, fmt.Sprintf("pod %s: no devices (CPU only)", p.Name))
+		}
+	}
+	return out
+}
+
+func hasExtended(p *corev1.Pod) bool {
+	for _, c := range p.Spec.Containers {
+		for name := range c.Resources.Limits {
+			if strings.Contains(string(name), "/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func describeSpec(what string, spec resourceapi.ResourceClaimSpec) []string {
+	var out []string
+	for _, r := range spec.Devices.Requests {
+		if r.Exactly != nil {
+			out = append(out, fmt.Sprintf("%s, request %s: %s", what, r.Name, describeExact(r.Exactly.DeviceClassName, r.Exactly.Count, r.Exactly.Selectors)))
+		}
+		for i, s := range r.FirstAvailable {
+			out = append(out, fmt.Sprintf("%s, request %s, choice %d (%s): %s", what, r.Name, i+1, s.Name, describeExact(s.DeviceClassName, s.Count, s.Selectors)))
+		}
+	}
+	for _, c := range spec.Devices.Constraints {
+		if c.MatchAttribute != nil {
+			out = append(out, fmt.Sprintf("%s: all devices share %s", what, *c.MatchAttribute))
+		}
+		if c.DistinctAttribute != nil {
+			out = append(out, fmt.Sprintf("%s: devices differ in %s", what, *c.DistinctAttribute))
+		}
+	}
+	return out
+}
+
+func describeExact(class string, count int64, sel []resourceapi.DeviceSelector) string {
+	if count == 0 {
+		count = 1
+	}
+	s := fmt.Sprintf("%d x %s", count, class)
+	for _, x := range sel {
+		if x.CEL != nil {
+			s += " where " + strings.Join(strings.Fields(x.CEL.Expression), " ")
+		}
+	}
+	return s
+}
+
+// Print writes a placement for people.
+func (p *Placement) Print(w io.Writer) {
+	fmt.Fprintf(w, "  landed: pod %s on node %s\n", p.Pod, p.Node)
+	for _, c := range p.Claims {
+		for _, d := range c.Devices {
+			fmt.Fprintf(w, "    claim %s, request %s: %s/%s\n", c.Name, d.Request, d.Pool, d.Device)
+		}
+	}
+	for _, ctr := range p.Containers {
+		fmt.Fprintf(w, "  container %s got:\n", ctr.ContainerName)
+		if len(ctr.Devices) == 0 {
+			fmt.Fprintln(w, "    no devices")
+		}
+		for _, d := range ctr.Devices {
+			fmt.Fprintf(w, "    device %-24s %s %d:%d\n", d.Path, d.Type, d.Major, d.Minor)
+		}
+		for _, e := range ctr.Env {
+			if strings.HasPrefix(e, "NVIDIA_") || strings.HasPrefix(e, "TESSERA_") {
+				fmt.Fprintf(w, "    env    %s\n", e)
+			}
+		}
+	}
+}
+
+// Available reports whether any node publishes a device whose attribute
+// attr has value, for scenarios that need hardware not every cluster has.
+func Available(ctx context.Context, client kubernetes.Interface, attr, value string) (bool, error) {
+	l, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, s := range l.Items {
+		for _, d := range s.Spec.Devices {
+			if a, ok := d.Attributes[resourceapi.QualifiedName(attr)]; ok && a.StringValue != nil && *a.StringValue == value {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// RequiresAnnotation on a pod names an attribute=value some published
+// device must have for the scenario to make sense on this cluster.
+const RequiresAnnotation = "demo.tessera.dev/requires"
+
+// Missing returns why the scenario cannot run on this cluster, or "".
+func (sc *Scenario) Missing(ctx context.Context, client kubernetes.Interface) (string, error) {
+	for _, p := range sc.Pods {
+		req, ok := p.Annotations[RequiresAnnotation]
+		if !ok {
+			continue
+		}
+		attr, value, _ := strings.Cut(req, "=")
+		found, err := Available(ctx, client, attr, value)
+		if err != nil {
+			return "", err
+		}
+		if !found {
+			return fmt.Sprintf("no node publishes a device with %s %q (the default nodes have no static MIG instances; add a node with the dgx-h100-mig profile, e.g. NODES=gpu-h100=dgx-h100-mig,gpu-mi300x=mi300x-8,gpu-mixed=mixed-inference)", attr, value), nil
+		}
+	}
+	return "", nil
+}

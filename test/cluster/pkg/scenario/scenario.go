@@ -1,0 +1,263 @@
+// Package scenario applies the demo/ scenario files to a local cluster and
+// reports what happened to them: where each pod landed, which devices its
+// claims got, and what its containers received from the fake runtime. The
+// demo prints it; the end-to-end tests assert on it.
+package scenario
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/record"
+)
+
+var codecs = func() serializer.CodecFactory {
+	s := runtime.NewScheme()
+	_ = corev1.AddToScheme(s)
+	_ = resourceapi.AddToScheme(s)
+	return serializer.NewCodecFactory(s, serializer.EnableStrict)
+}()
+
+// Scenario is one demo file's objects.
+type Scenario struct {
+	Path      string
+	Pods      []*corev1.Pod
+	Templates []*resourceapi.ResourceClaimTemplate
+	Claims    []*resourceapi.ResourceClaim
+}
+
+// Load reads a scenario file: Pods, ResourceClaimTemplates and ResourceClaims.
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	sc := &Scenario{Path: path}
+	r := utilyaml.NewYAMLReader(bufioReader(data))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return sc, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			if runtime.IsMissingKind(err) {
+				continue // a comment-only document
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		switch o := obj.(type) {
+		case *corev1.Pod:
+			sc.Pods = append(sc.Pods, o)
+		case *resourceapi.ResourceClaimTemplate:
+			sc.Templates = append(sc.Templates, o)
+		case *resourceapi.ResourceClaim:
+			sc.Claims = append(sc.Claims, o)
+		default:
+			return nil, fmt.Errorf("%s: unsupported kind %T", path, obj)
+		}
+	}
+}
+
+// Apply creates the scenario's objects in namespace ns.
+func (sc *Scenario) Apply(ctx context.Context, client kubernetes.Interface, ns string) error {
+	for _, t := range sc.Templates {
+		if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, t.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create ResourceClaimTemplate %s: %w", t.Name, err)
+		}
+	}
+	for _, c := range sc.Claims {
+		if _, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, c.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create ResourceClaim %s: %w", c.Name, err)
+		}
+	}
+	for _, p := range sc.Pods {
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, p.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create Pod %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// Delete removes the scenario's objects and waits until the pods and the
+// claims generated for them are gone (which means unprepared).
+func (sc *Scenario) Delete(ctx context.Context, client kubernetes.Interface, ns string, timeout time.Duration) error {
+	zero := int64(0)
+	opts := metav1.DeleteOptions{GracePeriodSeconds: &zero}
+	for _, p := range sc.Pods {
+		if err := client.CoreV1().Pods(ns).Delete(ctx, p.Name, opts); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	for _, c := range sc.Claims {
+		if err := client.ResourceV1().ResourceClaims(ns).Delete(ctx, c.Name, opts); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	for _, t := range sc.Templates {
+		if err := client.ResourceV1().ResourceClaimTemplates(ns).Delete(ctx, t.Name, opts); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return Poll(ctx, timeout, func() (bool, string) {
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		claims, err := client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0 && len(claims.Items) == 0, fmt.Sprintf("%d pods, %d claims left", len(pods.Items), len(claims.Items))
+	})
+}
+
+// WaitRunning waits until every named pod is Running.
+func WaitRunning(ctx context.Context, client kubernetes.Interface, ns string, names []string, timeout time.Duration) error {
+	return Poll(ctx, timeout, func() (bool, string) {
+		var waiting []string
+		for _, n := range names {
+			p, err := client.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				waiting = append(waiting, n+": "+err.Error())
+				continue
+			}
+			if p.Status.Phase != corev1.PodRunning {
+				waiting = append(waiting, fmt.Sprintf("%s: %s %s", n, p.Status.Phase, podReason(p)))
+			}
+		}
+		sort.Strings(waiting)
+		return len(waiting) == 0, fmt.Sprint(waiting)
+	})
+}
+
+// WaitUnschedulable waits for the scheduler to give up on a pod and returns its reason.
+func WaitUnschedulable(ctx context.Context, client kubernetes.Interface, ns, name string, timeout time.Duration) (string, error) {
+	var msg string
+	err := Poll(ctx, timeout, func() (bool, string) {
+		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				msg = c.Message
+				return true, ""
+			}
+		}
+		return false, "still " + string(p.Status.Phase)
+	})
+	return msg, err
+}
+
+func podReason(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			return c.Message
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Waiting != nil {
+			return cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
+		}
+	}
+	return ""
+}
+
+// Poll runs cond every 200ms until it holds, ctx ends or timeout passes.
+func Poll(ctx context.Context, timeout time.Duration, cond func() (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, msg := cond()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s: %s", timeout, msg)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s", ctx.Err(), msg)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Placement is where one pod landed and what it got.
+type Placement struct {
+	Pod    string
+	Node   string
+	Claims []ClaimAllocation
+	// Containers are the fake runtime's records for the pod's containers.
+	Containers []*record.Container
+}
+
+// ClaimAllocation is one claim of a pod and its allocated devices.
+type ClaimAllocation struct {
+	Name    string
+	Devices []resourceapi.DeviceRequestAllocationResult
+}
+
+// Describe reports where pod landed; recordDir maps a node to its fake
+// runtime's record directory.
+func Describe(ctx context.Context, client kubernetes.Interface, ns, pod string, recordDir func(node string) string) (*Placement, error) {
+	p, err := client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := &Placement{Pod: pod, Node: p.Spec.NodeName}
+	var claimNames []string
+	for _, s := range p.Status.ResourceClaimStatuses {
+		if s.ResourceClaimName != nil {
+			claimNames = append(claimNames, *s.ResourceClaimName)
+		}
+	}
+	if p.Status.ExtendedResourceClaimStatus != nil {
+		claimNames = append(claimNames, p.Status.ExtendedResourceClaimStatus.ResourceClaimName)
+	}
+	for _, name := range claimNames {
+		c, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("claim %s of pod %s: %w", name, pod, err)
+		}
+		ca := ClaimAllocation{Name: name}
+		if c.Status.Allocation != nil {
+			ca.Devices = c.Status.Allocation.Devices.Results
+		}
+		out.Claims = append(out.Claims, ca)
+	}
+	if out.Node != "" {
+		for _, ctr := range p.Spec.Containers {
+			rec, err := record.Read(recordDir(out.Node), ns, pod, ctr.Name)
+			if err != nil {
+				return nil, fmt.Errorf("container %s of pod %s: %w", ctr.Name, pod, err)
+			}
+			out.Containers = append(out.Containers, rec)
+		}
+	}
+	return out, nil
+}
+
+func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
