@@ -94,9 +94,6 @@ func New(opts Options) (*Runtime, error) {
 		server:        grpc.NewServer(),
 		stop:          make(chan struct{}),
 	}
-	if r.logger.GetSink() == nil {
-		r.logger = klog.Background().V(100) // never enabled: discard
-	}
 	r.ImageService.SetFakeImageSize(size)
 	// The kubelet reads image and container filesystem usage from the CRI
 	// when image and container garbage collection are split.

@@ -184,7 +184,7 @@ func TestCreateContainerInjectsAndRecords(t *testing.T) {
 		if m.Destination == "/var/run/secrets/kubernetes.io/serviceaccount" && !reflect.DeepEqual(m.Options, []string{"rbind", "rprivate", "ro"}) {
 			t.Errorf("CRI mount options = %v", m.Options)
 		}
-		if m.Destination == "/usr/lib/example" && (m.Source != "/nonexistent/lib" || m.Type != "bind") {
+		if m.Destination == "/usr/lib/example" && (m.Source != "/nonexistent/lib" || !reflect.DeepEqual(m.Options, []string{"ro", "nosuid", "bind"})) {
 			t.Errorf("CDI mount = %+v", m)
 		}
 	}

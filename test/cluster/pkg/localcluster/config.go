@@ -76,10 +76,10 @@ func (c *Config) CheckpointPath(node string) string {
 
 // State is what Up started, persisted so Down (and tests) can find it.
 type State struct {
-	Ports   map[string]int `json:"ports"`
-	Procs   []Proc         `json:"procs"`
+	Ports   map[string]int    `json:"ports"`
+	Procs   []Proc            `json:"procs"`
 	Sysctls map[string]string `json:"sysctls,omitempty"`
-	Nodes   []Node         `json:"nodes"`
+	Nodes   []Node            `json:"nodes"`
 }
 
 // Proc is one started process.
