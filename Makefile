@@ -4,21 +4,30 @@ BIN       := bin
 # The product builds without cgo; only the NVML backend (a later issue) needs it.
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit vet fmt bench dry-run clean
+# The local cluster (test/ is a Go module of its own; see README).
+CLUSTER_BIN := _output/cluster-bin
+TEST_GO      = cd test && CGO_ENABLED=0 $(GO)
+NODES       ?=
+KEEP        ?=
+
+.PHONY: all build test unit vet e2e bench dry-run clean \
+	cluster-bins cluster-up cluster-down demo
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-# test: vet, then every unit test with the race detector (needs cgo).
-test: vet unit
+# test: vet, every unit test with the race detector (needs cgo), then the
+# end-to-end suite in a local cluster.
+test: vet unit e2e
 
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
 
 vet:
 	$(GO) vet ./...
+	$(TEST_GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
@@ -28,6 +37,24 @@ bench:
 # dry-run: print a simulated DGX H100's ResourceSlices.
 dry-run: build
 	$(BIN)/tessera-kubelet-plugin --backend=sim --sim-profile=dgx-h100 --node-name=node-1 --sim-state-dir=$$(mktemp -d) --dry-run
+
+# The cluster binaries are built once and reused while their pins match.
+cluster-bins:
+	hack/build-cluster-bins.sh
+
+# e2e: the test module's own unit tests, then test/e2e against a local cluster.
+e2e: build cluster-bins
+	$(TEST_GO) test -count=1 -timeout=40m ./...
+
+cluster-up: build cluster-bins
+	$(TEST_GO) run ./cluster/cmd/localcluster up --repo=.. $(if $(NODES),--nodes=$(NODES))
+
+cluster-down:
+	$(TEST_GO) run ./cluster/cmd/localcluster down --repo=..
+
+# demo: the README's first command.
+demo: build cluster-bins
+	$(TEST_GO) run ./cluster/cmd/demo --repo=.. $(if $(KEEP),--keep-cluster) $(if $(NODES),--nodes=$(NODES))
 
 clean:
 	rm -rf $(BIN)

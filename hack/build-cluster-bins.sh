@@ -4,12 +4,12 @@
 # are built from has changed:
 #
 #   kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
-#       k8s.io/kubernetes/cmd/..., pinned by test/cluster/go.mod + go.sum
+#       k8s.io/kubernetes/cmd/..., pinned by test/go.mod + go.sum
 #   etcd
 #       go.etcd.io/etcd/server/v3 (etcd's own main), pinned by
 #       test/cluster/etcd/go.mod + go.sum
 #   fake-runtime
-#       test/cluster/cmd/fake-runtime, from its sources in test/cluster
+#       test/cluster/cmd/fake-runtime, from its sources in the test module
 #
 # Each binary has a stamp (_output/cluster-bin/.stamps/NAME) recording the
 # hashes of its pins, of this script, of `go version` and, for fake-runtime,
@@ -29,8 +29,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SCRIPT="$ROOT/hack/build-cluster-bins.sh"
-MOD="$ROOT/test/cluster"
-ETCD_MOD="$MOD/etcd"
+MOD="$ROOT/test"
+ETCD_MOD="$MOD/cluster/etcd"
 OUT=${CLUSTER_BIN_DIR:-$ROOT/_output/cluster-bin}
 GO=${GO:-go}
 PAR=${BUILD_PARALLELISM:-2}
@@ -73,13 +73,14 @@ hash_file() { sha256sum "$1" | cut -c1-64; }
 # it cannot (which never matches a stamp).
 hash_sources() {
 	local files
+	# shellcheck disable=SC2016 # a Go template, not shell
 	if ! files=$(cd "$MOD" && GOWORK=off "$GO" list -deps \
 		-f '{{if and .Module .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}' \
-		./cmd/fake-runtime 2>/dev/null); then
+		./cluster/cmd/fake-runtime 2>/dev/null); then
 		echo unlistable
 		return
 	fi
-	(cd "$MOD" && sed "s|^$MOD/||" <<<"$files" | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-64
+	(cd "$MOD" && LC_ALL=C sort <<<"${files//"$MOD/"/}" | xargs sha256sum) | sha256sum | cut -c1-64
 }
 
 GO_VERSION=$("$GO" version)
@@ -128,8 +129,9 @@ why_stale() {
 		fi
 	done <<<"$want"
 	[[ ${#reasons[@]} -gt 0 ]] || reasons=("stamp differs")
-	local IFS=';'
-	echo "${reasons[*]}" | sed 's/;/; /g'
+	local out="" r
+	for r in "${reasons[@]}"; do out+="${out:+; }$r"; done
+	echo "$out"
 }
 
 stale=()
@@ -190,7 +192,7 @@ for name in "${stale[@]}"; do
 		dir=$ETCD_MOD pkg=go.etcd.io/etcd/server/v3 ldflags=$(etcd_ldflags)
 		;;
 	fake-runtime)
-		dir=$MOD pkg=./cmd/fake-runtime ldflags="-s -w"
+		dir=$MOD pkg=./cluster/cmd/fake-runtime ldflags="-s -w"
 		;;
 	*)
 		[[ -n $KUBE_LDFLAGS ]] || KUBE_LDFLAGS=$(kube_ldflags)

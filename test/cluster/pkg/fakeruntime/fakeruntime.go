@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -177,6 +178,12 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *kubeapi.CreateContai
 		return nil, err
 	}
 
+	if err := r.setLogPath(resp.GetContainerId(), req); err != nil {
+		_ = r.RuntimeService.RemoveContainer(ctx, resp.GetContainerId())
+		logger.Error(err, "CreateContainer failed")
+		return nil, status.Errorf(codes.Internal, "container log: %v", err)
+	}
+
 	rec := newRecord(spec)
 	rec.PodNamespace, rec.PodName, rec.PodUID = ns, pod, uid
 	rec.ContainerName, rec.Attempt = name, config.GetMetadata().GetAttempt()
@@ -190,6 +197,34 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *kubeapi.CreateContai
 	}
 	logger.Info("CreateContainer", "containerID", rec.ContainerID, "cdiDevices", names, "deviceNodes", rec.DevicePaths())
 	return resp, nil
+}
+
+// setLogPath gives the container the log file a real runtime would write,
+// <sandbox log directory>/<container log path>, and creates it. The base
+// fake leaves the path empty, and the kubelet cleans a removed container's
+// logs by globbing "<log path>*": with an empty path that is every file in
+// the kubelet's working directory.
+func (r *Runtime) setLogPath(id string, req *kubeapi.CreateContainerRequest) error {
+	path := filepath.Join(req.GetSandboxConfig().GetLogDirectory(), req.GetConfig().GetLogPath())
+	if !filepath.IsAbs(path) || req.GetConfig().GetLogPath() == "" {
+		path = filepath.Join(r.recordDir, "logs", id+".log")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	r.RuntimeService.Lock()
+	defer r.RuntimeService.Unlock()
+	c, ok := r.RuntimeService.Containers[id]
+	if !ok {
+		return fmt.Errorf("container %s vanished", id)
+	}
+	c.LogPath = path
+	return nil
 }
 
 // Resolve returns the CDI device names a container asks for and the OCI

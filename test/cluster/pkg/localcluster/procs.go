@@ -26,6 +26,13 @@ func (c *Config) start(s *State, name, bin string, args ...string) (*Proc, error
 	defer logFile.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Components run inside the cluster directory, never in the caller's:
+	// anything one resolves against its working directory (the kubelet
+	// globs and removes container logs by path) stays in the cluster's tree.
+	cmd.Dir = workDir(c.Dir, name)
+	if err := os.MkdirAll(cmd.Dir, 0o755); err != nil {
+		return nil, err
+	}
 	// Its own group: a Ctrl-C on `make` must not kill the cluster halfway,
 	// and Down can stop a component together with any children.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -41,6 +48,8 @@ func (c *Config) start(s *State, name, bin string, args ...string) (*Proc, error
 	}
 	return &s.Procs[len(s.Procs)-1], nil
 }
+
+func workDir(dir, name string) string { return filepath.Join(dir, "run", name) }
 
 // alive reports whether pid is running the binary we started (a pid may be
 // reused by an unrelated process after a reboot or a long time).

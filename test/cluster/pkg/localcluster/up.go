@@ -234,6 +234,9 @@ enforceNodeAllocatable: []
 failCgroupV1: false
 failSwapOn: false
 evictionHard: {}
+# Each kubelet keeps its own pod logs: with a shared /var/log/pods, one
+# kubelet's log GC removes the logs of the others' pods.
+podLogsDir: %s
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
@@ -246,7 +249,7 @@ syncFrequency: 10s
 fileCheckFrequency: 10s
 serializeImagePulls: false
 containerRuntimeEndpoint: unix://%s
-`, s.Ports["kubelet-"+n.Name], s.Ports["kubelet-healthz-"+n.Name], p.path("ca.crt"), c.criSocket(n.Name))
+`, s.Ports["kubelet-"+n.Name], s.Ports["kubelet-healthz-"+n.Name], p.path("ca.crt"), filepath.Join(c.NodeDir(n.Name), "pod-logs"), c.criSocket(n.Name))
 }
 
 func (c *Config) criSocket(node string) string { return filepath.Join(c.NodeDir(node), "cri.sock") }
@@ -279,7 +282,6 @@ func (c *Config) startNode(s *State, p *pki, n Node) error {
 		"--root-dir="+c.KubeletRoot(n.Name),
 		"--cert-dir="+filepath.Join(dir, "kubelet-pki"),
 		"--hostname-override="+n.Name,
-		"--node-ip=127.0.0.1",
 		"--node-labels=tessera.dev/simulated="+n.Profile,
 		"--v=2",
 	); err != nil {

@@ -1,4 +1,4 @@
-module github.com/tessera-gpu/tessera/test/cluster
+module github.com/tessera-gpu/tessera/test
 
 go 1.26.0
 
