@@ -1,0 +1,255 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
+)
+
+// got is what one running pod of a scenario ended up with.
+type got struct {
+	placement *scenario.Placement
+	devices   []resourceapi.Device // published devices, in allocation order
+	requests  []string
+}
+
+func memAtLeast(q string) func(resourceapi.Device) bool {
+	return func(d resourceapi.Device) bool {
+		m := d.Capacity["memory"].Value
+		return m.Cmp(resource.MustParse(q)) >= 0
+	}
+}
+
+// checks per demo file: what must be true of its running pods, by pod name.
+var checks = map[string]func(t *testing.T, pods map[string]got){
+	"01-legacy-nvidia-gpu.yaml": func(t *testing.T, pods map[string]got) {
+		expectDevices(t, pods["legacy-two-gpus"], 2, func(d resourceapi.Device) bool { return str(d, "vendor") == "nvidia" && str(d, "type") == "gpu" })
+	},
+	"02-an-h100.yaml": func(t *testing.T, pods map[string]got) {
+		expectDevices(t, pods["h100-job"], 1, func(d resourceapi.Device) bool { return str(d, "model") == "H100" })
+	},
+	"03-80gi-any-vendor.yaml": func(t *testing.T, pods map[string]got) {
+		expectDevices(t, pods["big-memory-job"], 1, memAtLeast("80Gi"))
+	},
+	"04-same-fabric-island.yaml": func(t *testing.T, pods map[string]got) {
+		g := pods["linked-pair-job"]
+		expectDevices(t, g, 2, func(d resourceapi.Device) bool { return str(d, "fabric") != "pcie" })
+		if a, b := str(g.devices[0], "fabricIsland"), str(g.devices[1], "fabricIsland"); a != b {
+			t.Errorf("islands %s and %s differ", a, b)
+		}
+	},
+	"05-prefer-h100-a100-mi300x.yaml": func(t *testing.T, pods map[string]got) {
+		g := pods["preferred-gpu-job"]
+		expectDevices(t, g, 1, func(d resourceapi.Device) bool { return str(d, "model") == "H100" })
+		if g.requests[0] != "gpu/h100" {
+			t.Errorf("allocated for request %q, want the first choice gpu/h100", g.requests[0])
+		}
+	},
+	"06-mig-1g-10gb.yaml": func(t *testing.T, pods map[string]got) {
+		g := pods["mig-slice-job"]
+		expectDevices(t, g, 1, func(d resourceapi.Device) bool {
+			return str(d, "type") == "partition" && str(d, "profile") == "1g.10gb" && str(d, "partitionKind") == "mig"
+		})
+		if g.placement.Node != "gpu-h100-mig" {
+			t.Errorf("landed on %s", g.placement.Node)
+		}
+	},
+	"07-tiered-inference.yaml": func(t *testing.T, pods map[string]got) {
+		expectDevices(t, pods["pipeline-inference"], 1, memAtLeast("64Gi"))
+		expectDevices(t, pods["pipeline-preprocess"], 1, func(d resourceapi.Device) bool { return !memAtLeast("24577Mi")(d) })
+		expectDevices(t, pods["pipeline-postprocess"], 0, nil)
+	},
+	"08-unsatisfiable.yaml": func(t *testing.T, pods map[string]got) {
+		if len(pods) != 0 {
+			t.Errorf("pods ran: %v", pods)
+		}
+	},
+}
+
+func TestScenarios(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repo, "demo", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no demo scenarios: %v", err)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		check, ok := checks[filepath.Base(f)]
+		if !ok {
+			t.Errorf("demo scenario %s has no end-to-end check", filepath.Base(f))
+			continue
+		}
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+			runScenario(t, f, check)
+		})
+	}
+}
+
+func runScenario(t *testing.T, path string, check func(*testing.T, map[string]got)) {
+	ctx := context.Background()
+	ns := namespace(t)
+	sc, err := scenario.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why, err := sc.Missing(ctx, client); err != nil || why != "" {
+		t.Fatalf("scenario cannot run on the e2e cluster: %s %v", why, err)
+	}
+	if err := sc.Apply(ctx, client, ns); err != nil {
+		t.Fatal(err)
+	}
+	pods := map[string]got{}
+	var running []string
+	for _, p := range sc.Pods {
+		if scenario.ExpectsUnschedulable(p) {
+			msg, err := scenario.WaitUnschedulable(ctx, client, ns, p.Name, 90*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(msg, "cannot allocate all claims") {
+				t.Errorf("scheduler's reason %q does not say the claims cannot be allocated", msg)
+			}
+			continue
+		}
+		running = append(running, p.Name)
+	}
+	if err := scenario.WaitRunning(ctx, client, ns, running, 120*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	type held struct{ node, uid string }
+	var claims []held
+	for _, name := range running {
+		pl, err := scenario.Describe(ctx, client, ns, name, cluster.RecordDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := got{placement: pl}
+		for _, c := range pl.Claims {
+			rc, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, c.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			uid := string(rc.UID)
+			claims = append(claims, held{pl.Node, uid})
+			if st := checkpointClaims(t, pl.Node)[uid]; st != "PrepareCompleted" {
+				t.Errorf("claim %s on %s: checkpoint state %q, want PrepareCompleted", c.Name, pl.Node, st)
+			}
+			if !specExists(pl.Node, uid) {
+				t.Errorf("claim %s on %s: no CDI spec", c.Name, pl.Node)
+			}
+			for _, d := range c.Devices {
+				if d.Pool != pl.Node {
+					t.Errorf("device %s/%s is not on the pod's node %s", d.Pool, d.Device, pl.Node)
+				}
+				g.devices = append(g.devices, device(t, d.Pool, d.Device))
+				g.requests = append(g.requests, d.Request)
+			}
+		}
+		checkContainer(t, g)
+		pods[name] = g
+	}
+	check(t, pods)
+
+	if err := sc.Delete(ctx, client, ns, 120*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claims {
+		if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+			_, inCheckpoint := checkpointClaims(t, c.node)[c.uid]
+			return !inCheckpoint && !specExists(c.node, c.uid), "checkpoint entry or CDI spec still there"
+		}); err != nil {
+			t.Errorf("claim %s on %s not unprepared: %v", c.uid, c.node, err)
+		}
+	}
+}
+
+func expectDevices(t *testing.T, g got, n int, ok func(resourceapi.Device) bool) {
+	t.Helper()
+	if g.placement == nil {
+		t.Fatal("pod did not run")
+	}
+	if len(g.devices) != n {
+		t.Fatalf("pod %s got %d devices, want %d", g.placement.Pod, len(g.devices), n)
+	}
+	for _, d := range g.devices {
+		if !ok(d) {
+			t.Errorf("pod %s got device %s (%s %s), which does not match", g.placement.Pod, d.Name, str(d, "model"), str(d, "profile"))
+		}
+	}
+}
+
+var (
+	nvidiaGPU = regexp.MustCompile(`^/dev/nvidia[0-9]+$`)
+	migCap    = regexp.MustCompile(`^/dev/nvidia-caps/nvidia-cap[0-9]+$`)
+	render    = regexp.MustCompile(`^/dev/dri/renderD[0-9]+$`)
+	card      = regexp.MustCompile(`^/dev/dri/card[0-9]+$`)
+)
+
+// checkContainer compares what the fake runtime resolved through CDI with
+// what a container of each allocated device's vendor needs.
+func checkContainer(t *testing.T, g got) {
+	t.Helper()
+	var nvWhole, nvParts, amd int
+	var uuids []string
+	for _, d := range g.devices {
+		switch {
+		case str(d, "vendor") == "amd":
+			amd++
+		case str(d, "type") == "partition":
+			nvParts++
+			uuids = append(uuids, str(d, "uuid"))
+		default:
+			nvWhole++
+			uuids = append(uuids, str(d, "uuid"))
+		}
+	}
+	nv := nvWhole + nvParts
+	for _, ctr := range g.placement.Containers {
+		count := map[*regexp.Regexp]int{}
+		has := map[string]bool{}
+		for _, dn := range ctr.Devices {
+			has[dn.Path] = true
+			for _, re := range []*regexp.Regexp{nvidiaGPU, migCap, render, card} {
+				if re.MatchString(dn.Path) {
+					count[re]++
+				}
+			}
+			if dn.Type != "c" {
+				t.Errorf("container %s: %s is %q, want a character device", ctr.ContainerName, dn.Path, dn.Type)
+			}
+		}
+		if count[nvidiaGPU] != nv || count[migCap] != 2*nvParts || count[render] != amd || count[card] != amd {
+			t.Errorf("container %s devices %v: want %d GPU nodes, %d MIG caps, %d render and card nodes", ctr.ContainerName, ctr.DevicePaths(), nv, 2*nvParts, amd)
+		}
+		for _, common := range []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"} {
+			if has[common] != (nv > 0) {
+				t.Errorf("container %s: %s present=%v with %d NVIDIA devices", ctr.ContainerName, common, has[common], nv)
+			}
+		}
+		if has["/dev/kfd"] != (amd > 0) {
+			t.Errorf("container %s: /dev/kfd present=%v with %d AMD devices", ctr.ContainerName, has["/dev/kfd"], amd)
+		}
+		env, _ := ctr.Getenv("NVIDIA_VISIBLE_DEVICES")
+		if got, want := sortedCSV(env), sortedCSV(strings.Join(uuids, ",")); got != want {
+			t.Errorf("container %s: NVIDIA_VISIBLE_DEVICES=%q, want %q", ctr.ContainerName, got, want)
+		}
+	}
+}
+
+func sortedCSV(s string) string {
+	if s == "" {
+		return ""
+	}
+	p := strings.Split(s, ",")
+	sort.Strings(p)
+	return strings.Join(p, ",")
+}
