@@ -111,7 +111,7 @@ func (p *Placement) Print(w io.Writer) {
 	fmt.Fprintf(w, "  landed: pod %s on node %s\n", p.Pod, p.Node)
 	for _, c := range p.Claims {
 		for _, d := range c.Devices {
-			fmt.Fprintf(w, "    claim %s, request %s: %s/%s\n", c.Name, d.Request, d.Pool, d.Device)
+			fmt.Fprintf(w, "    claim %s, request %s: %s/%s (%s)\n", c.Name, d.Request, d.Pool, d.Device, p.What[d.Pool+"/"+d.Device])
 		}
 	}
 	for _, ctr := range p.Containers {

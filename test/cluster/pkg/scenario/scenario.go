@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -212,6 +213,9 @@ type Placement struct {
 	Claims []ClaimAllocation
 	// Containers are the fake runtime's records for the pod's containers.
 	Containers []*record.Container
+	// What describes each allocated device ("pool/device") for people:
+	// vendor, model and profile from its published attributes.
+	What map[string]string
 }
 
 // ClaimAllocation is one claim of a pod and its allocated devices.
@@ -227,7 +231,7 @@ func Describe(ctx context.Context, client kubernetes.Interface, ns, pod string, 
 	if err != nil {
 		return nil, err
 	}
-	out := &Placement{Pod: pod, Node: p.Spec.NodeName}
+	out := &Placement{Pod: pod, Node: p.Spec.NodeName, What: map[string]string{}}
 	var claimNames []string
 	for _, s := range p.Status.ResourceClaimStatuses {
 		if s.ResourceClaimName != nil {
@@ -245,6 +249,9 @@ func Describe(ctx context.Context, client kubernetes.Interface, ns, pod string, 
 		ca := ClaimAllocation{Name: name}
 		if c.Status.Allocation != nil {
 			ca.Devices = c.Status.Allocation.Devices.Results
+			if err := describeDevices(ctx, client, ca.Devices, out.What); err != nil {
+				return nil, err
+			}
 		}
 		out.Claims = append(out.Claims, ca)
 	}
@@ -261,3 +268,30 @@ func Describe(ctx context.Context, client kubernetes.Interface, ns, pod string, 
 }
 
 func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
+
+func describeDevices(ctx context.Context, client kubernetes.Interface, devs []resourceapi.DeviceRequestAllocationResult, what map[string]string) error {
+	for _, d := range devs {
+		l, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + d.Pool})
+		if err != nil {
+			return err
+		}
+		for _, s := range l.Items {
+			for _, dev := range s.Spec.Devices {
+				if dev.Name != d.Device {
+					continue
+				}
+				var parts []string
+				for _, a := range []resourceapi.QualifiedName{"vendor", "model", "profile"} {
+					if v := dev.Attributes[a].StringValue; v != nil {
+						parts = append(parts, *v)
+					}
+				}
+				if m, ok := dev.Capacity["memory"]; ok {
+					parts = append(parts, m.Value.String())
+				}
+				what[d.Pool+"/"+d.Device] = strings.Join(parts, " ")
+			}
+		}
+	}
+	return nil
+}
