@@ -12,8 +12,8 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
-	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/driver"
+	"github.com/tessera-gpu/tessera/pkg/host"
 )
 
 // NewBackend builds the backend the flags name.
@@ -45,7 +45,7 @@ func Run(ctx context.Context, c *Config) error {
 	if err != nil {
 		return err
 	}
-	bootID, err := checkpoint.BootID()
+	bootID, err := host.BootID()
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot read boot id; reboots will not be detected")
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/host"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
@@ -59,7 +60,7 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 	}
 	b.logger = klog.LoggerWithValues(b.logger, "backend", "sim", "machine", m.Name)
 	if b.bootID == "" {
-		id, err := readBootID()
+		id, err := host.BootID()
 		if err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}

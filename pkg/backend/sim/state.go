@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"k8s.io/klog/v2"
 
@@ -24,7 +23,6 @@ import (
 const (
 	stateFileName = "state.json"
 	stateVersion  = 1
-	bootIDPath    = "/proc/sys/kernel/random/boot_id"
 )
 
 type stateDoc struct {
@@ -39,14 +37,6 @@ type stateDoc struct {
 type stateGPU struct {
 	UUID       string                `json:"uuid"`
 	Partitions []inventory.Partition `json:"partitions"`
-}
-
-func readBootID() (string, error) {
-	b, err := os.ReadFile(bootIDPath)
-	if err != nil {
-		return "", fmt.Errorf("reading boot id: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
 }
 
 // loadState returns the partitions to start with (nil: the machine file's)

@@ -1,4 +1,5 @@
-package checkpoint
+// Package host reads facts about the machine the agent runs on.
+package host
 
 import (
 	"fmt"
@@ -10,8 +11,8 @@ import (
 var bootIDPath = "/proc/sys/kernel/random/boot_id"
 
 // BootID returns the kernel's boot ID, which changes at every boot. The
-// agent stores it in the checkpoint to notice reboots: partitions it carved
-// and device state do not survive one.
+// agent stores it in the checkpoint, and the simulator in its state, to
+// notice reboots: carved partitions and device state do not survive one.
 func BootID() (string, error) {
 	data, err := os.ReadFile(bootIDPath)
 	if err != nil {
