@@ -40,13 +40,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cluster = &localcluster.Config{
-		Dir:           filepath.Join(repo, "_output/e2e-cluster"),
-		BinDir:        filepath.Join(repo, "_output/cluster-bin"),
-		PluginBin:     filepath.Join(repo, "bin/tessera-kubelet-plugin"),
-		DeviceClasses: filepath.Join(repo, "deployments/deviceclasses/deviceclasses.yaml"),
-		Nodes:         nodes,
-	}
+	cluster = localcluster.ForRepo(repo)
+	// Its own directory: the suite can run while a demo cluster is up.
+	cluster.Dir = filepath.Join(repo, "_output/e2e-cluster")
+	cluster.Nodes = nodes
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()

@@ -39,13 +39,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	c := &localcluster.Config{
-		Dir:           filepath.Join(root, "_output/cluster"),
-		BinDir:        filepath.Join(root, "_output/cluster-bin"),
-		PluginBin:     filepath.Join(root, "bin/tessera-kubelet-plugin"),
-		DeviceClasses: filepath.Join(root, "deployments/deviceclasses/deviceclasses.yaml"),
-		Nodes:         localcluster.DefaultNodes,
-	}
+	c := localcluster.ForRepo(root)
 	if *nodes != "" {
 		if c.Nodes, err = localcluster.ParseNodes(*nodes); err != nil {
 			return err

@@ -44,19 +44,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	def := func(v *string, d string) string {
-		if *v != "" {
-			p, _ := filepath.Abs(*v)
-			return p
+	c := localcluster.ForRepo(repo)
+	for _, f := range []struct {
+		flag *string
+		dst  *string
+	}{{dir, &c.Dir}, {binDir, &c.BinDir}, {plugin, &c.PluginBin}} {
+		if *f.flag != "" {
+			if *f.dst, err = filepath.Abs(*f.flag); err != nil {
+				return err
+			}
 		}
-		return filepath.Join(repo, d)
-	}
-	c := &localcluster.Config{
-		Dir:           def(dir, "_output/cluster"),
-		BinDir:        def(binDir, "_output/cluster-bin"),
-		PluginBin:     def(plugin, "bin/tessera-kubelet-plugin"),
-		DeviceClasses: filepath.Join(repo, "deployments/deviceclasses/deviceclasses.yaml"),
-		Nodes:         localcluster.DefaultNodes,
 	}
 	if *nodes != "" {
 		if c.Nodes, err = localcluster.ParseNodes(*nodes); err != nil {

@@ -46,6 +46,19 @@ type Config struct {
 	Nodes         []Node
 }
 
+// ForRepo is the configuration `make cluster-up` and `make demo` use: state
+// in <repo>/_output/cluster, binaries from `make build` and
+// hack/build-cluster-bins.sh, the shipped DeviceClasses, the default nodes.
+func ForRepo(repo string) *Config {
+	return &Config{
+		Dir:           filepath.Join(repo, "_output/cluster"),
+		BinDir:        filepath.Join(repo, "_output/cluster-bin"),
+		PluginBin:     filepath.Join(repo, "bin/tessera-kubelet-plugin"),
+		DeviceClasses: filepath.Join(repo, "deployments/deviceclasses/deviceclasses.yaml"),
+		Nodes:         DefaultNodes,
+	}
+}
+
 // Kubeconfig is the admin kubeconfig Up writes.
 func (c *Config) Kubeconfig() string { return filepath.Join(c.Dir, "kubeconfig") }
 

@@ -33,7 +33,7 @@ func (c *Config) client() (kubernetes.Interface, error) {
 }
 
 func waitAPIServer(ctx context.Context, client kubernetes.Interface, p Proc) error {
-	return poll(ctx, 60*time.Second, func() (bool, string, error) {
+	return Poll(ctx, 60*time.Second, func() (bool, string, error) {
 		if !alive(p) {
 			return false, "", fmt.Errorf("kube-apiserver exited:\n%s", tail(p.Log, 20))
 		}
@@ -63,7 +63,7 @@ func (c *Config) applyDeviceClasses(ctx context.Context, client kubernetes.Inter
 			continue
 		}
 		// The API server may still be installing the resource.k8s.io group.
-		err := poll(ctx, 30*time.Second, func() (bool, string, error) {
+		err := Poll(ctx, 30*time.Second, func() (bool, string, error) {
 			_, err := client.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				return true, "", nil
@@ -79,7 +79,7 @@ func (c *Config) applyDeviceClasses(ctx context.Context, client kubernetes.Inter
 // waitNodes waits for every node to be Ready and to have published a
 // complete pool of ResourceSlices.
 func (c *Config) waitNodes(ctx context.Context, client kubernetes.Interface, s *State) error {
-	return poll(ctx, 120*time.Second, func() (bool, string, error) {
+	return Poll(ctx, 120*time.Second, func() (bool, string, error) {
 		for _, p := range s.Procs {
 			if !alive(p) {
 				return false, "", fmt.Errorf("%s exited:\n%s", p.Name, tail(p.Log, 30))
@@ -132,9 +132,9 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// poll runs cond until it is true, it fails, ctx ends or d passes; a
-// timeout's error carries cond's last message.
-func poll(ctx context.Context, d time.Duration, cond func() (bool, string, error)) error {
+// Poll runs cond every 200ms until it is true, it fails, ctx ends or d
+// passes; a timeout's error carries cond's last message.
+func Poll(ctx context.Context, d time.Duration, cond func() (bool, string, error)) error {
 	deadline := time.Now().Add(d)
 	var last string
 	for {

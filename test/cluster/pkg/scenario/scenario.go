@@ -25,6 +25,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/record"
 )
 
@@ -187,23 +188,13 @@ func podReason(p *corev1.Pod) string {
 	return ""
 }
 
-// Poll runs cond every 200ms until it holds, ctx ends or timeout passes.
+// Poll runs cond until it holds, ctx ends or timeout passes (see
+// localcluster.Poll), for conditions that cannot fail outright.
 func Poll(ctx context.Context, timeout time.Duration, cond func() (bool, string)) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return localcluster.Poll(ctx, timeout, func() (bool, string, error) {
 		ok, msg := cond()
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s: %s", timeout, msg)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %s", ctx.Err(), msg)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return ok, msg, nil
+	})
 }
 
 // Placement is where one pod landed and what it got.
