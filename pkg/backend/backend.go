@@ -42,6 +42,14 @@ type Backend interface {
 	WatchHealth(ctx context.Context, events chan<- HealthEvent) error
 }
 
+// Generationer is implemented by backends whose inventory can change while
+// the agent runs (hot plug, a partition mode change, a partition carved or
+// destroyed). Generation returns a value that changes whenever Discover's
+// result may have; the agent polls it and republishes on a change.
+type Generationer interface {
+	Generation() (string, error)
+}
+
 // HealthEvent reports a change in one device's health.
 type HealthEvent struct {
 	// UUID is the GPU's or the partition's UUID.

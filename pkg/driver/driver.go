@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,6 +34,9 @@ type Options struct {
 	CDIDir         string
 	CheckpointPath string // default PluginDataDir/checkpoint.json
 	BootID         string
+	// InventoryPoll is how often a backend that can change under the agent
+	// (backend.Generationer) is asked whether it did; 5s when zero.
+	InventoryPoll time.Duration
 	// Crash is passed to claims.Config.Crash (tests).
 	Crash func(claims.Step) error
 	// Fatal is called for errors the agent cannot recover from; it should

@@ -230,3 +230,32 @@ func TestRestartKeepsClaimsPrepared(t *testing.T) {
 		t.Errorf("claim for a device held before the restart: error %q, want it to name default/a", e)
 	}
 }
+
+// TestInventoryChangeRepublishes: a partition destroyed under the agent
+// disappears from the published slices, and one carved appears.
+func TestInventoryChangeRepublishes(t *testing.T) {
+	n := newNode(t, "dgx-h100-mig")
+	published := func() map[string]bool {
+		out := map[string]bool{}
+		l, err := n.client.ResourceV1().ResourceSlices().List(n.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range l.Items {
+			for _, d := range s.Spec.Devices {
+				out[d.Name] = true
+			}
+		}
+		return out
+	}
+	waitFor(t, func() bool { return published()["gpu-6-mig-1g-10gb-3"] })
+	e := n.driver.Published().Devices["gpu-6-mig-1g-10gb-3"]
+	if err := n.backend.DestroyPartition(n.ctx, e.GPU.UUID, e.Partition.UUID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return !published()["gpu-6-mig-1g-10gb-3"] })
+	if _, err := n.backend.CreatePartition(n.ctx, e.GPU.UUID, "1g.10gb", inventory.Placement{Start: 3, Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return published()["gpu-6-mig-1g-10gb-3"] })
+}

@@ -62,7 +62,7 @@ func (n *node) start() {
 	n.driver, err = New(n.ctx, Options{
 		NodeName: "node-1", Backend: n.backend, KubeClient: n.client,
 		PluginDataDir: filepath.Join(n.dir, "plugin"), RegistrarDir: filepath.Join(n.dir, "registry"),
-		CDIDir: n.cdiDir(), BootID: "boot",
+		CDIDir: n.cdiDir(), BootID: "boot", InventoryPoll: 50 * time.Millisecond,
 	})
 	if err != nil {
 		n.t.Fatal(err)

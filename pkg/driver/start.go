@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/pkg/backend"
 )
 
 // Start registers with the kubelet, publishes the node's ResourceSlices and
@@ -31,6 +34,13 @@ func (d *Driver) Start(ctx context.Context) error {
 	}
 	d.helper = helper
 	go d.health.run(ctx, d.opts.Backend)
+	if g, ok := d.opts.Backend.(backend.Generationer); ok {
+		every := d.opts.InventoryPoll
+		if every <= 0 {
+			every = 5 * time.Second
+		}
+		go d.watchInventory(ctx, g, every)
+	}
 	res := d.Published()
 	if err := helper.PublishResources(ctx, res.Resources); err != nil {
 		helper.Stop()

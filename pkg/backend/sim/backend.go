@@ -32,6 +32,7 @@ type Backend struct {
 	mu       sync.Mutex
 	node     inventory.Node // current state; GPUs in machine file order
 	serial   uint64         // partitions created so far (seeds UUIDs)
+	changes  uint64         // creates and destroys by this process (Generation)
 	watchers map[*watcher]struct{}
 }
 
@@ -164,6 +165,7 @@ func (b *Backend) CreatePartition(ctx context.Context, gpuUUID, profile string, 
 		b.devs.remove(logger, nodes)
 		return nil, fmt.Errorf("sim: creating partition: %w", err)
 	}
+	b.changes++
 	logger.V(2).Info("Created partition", "gpu", gpuUUID, "profile", profile, "placement", fmt.Sprintf("%d:%d", p.Placement.Start, p.Placement.Size), "uuid", p.UUID, "gpuInstance", p.GPUInstanceID)
 	out := clonePartition(&p)
 	return &out, nil
@@ -193,8 +195,17 @@ func (b *Backend) DestroyPartition(ctx context.Context, gpuUUID, partitionUUID s
 		return fmt.Errorf("sim: destroying partition: %w", err)
 	}
 	b.devs.remove(logger, partitionNodes(g, &gone))
+	b.changes++
 	logger.V(2).Info("Destroyed partition", "gpu", gpuUUID, "profile", gone.Profile, "uuid", partitionUUID)
 	return nil
+}
+
+// Generation implements backend.Generationer: it changes whenever a
+// partition is created or destroyed, as the inventory does.
+func (b *Backend) Generation() (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return fmt.Sprint(b.changes), nil
 }
 
 func (b *Backend) gpuIndex(uuid string) int {
