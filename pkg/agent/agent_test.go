@@ -27,7 +27,7 @@ func TestDryRunIsAValidYAMLStream(t *testing.T) {
 	for _, profile := range []string{"dgx-h100", "dgx-h100-mig", "mixed-inference"} {
 		t.Run(profile, func(t *testing.T) {
 			c := &Config{NodeName: "node-1", Backend: "sim", SimProfile: profile, SimStateDir: t.TempDir(), DryRun: true}
-			b, err := NewBackend(c)
+			b, err := NewBackend(context.Background(), c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,11 +79,12 @@ func TestBackendErrors(t *testing.T) {
 		{Config{Backend: "sim", SimProfile: "dgx-h1000", NodeName: "n"}, []string{"--sim-profile", "dgx-h1000", "dgx-h100", "mi300x-8", "t4-2"}},
 		{Config{Backend: "sim", SimProfile: "/nonexistent/machine.yaml", NodeName: "n"}, []string{"/nonexistent/machine.yaml"}},
 		{Config{Backend: "cuda", NodeName: "n"}, []string{`"cuda"`, "sim, nvml, amd or auto"}},
-		{Config{Backend: "nvml", NodeName: "n"}, []string{"nvml", "not part of this build"}},
+		// No NVIDIA driver here: a clear startup error, not a crash.
+		{Config{Backend: "nvml", NodeName: "n"}, []string{"--backend=nvml", "libnvidia-ml"}},
 	}
 	for _, tc := range tests {
 		tc.cfg.SimStateDir = t.TempDir()
-		_, err := NewBackend(&tc.cfg)
+		_, err := NewBackend(context.Background(), &tc.cfg)
 		if err == nil {
 			t.Errorf("%+v: no error", tc.cfg)
 			continue
@@ -120,3 +121,31 @@ func TestFlagsFromEnvironment(t *testing.T) {
 }
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+func TestAMDBackendFromFlags(t *testing.T) {
+	ctx := context.Background()
+	// --backend=amd on a fixture tree prints that machine's slices.
+	c := &Config{NodeName: "node-1", Backend: "amd", SysfsRoot: "../../test/fixtures/amd/mi300x-8-cpx"}
+	b, err := NewBackend(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := DryRun(ctx, c.NodeName, b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "partitionKind:\n        string: xcp"); n != 64 {
+		t.Errorf("%d xcp partitions in the dry run, want 64 (8 cards of 8 XCDs in CPX mode)", n)
+	}
+	// auto finds the KFD topology when there is no NVIDIA library.
+	c.Backend = "auto"
+	if b, err := NewBackend(ctx, c); err != nil || b.Name() != "amd" {
+		t.Errorf("auto on an AMD tree: %v, %v", b, err)
+	}
+	// auto with nothing to find names both reasons.
+	c.SysfsRoot = t.TempDir()
+	_, err = NewBackend(ctx, c)
+	if err == nil || !strings.Contains(err.Error(), "nvml") || !strings.Contains(err.Error(), "amd") {
+		t.Errorf("auto on an empty tree: %v", err)
+	}
+}

@@ -17,6 +17,7 @@ type Config struct {
 	Backend        string
 	SimProfile     string
 	SimStateDir    string
+	SysfsRoot      string
 	DryRun         bool
 	Kubeconfig     string
 	KubeAPIQPS     float32
@@ -30,9 +31,10 @@ type Config struct {
 // AddFlags registers the agent's flags on fs.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.NodeName, "node-name", "", "Name of this node; the pool and the owner of the published ResourceSlices. Required.")
-	fs.StringVar(&c.Backend, "backend", "sim", "Device backend: sim (simulated GPUs). nvml and amd are not part of this build yet.")
+	fs.StringVar(&c.Backend, "backend", "sim", "Device backend: sim (simulated GPUs), amd (amdgpu/KFD sysfs), nvml (NVIDIA, needs a cgo build), or auto (nvml when libnvidia-ml loads, else amd when the KFD topology exists).")
 	fs.StringVar(&c.SimProfile, "sim-profile", "dgx-h100", "Simulated machine: a built-in catalogue name or a path to a machine YAML file (backend sim).")
 	fs.StringVar(&c.SimStateDir, "sim-state-dir", "", "Directory of the simulated node's state and /dev tree (backend sim). Default /var/run/tessera/sim/<node-name>.")
+	fs.StringVar(&c.SysfsRoot, "sysfs-root", "/", "Root under which /sys is read (backends amd and nvml); a fixture tree in tests.")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "Print the node's ResourceSlices as a YAML stream of resource.k8s.io/v1 objects and exit, without a cluster.")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty means in-cluster configuration.")
 	// The kubelet plugin helper GETs every claim before a prepare; at

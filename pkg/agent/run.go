@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"k8s.io/client-go/kubernetes"
@@ -11,32 +12,66 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/backend/amd"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/driver"
 	"github.com/tessera-gpu/tessera/pkg/host"
 )
 
 // NewBackend builds the backend the flags name.
-func NewBackend(c *Config) (backend.Backend, error) {
+func NewBackend(ctx context.Context, c *Config) (backend.Backend, error) {
+	logger := klog.FromContext(ctx)
 	switch c.Backend {
 	case "sim":
 		m, err := sim.Profile(c.SimProfile, c.NodeName)
 		if err != nil {
 			return nil, fmt.Errorf("--sim-profile: %w", err)
 		}
-		return sim.New(m, c.SimStateDir)
-	case "nvml", "amd", "auto":
-		return nil, fmt.Errorf("--backend=%s: not part of this build yet; use --backend=sim", c.Backend)
+		return sim.New(m, c.SimStateDir, sim.WithLogger(logger))
+	case "amd":
+		b, err := amd.New(amd.Options{SysfsRoot: c.SysfsRoot, Logger: logger})
+		if err != nil {
+			return nil, fmt.Errorf("--backend=amd: %w", err)
+		}
+		return b, nil
+	case "nvml":
+		return newNVML(c, logger)
+	case "auto":
+		return autoBackend(c, logger)
 	default:
 		return nil, fmt.Errorf("--backend=%q: unknown backend; want sim, nvml, amd or auto", c.Backend)
 	}
 }
 
+// autoBackend picks nvml when libnvidia-ml loads, else amd when the KFD
+// topology exists, and says which and why.
+func autoBackend(c *Config, logger klog.Logger) (backend.Backend, error) {
+	nvOK, nvWhy := detectNVML()
+	if nvOK {
+		logger.Info("Backend auto-detected", "backend", "nvml", "reason", nvWhy)
+		return newNVML(c, logger)
+	}
+	amdOK, amdWhy := amd.Detect(c.SysfsRoot)
+	if amdOK {
+		logger.Info("Backend auto-detected", "backend", "amd", "reason", amdWhy, "nvml", nvWhy)
+		b, err := amd.New(amd.Options{SysfsRoot: c.SysfsRoot, Logger: logger})
+		if err != nil {
+			return nil, fmt.Errorf("--backend=auto chose amd: %w", err)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("--backend=auto: no GPUs found: nvml: %s; amd: %s (use --backend=sim for simulated GPUs)", nvWhy, amdWhy)
+}
+
 // Run runs the agent until ctx ends. With DryRun it prints slices and returns.
 func Run(ctx context.Context, c *Config) error {
-	b, err := NewBackend(c)
+	b, err := NewBackend(ctx, c)
 	if err != nil {
 		return err
+	}
+	if closer, ok := b.(io.Closer); ok {
+		// The nvml backend holds an NVML session for the agent's lifetime.
+		defer closer.Close()
 	}
 	if c.DryRun {
 		return DryRun(ctx, c.NodeName, b, os.Stdout)

@@ -54,6 +54,12 @@ type GPU struct {
 	PCIeRoot string // pci<domain>:<bus> of the root complex: pci0000:00
 	NUMANode int    // -1 when the device has no NUMA affinity
 
+	// CardID is equal on GPUs that are dies of one physical card (the two
+	// GCDs of an AMD MI250/MI250X) and empty on single-die GPUs; it is
+	// published as the `cardID` attribute so a claim can keep both dies of
+	// a card together (matchAttribute) or apart (distinctAttribute).
+	CardID string
+
 	// Minor is the vendor's device minor: /dev/nvidia<Minor> for NVIDIA,
 	// /dev/dri/card<Minor> for AMD.
 	Minor int

@@ -33,6 +33,7 @@ const (
 	AttrParentUUID        = "parentUUID"
 	AttrPartitionKind     = "partitionKind"
 	AttrMemoryPartition   = "memoryPartitionMode"
+	AttrCardID            = "cardID"
 	CapMemory             = "memory"
 	CapComputeUnits       = "computeUnits"
 	TypeGPU               = "gpu"
@@ -115,6 +116,7 @@ func gpuAttributes(g *inventory.GPU, f topology.Fabric) (attrs, error) {
 	}
 	a.str(AttrFabric, string(f.Kind))
 	a.str(AttrFabricIsland, f.Island)
+	a.str(AttrCardID, g.CardID)
 	a.integer(AttrFabricBandwidth, f.BandwidthGBps)
 	if g.PCIeRoot != "" {
 		a.str(deviceattribute.StandardDeviceAttributePCIeRoot, g.PCIeRoot)

@@ -57,7 +57,7 @@ func TestCatalogMachines(t *testing.T) {
 		{name: "t4-2", models: rep("T4", 2), memory: []int64{15360 * mib}, cus: []int64{40},
 			links: map[inventory.LinkKind]int{}, numa: map[int]int{0: 1, 1: 1}},
 		{name: "mixed-inference", models: []string{"A100", "A100", "T4", "T4", "MI210"},
-			memory: []int64{81920 * mib, 81920 * mib, 15360 * mib, 15360 * mib, 64 * gib}, cus: []int64{108, 108, 40, 40, 104},
+			memory: []int64{81920 * mib, 81920 * mib, 15360 * mib, 15360 * mib, 65520 * mib}, cus: []int64{108, 108, 40, 40, 104},
 			links: map[inventory.LinkKind]int{inventory.LinkNVLink: 1}, bandwidth: 300, numa: map[int]int{0: 3, 1: 2}},
 	}
 	for _, tc := range cases {

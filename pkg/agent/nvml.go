@@ -1,0 +1,21 @@
+package agent
+
+import (
+	"fmt"
+
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/backend/nvml"
+)
+
+// newNVML opens the one long-lived NVML session; Run closes it on exit.
+func newNVML(c *Config, logger klog.Logger) (backend.Backend, error) {
+	b, err := nvml.New(nvml.Options{SysfsRoot: c.SysfsRoot, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("--backend=nvml: %w", err)
+	}
+	return b, nil
+}
+
+func detectNVML() (bool, string) { return nvml.Detect() }

@@ -1,0 +1,189 @@
+//go:build cgo && linux
+
+package nvml
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+)
+
+// Options configure New.
+type Options struct {
+	// Lib is the NVML library; nil means the host's libnvidia-ml through
+	// nvml.New(). Tests pass go-nvml's mock servers.
+	Lib nvml.Interface
+	// SysfsRoot is the directory that holds the host's sys/ tree ("/" when
+	// empty), for PCIe roots and NUMA nodes, which NVML does not report.
+	SysfsRoot string
+	Logger    klog.Logger
+}
+
+// Backend is the NVIDIA backend. It holds one NVML session from New to
+// Close: nvmlInit is expensive (it opens every GPU) and device handles stay
+// valid for the session, so they are looked up once and reused.
+type Backend struct {
+	lib    nvml.Interface
+	sys    sysfs
+	logger klog.Logger
+
+	mu      sync.Mutex
+	handles []nvml.Device // by NVML index; nil where the lookup failed
+	closed  bool
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New opens the NVML session. A host without libnvidia-ml is a startup
+// error that says so, not an empty node.
+func New(o Options) (*Backend, error) {
+	lib := o.Lib
+	if lib == nil {
+		lib = nvml.New()
+	}
+	root := o.SysfsRoot
+	if root == "" {
+		root = "/"
+	}
+	logger := klog.LoggerWithValues(o.Logger, "backend", "nvml")
+	if err := initLib(lib); err != nil {
+		return nil, err
+	}
+	b := &Backend{lib: lib, sys: sysfs{root: root}, logger: logger}
+	n, ret := lib.DeviceGetCount()
+	if err := check("nvmlDeviceGetCount", ret); err != nil {
+		_ = lib.Shutdown()
+		return nil, fmt.Errorf("nvml: %w", err)
+	}
+	b.handles = make([]nvml.Device, n)
+	b.refreshHandles()
+	return b, nil
+}
+
+// initLib starts NVML and explains the one failure operators meet most.
+func initLib(lib nvml.Interface) error {
+	ret := lib.Init()
+	switch ret {
+	case nvml.SUCCESS:
+		return nil
+	case nvml.ERROR_LIBRARY_NOT_FOUND:
+		return errors.New("nvml: libnvidia-ml.so.1 not found: install the NVIDIA driver on the host " +
+			"and make its libraries visible to the plugin (or choose another --backend)")
+	case nvml.ERROR_DRIVER_NOT_LOADED:
+		return fmt.Errorf("nvml: init: the NVIDIA kernel driver is not loaded: %w", check("nvmlInit", ret))
+	default:
+		return fmt.Errorf("nvml: init: %w", check("nvmlInit", ret))
+	}
+}
+
+// refreshHandles looks up the handles not cached yet. A GPU whose handle
+// fails (lost, or fallen off the bus) is logged and retried on the next
+// Discover; the others are unaffected. Callers hold b.mu (or own b).
+func (b *Backend) refreshHandles() {
+	for i := range b.handles {
+		if b.handles[i] != nil {
+			continue
+		}
+		d, ret := b.lib.DeviceGetHandleByIndex(i)
+		if err := check(fmt.Sprintf("nvmlDeviceGetHandleByIndex(%d)", i), ret); err != nil {
+			b.logger.Error(err, "GPU excluded: no NVML handle", "index", i)
+			continue
+		}
+		b.handles[i] = d
+	}
+}
+
+// Close ends the NVML session. Calling it twice is harmless.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.handles = nil
+	if err := check("nvmlShutdown", b.lib.Shutdown()); err != nil {
+		return fmt.Errorf("nvml: %w", err)
+	}
+	return nil
+}
+
+// Name implements backend.Backend.
+func (b *Backend) Name() string { return "nvml" }
+
+// DevRoot implements backend.Backend: real device nodes live in /dev.
+func (b *Backend) DevRoot() string { return "/dev" }
+
+// DeviceNumbers implements backend.Backend: the container runtime stats the
+// host's real nodes, which is always right on hardware.
+func (b *Backend) DeviceNumbers(string) (major, minor int64, ok bool) { return 0, 0, false }
+
+// Discover implements backend.Backend. GPUs are in NVML index order; one
+// GPU failing drops or degrades that GPU only (see gpu.go).
+func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errors.New("nvml: backend is closed")
+	}
+	b.refreshHandles()
+	driver, ret := b.lib.SystemGetDriverVersion()
+	if err := check("nvmlSystemGetDriverVersion", ret); err != nil {
+		// Every GPU shares the one driver, so this is node-wide.
+		return nil, fmt.Errorf("nvml: %w", err)
+	}
+	node := &inventory.Node{}
+	var found []nvml.Device // parallel to node.GPUs
+	for i, h := range b.handles {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if h == nil {
+			continue
+		}
+		g, err := b.readGPU(h, driver)
+		if err != nil {
+			b.logger.Error(err, "GPU excluded", "index", i)
+			continue
+		}
+		node.GPUs = append(node.GPUs, *g)
+		found = append(found, h)
+	}
+	node.Links = b.links(node, found)
+	return node, nil
+}
+
+// CreatePartition implements backend.Backend. Carving MIG instances
+// through NVML is issue 5's change.
+func (b *Backend) CreatePartition(context.Context, string, string, inventory.Placement) (*inventory.Partition, error) {
+	return nil, errors.New("nvml: dynamic partitioning comes with a later change (issue 5)")
+}
+
+// DestroyPartition implements backend.Backend; see CreatePartition.
+func (b *Backend) DestroyPartition(context.Context, string, string) error {
+	return errors.New("nvml: dynamic partitioning comes with a later change (issue 5)")
+}
+
+// WatchHealth implements backend.Backend. XID events are not watched yet:
+// it reports nothing and returns when ctx ends.
+func (b *Backend) WatchHealth(ctx context.Context, _ chan<- backend.HealthEvent) error {
+	<-ctx.Done()
+	return nil
+}
+
+// CUDADriverVersion is the CUDA version the driver supports ("13.0"). The
+// inventory has no field for it yet, so it is offered here for the agent.
+func (b *Backend) CUDADriverVersion() (string, error) {
+	v, ret := b.lib.SystemGetCudaDriverVersion()
+	if err := check("nvmlSystemGetCudaDriverVersion", ret); err != nil {
+		return "", fmt.Errorf("nvml: %w", err)
+	}
+	return cudaDriverVersion(v), nil
+}

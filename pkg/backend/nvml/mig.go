@@ -1,0 +1,267 @@
+//go:build cgo && linux
+
+package nvml
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+)
+
+// MIG, as the NVIDIA MIG user guide describes it: a GPU has 8 memory slices
+// and 7 compute slices; a GPU instance (GI) takes a profile at a placement
+// on the memory slices; compute instances (CI) split a GI's SMs. What a
+// container opens is a MIG device: one CI of one GI, with its own MIG- UUID.
+
+const mib = 1 << 20
+
+// giProfile is one row of the GPU's GI profile table as NVML reports it.
+type giProfile struct {
+	info nvml.GpuInstanceProfileInfo
+	name string
+}
+
+// mig fills the GPU's partitioning. A GPU without MIG (NOT_SUPPORTED) has
+// none. A failing MIG query degrades the GPU: if MIG mode is unknown or
+// its instances cannot be listed, publishing the GPU as usable would be a
+// guess either way.
+func (r *gpuReader) mig() {
+	cur, _, ret := r.h.GetMigMode()
+	err := check("nvmlDeviceGetMigMode", ret)
+	if notSupported(err) {
+		return
+	}
+	if err != nil {
+		r.degrade(err)
+		return
+	}
+	pt := &inventory.Partitioning{
+		Kind:    inventory.PartitionMIG,
+		Enabled: cur == nvml.DEVICE_MIG_ENABLE,
+		// MIG user guide, "Enable MIG Mode": A100/A30 (Ampere) need a GPU
+		// reset to change mode; "starting with the Hopper generation ...
+		// no longer requires a GPU reset". Unknown architecture: assume
+		// the stricter rule.
+		ModeChangeNeedsReset: r.g.Architecture == "ampere" || r.g.Architecture == "",
+	}
+	r.g.Partitioning = pt
+	profiles, err := r.migProfiles(pt)
+	if err != nil {
+		if pt.Enabled {
+			r.degrade(err)
+			return
+		}
+		// With MIG off the table only matters for a later mode change.
+		r.b.logger.Info("MIG profile table unavailable", "uuid", r.g.UUID, "err", err)
+	}
+	if !pt.Enabled {
+		return
+	}
+	parts, err := r.migInstances(profiles)
+	if err != nil {
+		r.degrade(err)
+	}
+	r.g.Partitions = parts
+}
+
+// migProfiles reads every GI profile the GPU supports and its possible
+// placements into pt, and returns the raw rows for instance lookup.
+func (r *gpuReader) migProfiles(pt *inventory.Partitioning) ([]giProfile, error) {
+	if r.g.MemoryBytes <= 0 {
+		return nil, fmt.Errorf("MIG profiles: GPU memory unknown, cannot name profiles")
+	}
+	var rows []giProfile
+	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
+		info, ret := r.h.GetGpuInstanceProfileInfo(id)
+		if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
+			continue // this profile does not exist on this GPU
+		}
+		if err := check(fmt.Sprintf("nvmlDeviceGetGpuInstanceProfileInfo(%d)", id), ret); err != nil {
+			return nil, fmt.Errorf("MIG profiles: %w", err)
+		}
+		name := migProfileName(int(info.Id), info.SliceCount, info.MemorySizeMB, uint64(r.g.MemoryBytes))
+		places, ret := r.h.GetGpuInstancePossiblePlacements(&info)
+		if err := check("nvmlDeviceGetGpuInstancePossiblePlacements("+name+")", ret); err != nil {
+			return nil, fmt.Errorf("MIG profiles: %w", err)
+		}
+		p := inventory.PartitionProfile{
+			Name:          name,
+			MemoryBytes:   int64(info.MemorySizeMB) * mib,
+			ComputeUnits:  int64(info.MultiprocessorCount),
+			ComputeSlices: int(info.SliceCount),
+			Engines:       giEngines(info),
+		}
+		for _, pl := range places {
+			p.Placements = append(p.Placements, inventory.Placement{Start: int(pl.Start), Size: int(pl.Size)})
+			p.MemorySlices = max(p.MemorySlices, int(pl.Size))
+			// The GPU's slice counts are the largest extents in its table.
+			pt.MemorySlices = max(pt.MemorySlices, int(pl.Start+pl.Size))
+		}
+		pt.ComputeSlices = max(pt.ComputeSlices, int(info.SliceCount))
+		pt.Profiles = append(pt.Profiles, p)
+		rows = append(rows, giProfile{info: info, name: name})
+	}
+	// Smallest first, as the simulated backend lists them.
+	sort.SliceStable(pt.Profiles, func(a, b int) bool {
+		pa, pb := pt.Profiles[a], pt.Profiles[b]
+		if pa.MemoryBytes != pb.MemoryBytes {
+			return pa.MemoryBytes < pb.MemoryBytes
+		}
+		if pa.ComputeSlices != pb.ComputeSlices {
+			return pa.ComputeSlices < pb.ComputeSlices
+		}
+		return pa.Name < pb.Name
+	})
+	return rows, nil
+}
+
+func giEngines(info nvml.GpuInstanceProfileInfo) map[string]int64 {
+	return map[string]int64{
+		"copyEngines":  int64(info.CopyEngineCount),
+		"decoders":     int64(info.DecoderCount),
+		"encoders":     int64(info.EncoderCount),
+		"jpegDecoders": int64(info.JpegCount),
+		"ofa":          int64(info.OfaCount),
+	}
+}
+
+// migInstances lists the existing GI/CI pairs and matches each to its MIG
+// device for the UUID. A CI without a MIG device cannot be handed to a
+// container, so it is left out and reported; the rest are kept.
+func (r *gpuReader) migInstances(profiles []giProfile) ([]inventory.Partition, error) {
+	devices, err := r.migDevices()
+	if err != nil {
+		return nil, err
+	}
+	var parts []inventory.Partition
+	var missing []string
+	for _, prof := range profiles {
+		gis, ret := r.h.GetGpuInstances(&prof.info)
+		if err := check("nvmlDeviceGetGpuInstances("+prof.name+")", ret); err != nil {
+			return parts, fmt.Errorf("MIG instances: %w", err)
+		}
+		for _, gi := range gis {
+			giInfo, ret := gi.GetInfo()
+			if err := check("nvmlGpuInstanceGetInfo", ret); err != nil {
+				return parts, fmt.Errorf("MIG instances (%s): %w", prof.name, err)
+			}
+			cis, err := computeInstances(gi)
+			if err != nil {
+				return parts, fmt.Errorf("MIG instances (%s, GI %d): %w", prof.name, giInfo.Id, err)
+			}
+			for _, ci := range cis {
+				p := inventory.Partition{
+					Kind:              inventory.PartitionMIG,
+					Profile:           migDeviceProfileName(prof.name, prof.info.SliceCount, ci.profile.SliceCount),
+					Placement:         inventory.Placement{Start: int(giInfo.Placement.Start), Size: int(giInfo.Placement.Size)},
+					GPUInstanceID:     int(giInfo.Id),
+					ComputeInstanceID: int(ci.info.Id),
+					MemoryBytes:       int64(prof.info.MemorySizeMB) * mib,
+					ComputeUnits:      int64(ci.profile.MultiprocessorCount),
+					Engines:           giEngines(prof.info),
+				}
+				dev, ok := devices[[2]int{p.GPUInstanceID, p.ComputeInstanceID}]
+				if !ok {
+					missing = append(missing, fmt.Sprintf("GI %d CI %d", p.GPUInstanceID, p.ComputeInstanceID))
+					continue
+				}
+				p.UUID = dev.uuid
+				if a := dev.attrs; a != nil {
+					// What the MIG device itself reports wins over the profile row.
+					p.MemoryBytes = int64(a.MemorySizeMB) * mib
+					p.ComputeUnits = int64(a.MultiprocessorCount)
+					p.Engines = map[string]int64{
+						"copyEngines":  int64(a.SharedCopyEngineCount),
+						"decoders":     int64(a.SharedDecoderCount),
+						"encoders":     int64(a.SharedEncoderCount),
+						"jpegDecoders": int64(a.SharedJpegCount),
+						"ofa":          int64(a.SharedOfaCount),
+					}
+				}
+				parts = append(parts, p)
+			}
+		}
+	}
+	// NVML returns instances in no documented order; publish by slot.
+	sort.Slice(parts, func(a, b int) bool {
+		if parts[a].Placement.Start != parts[b].Placement.Start {
+			return parts[a].Placement.Start < parts[b].Placement.Start
+		}
+		return parts[a].ComputeInstanceID < parts[b].ComputeInstanceID
+	})
+	if len(missing) > 0 {
+		return parts, fmt.Errorf("MIG instances without a MIG device handle: %v", missing)
+	}
+	return parts, nil
+}
+
+type ciEntry struct {
+	info    nvml.ComputeInstanceInfo
+	profile nvml.ComputeInstanceProfileInfo
+}
+
+func computeInstances(gi nvml.GpuInstance) ([]ciEntry, error) {
+	var out []ciEntry
+	for id := 0; id < nvml.COMPUTE_INSTANCE_PROFILE_COUNT; id++ {
+		prof, ret := gi.GetComputeInstanceProfileInfo(id, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
+			continue
+		}
+		if err := check(fmt.Sprintf("nvmlGpuInstanceGetComputeInstanceProfileInfo(%d)", id), ret); err != nil {
+			return nil, err
+		}
+		cis, ret := gi.GetComputeInstances(&prof)
+		if err := check("nvmlGpuInstanceGetComputeInstances", ret); err != nil {
+			return nil, err
+		}
+		for _, ci := range cis {
+			info, ret := ci.GetInfo()
+			if err := check("nvmlComputeInstanceGetInfo", ret); err != nil {
+				return nil, err
+			}
+			out = append(out, ciEntry{info: info, profile: prof})
+		}
+	}
+	return out, nil
+}
+
+type migDevice struct {
+	uuid  string
+	attrs *nvml.DeviceAttributes // nil where NVML would not say
+}
+
+// migDevices maps (GI id, CI id) to the MIG device handles of the GPU.
+// Indices without a device (NOT_FOUND) are gaps, not errors.
+func (r *gpuReader) migDevices() (map[[2]int]migDevice, error) {
+	n, ret := r.h.GetMaxMigDeviceCount()
+	if err := check("nvmlDeviceGetMaxMigDeviceCount", ret); err != nil {
+		return nil, fmt.Errorf("MIG devices: %w", err)
+	}
+	out := map[[2]int]migDevice{}
+	for i := 0; i < n; i++ {
+		d, ret := r.h.GetMigDeviceHandleByIndex(i)
+		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+			continue
+		}
+		if err := check(fmt.Sprintf("nvmlDeviceGetMigDeviceHandleByIndex(%d)", i), ret); err != nil {
+			return nil, fmt.Errorf("MIG devices: %w", err)
+		}
+		gi, ret1 := d.GetGpuInstanceId()
+		ci, ret2 := d.GetComputeInstanceId()
+		uuid, ret3 := d.GetUUID()
+		for _, e := range []error{check("nvmlDeviceGetGpuInstanceId", ret1), check("nvmlDeviceGetComputeInstanceId", ret2), check("nvmlDeviceGetUUID(MIG)", ret3)} {
+			if e != nil {
+				return nil, fmt.Errorf("MIG device %d: %w", i, e)
+			}
+		}
+		md := migDevice{uuid: uuid}
+		if a, ret := d.GetAttributes(); ret == nvml.SUCCESS {
+			md.attrs = &a
+		}
+		out[[2]int{gi, ci}] = md
+	}
+	return out, nil
+}

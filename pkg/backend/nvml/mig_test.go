@@ -1,0 +1,122 @@
+//go:build cgo && linux
+
+package nvml
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/slices"
+)
+
+// carve makes a GI of the profile at start with one full-size CI, through
+// the mock's own create calls.
+func carve(t *testing.T, d *server.Device, profile, start, size int) {
+	t.Helper()
+	info, ret := d.GetGpuInstanceProfileInfo(profile)
+	if ret != nvml.SUCCESS {
+		t.Fatalf("profile %d: %v", profile, ret)
+	}
+	gi, ret := d.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: uint32(start), Size: uint32(size)})
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	// The CI profile with the GI's slice count is the full-size CI.
+	ciID := map[uint32]int{1: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, 2: nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE,
+		3: nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE, 4: nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE, 7: nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE}[info.SliceCount]
+	ci, ret := gi.GetComputeInstanceProfileInfo(ciID, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	if _, ret := gi.CreateComputeInstance(&ci); ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+}
+
+func dgxA100Slots() []gpuSlot {
+	var out []gpuSlot
+	for i, bus := range []string{"07", "0f", "47", "4e", "87", "90", "b7", "bd"} {
+		out = append(out, gpuSlot{bdf: "0000:" + bus + ":00.0", root: "pci0000:" + bus[:1] + "0", numa: i / 4})
+	}
+	return out
+}
+
+// An A100 with MIG on and two instances publishes them as partitions, with
+// MIG UUIDs, placements and GI/CI ids; the others stay whole GPUs.
+func TestA100MIGInstances(t *testing.T) {
+	s, root := newMachine(t, gpus.Multiple(8, gpus.A100_SXM4_40GB), dgxA100Slots())
+	d0 := s.Devices[0].(*server.Device)
+	if _, ret := d0.SetMigMode(nvml.DEVICE_MIG_ENABLE); ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	carve(t, d0, nvml.GPU_INSTANCE_PROFILE_3_SLICE, 4, 4)
+	carve(t, d0, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 0, 1)
+
+	n, err := newBackend(t, s, root).Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := n.GPUs[0]
+	if g.Model != "A100" || g.Architecture != "ampere" || g.ComputeUnits != 108 || g.ComputeCapability != "8.0.0" {
+		t.Errorf("GPU 0: model %q arch %q SMs %d cc %q", g.Model, g.Architecture, g.ComputeUnits, g.ComputeCapability)
+	}
+	pt := g.Partitioning
+	if pt == nil || !pt.Enabled || !pt.ModeChangeNeedsReset {
+		t.Fatalf("partitioning %+v: want MIG enabled, mode change needs reset (Ampere)", pt)
+	}
+	if len(g.Partitions) != 2 {
+		t.Fatalf("partitions %+v, want 2", g.Partitions)
+	}
+	p0, p1 := g.Partitions[0], g.Partitions[1]
+	if p0.Profile != "1g.5gb" || p0.Placement != (inventory.Placement{Start: 0, Size: 1}) || p0.ComputeUnits != 14 || p0.GPUInstanceID != 1 {
+		t.Errorf("first partition %+v, want 1g.5gb at 0, 14 SMs, GI 1", p0)
+	}
+	if p1.Profile != "3g.20gb" || p1.Placement.Start != 4 || p1.ComputeUnits != 42 || p1.GPUInstanceID != 0 || p1.ComputeInstanceID != 0 {
+		t.Errorf("second partition %+v, want 3g.20gb at 4, 42 SMs, GI 0 CI 0", p1)
+	}
+	for _, p := range g.Partitions {
+		if !strings.HasPrefix(p.UUID, "MIG-") || p.Kind != inventory.PartitionMIG || p.MemoryBytes == 0 {
+			t.Errorf("partition %+v: want MIG- UUID, kind mig, memory", p)
+		}
+	}
+	if g.Health.State != inventory.Healthy {
+		t.Errorf("health %+v", g.Health)
+	}
+
+	res, err := slices.Build("n", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 7 whole GPUs + 2 partitions; GPU 0 is not published whole.
+	if len(res.Order) != 9 {
+		t.Errorf("published %v, want 7 GPUs and 2 partitions", res.Order)
+	}
+	if _, ok := res.Devices["gpu-0-mig-1g-5gb-0"]; !ok {
+		t.Errorf("no gpu-0-mig-1g-5gb-0 in %v", res.Order)
+	}
+}
+
+// A CI without a MIG device handle cannot be handed out: it is left out
+// and the GPU is degraded with the reason.
+func TestMIGInstanceWithoutHandleDegrades(t *testing.T) {
+	s, root := newMachine(t, gpus.Multiple(1, gpus.A100_SXM4_40GB), dgxA100Slots()[:1])
+	d := s.Devices[0].(*server.Device)
+	d.SetMigMode(nvml.DEVICE_MIG_ENABLE)
+	carve(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 0, 1)
+	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+	d.GetMigDeviceHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, nvml.ERROR_NOT_FOUND }
+	n, err := newBackend(t, s, root).Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := n.GPUs[0]
+	if len(g.Partitions) != 0 || g.Health.State != inventory.Unhealthy || !strings.Contains(g.Health.Reason, "without a MIG device handle") {
+		t.Errorf("partitions %+v health %+v", g.Partitions, g.Health)
+	}
+}

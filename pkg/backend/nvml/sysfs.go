@@ -1,0 +1,58 @@
+package nvml
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// pcieRootRE matches the root complex component of a sysfs device path:
+// /sys/devices/pci0000:15/0000:15:01.0/.../0000:18:00.0 -> pci0000:15.
+var pcieRootRE = regexp.MustCompile(`^pci[0-9a-f]{4}:[0-9a-f]{2}$`)
+
+// sysfs reads the PCI facts NVML does not report. Root is the host's "/"
+// (--sysfs-root); tests point it at a fixture tree.
+type sysfs struct{ root string }
+
+func (s sysfs) devicePath(bdf string) string {
+	return filepath.Join(s.root, "sys", "bus", "pci", "devices", bdf)
+}
+
+// pcieRoot resolves sys/bus/pci/devices/<bdf>, a symlink into
+// sys/devices/pciDDDD:BB/..., and returns the pciDDDD:BB component: the
+// root complex, the same value k8s.io/dynamic-resource-allocation's
+// deviceattribute package publishes as resource.kubernetes.io/pcieRoot.
+// Only the link text is read, so the chain below it need not exist.
+func (s sysfs) pcieRoot(bdf string) (string, error) {
+	p := s.devicePath(bdf)
+	target, err := os.Readlink(p)
+	if err != nil {
+		return "", fmt.Errorf("pcie root of %s: %w", bdf, err)
+	}
+	for _, c := range strings.Split(filepath.ToSlash(target), "/") {
+		if pcieRootRE.MatchString(c) {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("pcie root of %s: link %s -> %s names no pciDDDD:BB root", bdf, p, target)
+}
+
+// numaNode reads sys/bus/pci/devices/<bdf>/numa_node. The kernel writes -1
+// where the platform gives no affinity; a missing file means the same.
+func (s sysfs) numaNode(bdf string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.devicePath(bdf), "numa_node"))
+	if os.IsNotExist(err) {
+		return -1, nil
+	}
+	if err != nil {
+		return -1, fmt.Errorf("numa node of %s: %w", bdf, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < -1 {
+		return -1, fmt.Errorf("numa node of %s: %q is not a node number", bdf, strings.TrimSpace(string(b)))
+	}
+	return n, nil
+}
