@@ -26,6 +26,7 @@ type Config struct {
 	RegistrarDir   string
 	CDIDir         string
 	CheckpointPath string
+	VendorCDIDirs  []string
 }
 
 // AddFlags registers the agent's flags on fs.
@@ -44,6 +45,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.PluginDataDir, "plugin-data-dir", "/var/lib/kubelet/plugins/gpu.tessera.dev", "Directory for the plugin's gRPC socket and checkpoint.")
 	fs.StringVar(&c.RegistrarDir, "registrar-dir", "/var/lib/kubelet/plugins_registry", "Kubelet plugin registration directory.")
 	fs.StringVar(&c.CDIDir, "cdi-dir", "/var/run/cdi", "Directory for the per-claim CDI specs.")
+	fs.StringSliceVar(&c.VendorCDIDirs, "vendor-cdi-dirs", []string{"/etc/cdi", "/var/run/cdi"}, "Where to look for the node's NVIDIA CDI spec (nvidia-ctk cdi generate); its device IDs are returned with each claim's so driver libraries reach the container. Backend nvml only.")
 	fs.StringVar(&c.CheckpointPath, "checkpoint", "", "Checkpoint file. Default <plugin-data-dir>/checkpoint.json.")
 }
 

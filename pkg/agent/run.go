@@ -93,6 +93,7 @@ func Run(ctx context.Context, c *Config) error {
 		PluginDataDir:  c.PluginDataDir,
 		RegistrarDir:   c.RegistrarDir,
 		CDIDir:         c.CDIDir,
+		VendorCDIDirs:  vendorDirs(c, b),
 		CheckpointPath: c.CheckpointPath,
 		BootID:         bootID,
 		Fatal:          func(err error) { cancel(err) },
@@ -107,6 +108,15 @@ func Run(ctx context.Context, c *Config) error {
 	<-ctx.Done()
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
 		return cause
+	}
+	return nil
+}
+
+// vendorDirs: only real NVIDIA GPUs have a vendor spec to look up; a
+// simulator on a GPU host must not hand out the host's devices.
+func vendorDirs(c *Config, b backend.Backend) []string {
+	if b.Name() == "nvml" {
+		return c.VendorCDIDirs
 	}
 	return nil
 }

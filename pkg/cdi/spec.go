@@ -34,6 +34,11 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 		},
 	}
 
+	vendorIx, err := loadVendorIndex(w.vendor)
+	if err != nil {
+		return nil, nil, err
+	}
+
 	// Vendors in order of first appearance, so the output is deterministic.
 	var vendorOrder []inventory.Vendor
 	byVendor := map[inventory.Vendor][]ClaimDevice{}
@@ -55,6 +60,9 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 		name := deviceName(claim.UID, i, d.Device)
 		common := qualified(commonDeviceName(claim.UID, string(d.GPU.Vendor)))
 		ids[i] = []string{qualified(name), common}
+		if v := vendorIx.lookup(d); v != "" {
+			ids[i] = append(ids[i], v)
+		}
 
 		ann := map[string]string{
 			annVendor:       string(d.GPU.Vendor),
@@ -144,7 +152,8 @@ func marshalSpec(spec *cdispec.Spec) ([]byte, error) {
 
 // verifySpecFile loads a written spec file with the CDI library, which
 // applies the same parsing and validation a container runtime will, and
-// checks that every ID handed out resolves in it.
+// checks that every ID of its kind handed out resolves in it (vendor IDs
+// resolve in the vendor's own spec).
 func verifySpecFile(path string, ids [][]string) error {
 	spec, err := cdiapi.ReadSpec(path, 0)
 	if err != nil {
@@ -155,6 +164,9 @@ func verifySpecFile(path string, ids [][]string) error {
 			vendor, class, name, err := parser.ParseQualifiedName(id)
 			if err != nil {
 				return fmt.Errorf("device ID %q: %w", id, err)
+			}
+			if vendor+"/"+class != Kind {
+				continue
 			}
 			if vendor != spec.GetVendor() || class != spec.GetClass() || spec.GetDevice(name) == nil {
 				return fmt.Errorf("device ID %q does not resolve in the spec", id)

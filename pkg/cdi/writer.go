@@ -22,6 +22,11 @@ type Options struct {
 	// to write into the spec. nil, or ok=false, leaves type and numbers out
 	// so the runtime stats the host node.
 	DeviceNumbers func(devPath string) (major, minor int64, ok bool)
+	// VendorSpecDirs are searched for the node's own NVIDIA CDI spec
+	// (kind nvidia.com/gpu). Where it names a claim's GPU, that device's ID
+	// is returned too, so the driver's libraries reach the container. Empty
+	// disables the lookup (the simulator has no vendor spec to find).
+	VendorSpecDirs []string
 }
 
 // Writer writes and removes per-claim CDI specs. It holds no mutable state
@@ -30,6 +35,7 @@ type Writer struct {
 	specDir string
 	devRoot string
 	numbers func(string) (int64, int64, bool)
+	vendor  []string
 }
 
 // Spec files are read by container runtimes (root) and by operators.
@@ -40,7 +46,7 @@ const (
 
 // NewWriter returns a Writer for o, creating SpecDir if it is missing.
 func NewWriter(o Options) (*Writer, error) {
-	w := &Writer{specDir: o.SpecDir, devRoot: o.DevRoot, numbers: o.DeviceNumbers}
+	w := &Writer{specDir: o.SpecDir, devRoot: o.DevRoot, numbers: o.DeviceNumbers, vendor: o.VendorSpecDirs}
 	if w.specDir == "" {
 		w.specDir = DefaultSpecDir
 	}

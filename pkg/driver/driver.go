@@ -26,12 +26,15 @@ const DriverName = "gpu.tessera.dev"
 
 // Options configure the node agent.
 type Options struct {
-	NodeName       string
-	Backend        backend.Backend
-	KubeClient     kubernetes.Interface
-	PluginDataDir  string // kubelet plugin dir for this driver: socket and checkpoint
-	RegistrarDir   string // kubelet plugin registry dir
-	CDIDir         string
+	NodeName      string
+	Backend       backend.Backend
+	KubeClient    kubernetes.Interface
+	PluginDataDir string // kubelet plugin dir for this driver: socket and checkpoint
+	RegistrarDir  string // kubelet plugin registry dir
+	CDIDir        string
+	// VendorCDIDirs are searched for the node's NVIDIA CDI spec (see
+	// cdi.Options.VendorSpecDirs); empty for the simulator.
+	VendorCDIDirs  []string
 	CheckpointPath string // default PluginDataDir/checkpoint.json
 	BootID         string
 	// InventoryPoll is how often a backend that can change under the agent
@@ -68,7 +71,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	if err := d.Refresh(ctx); err != nil {
 		return nil, err
 	}
-	w, err := cdi.NewWriter(cdi.Options{SpecDir: o.CDIDir, DevRoot: o.Backend.DevRoot(), DeviceNumbers: o.Backend.DeviceNumbers})
+	w, err := cdi.NewWriter(cdi.Options{SpecDir: o.CDIDir, DevRoot: o.Backend.DevRoot(), DeviceNumbers: o.Backend.DeviceNumbers, VendorSpecDirs: o.VendorCDIDirs})
 	if err != nil {
 		return nil, fmt.Errorf("CDI spec dir %s: %w", o.CDIDir, err)
 	}
