@@ -82,7 +82,12 @@ func readNode(r fsRoot, id int) (*kfdNode, error) {
 		return n, nil
 	}
 	n.MemBanks = readList(r, path.Join(dir, "mem_banks"), n)
-	n.Links = append(readList(r, path.Join(dir, "io_links"), n), readList(r, path.Join(dir, "p2p_links"), n)...)
+	// p2p_links arrived with Linux 6.x KFD; older kernels list every link
+	// under io_links, so its absence is no problem.
+	n.Links = readList(r, path.Join(dir, "io_links"), n)
+	if r.exists(path.Join(dir, "p2p_links")) {
+		n.Links = append(n.Links, readList(r, path.Join(dir, "p2p_links"), n)...)
+	}
 	return n, nil
 }
 
