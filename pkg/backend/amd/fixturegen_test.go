@@ -4,27 +4,89 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
 
-// TestGenerateFixtures writes the synthesized fixture trees under
-// test/fixtures/amd. It runs only with TESSERA_REGEN_FIXTURES=1; the trees
-// are committed as plain files (and relative symlinks, as sysfs has them)
-// so --sysfs-root=DIR works without this code. Per-node property values are
+// TestGenerateFixtures checks that the synthesized fixture trees under
+// test/fixtures/amd are exactly what the generator below writes, so the
+// committed files and the code describing them cannot drift apart. With
+// TESSERA_REGEN_FIXTURES=1 it rewrites them instead. The trees are committed
+// as plain files (and relative symlinks, as sysfs has them) so
+// --sysfs-root=DIR works without this code. Per-node property values are
 // modelled on the real captures cited in each fixture's SOURCE.md.
 func TestGenerateFixtures(t *testing.T) {
-	if os.Getenv("TESSERA_REGEN_FIXTURES") != "1" {
-		t.Skip("set TESSERA_REGEN_FIXTURES=1 to regenerate test/fixtures/amd")
-	}
+	regen := os.Getenv("TESSERA_REGEN_FIXTURES") == "1"
 	for _, m := range fixtureMachines() {
-		dir := filepath.Join(fixturesDir, m.name)
+		committed := filepath.Join(fixturesDir, m.name)
+		dir := committed
+		if !regen {
+			dir = filepath.Join(t.TempDir(), m.name)
+		}
 		if err := os.RemoveAll(filepath.Join(dir, "sys")); err != nil {
 			t.Fatal(err)
 		}
 		if err := m.write(dir); err != nil {
 			t.Fatal(err)
 		}
+		if !regen {
+			compareTrees(t, filepath.Join(dir, "sys"), filepath.Join(committed, "sys"))
+		}
+	}
+}
+
+// compareTrees fails on any file, symlink or content that differs.
+func compareTrees(t *testing.T, want, got string) {
+	t.Helper()
+	list := func(root string) map[string]string {
+		out := map[string]string{}
+		err := filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			switch {
+			case info.Mode()&os.ModeSymlink != 0:
+				target, err := os.Readlink(p)
+				if err != nil {
+					return err
+				}
+				out[rel] = "-> " + target
+			case info.Mode().IsRegular():
+				data, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				out[rel] = string(data)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	w, g := list(want), list(got)
+	var diffs []string
+	for k, v := range w {
+		if gv, ok := g[k]; !ok {
+			diffs = append(diffs, "missing "+k)
+		} else if gv != v {
+			diffs = append(diffs, "differs "+k)
+		}
+	}
+	for k := range g {
+		if _, ok := w[k]; !ok {
+			diffs = append(diffs, "extra "+k)
+		}
+	}
+	if len(diffs) > 0 {
+		sort.Strings(diffs)
+		if len(diffs) > 10 {
+			diffs = append(diffs[:10], fmt.Sprintf("... %d more", len(diffs)-10))
+		}
+		t.Errorf("%s differs from the generator (run with TESSERA_REGEN_FIXTURES=1 to rewrite):\n%s", got, strings.Join(diffs, "\n"))
 	}
 }
 
