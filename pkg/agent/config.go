@@ -27,7 +27,16 @@ type Config struct {
 	CDIDir         string
 	CheckpointPath string
 	VendorCDIDirs  []string
+	MetricsAddress string
 }
+
+// DefaultMetricsAddress is on by default so that the chart's metrics Service
+// and ServiceMonitor work without extra values, on every interface because
+// Prometheus scrapes the pod IP. The port is not 9400 (dcgm-exporter's
+// default, on the same GPU nodes), 9100 (node-exporter) or a kubelet or
+// kube-proxy port: a host-network agent that collided with one of those
+// would fail to start.
+const DefaultMetricsAddress = ":9478"
 
 // AddFlags registers the agent's flags on fs.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
@@ -47,6 +56,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.CDIDir, "cdi-dir", "/var/run/cdi", "Directory for the per-claim CDI specs.")
 	fs.StringSliceVar(&c.VendorCDIDirs, "vendor-cdi-dirs", []string{"/etc/cdi", "/var/run/cdi"}, "Where to look for the node's NVIDIA CDI spec (nvidia-ctk cdi generate); its device IDs are returned with each claim's so driver libraries reach the container. Backend nvml only.")
 	fs.StringVar(&c.CheckpointPath, "checkpoint", "", "Checkpoint file. Default <plugin-data-dir>/checkpoint.json.")
+	fs.StringVar(&c.MetricsAddress, "metrics-address", DefaultMetricsAddress, "host:port serving Prometheus /metrics and /healthz. Empty disables them. A port in use stops the agent at start.")
 }
 
 // ApplyEnv sets every flag not given on the command line from TESSERA_<FLAG>.

@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/driver"
 	"github.com/tessera-gpu/tessera/pkg/host"
+	"github.com/tessera-gpu/tessera/pkg/metrics"
 )
 
 // NewBackend builds the backend the flags name.
@@ -86,6 +87,10 @@ func Run(ctx context.Context, c *Config) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	m, err := serveMetrics(ctx, c.MetricsAddress)
+	if err != nil {
+		return err
+	}
 	d, err := driver.New(ctx, driver.Options{
 		NodeName:       c.NodeName,
 		Backend:        b,
@@ -97,6 +102,7 @@ func Run(ctx context.Context, c *Config) error {
 		CheckpointPath: c.CheckpointPath,
 		BootID:         bootID,
 		Fatal:          func(err error) { cancel(err) },
+		Metrics:        m,
 	})
 	if err != nil {
 		return err
@@ -110,6 +116,20 @@ func Run(ctx context.Context, c *Config) error {
 		return cause
 	}
 	return nil
+}
+
+// serveMetrics serves the agent's metrics on addr until ctx ends; with an
+// empty addr there are none (nil records nothing). It binds before the
+// driver starts so that a bad address fails the agent at once.
+func serveMetrics(ctx context.Context, addr string) (*metrics.Metrics, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	m := metrics.New()
+	if _, err := metrics.Listen(ctx, addr, m.Handler()); err != nil {
+		return nil, fmt.Errorf("--metrics-address: %w", err)
+	}
+	return m, nil
 }
 
 // vendorDirs: only real NVIDIA GPUs have a vendor spec to look up; a

@@ -45,6 +45,9 @@ type Config struct {
 	Crash func(Step) error
 	// Now is the clock (tests).
 	Now func() time.Time
+	// ObservePartition, if set, is told of every backend partition call and
+	// how long it took (metrics).
+	ObservePartition func(op PartitionOp, took time.Duration, err error)
 }
 
 // Device is one prepared device, as the kubelet plugin returns it.
@@ -85,6 +88,20 @@ func (m *Manager) Prepared() map[string]checkpoint.Claim {
 	return out
 }
 
+// Counts returns how many claims are prepared (PrepareCompleted) and how
+// many devices they hold: the metrics' view, without copying the checkpoint.
+func (m *Manager) Counts() (claims, devices int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.cp.Claims {
+		if c.State == checkpoint.PrepareCompleted {
+			claims++
+			devices += len(c.Devices)
+		}
+	}
+	return claims, devices
+}
+
 func (m *Manager) crash(s Step) error {
 	if m.cfg.Crash == nil {
 		return nil
@@ -100,7 +117,7 @@ func (m *Manager) crash(s Step) error {
 func (m *Manager) save(prev *checkpoint.Checkpoint) error {
 	if err := m.cfg.Store.Save(m.cp); err != nil {
 		m.cp = prev
-		return fmt.Errorf("save checkpoint: %w", err)
+		return withKind(ErrCheckpoint, fmt.Errorf("save checkpoint: %w", err))
 	}
 	return nil
 }
@@ -156,7 +173,7 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 	ids, err := m.cfg.CDI.WriteClaimSpec(ref, devs)
 	if err != nil {
 		m.abandon(ctx, entry)
-		return nil, fmt.Errorf("prepare claim %s: write CDI spec: %w", ref, err)
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, withKind(ErrCDI, fmt.Errorf("write CDI spec: %w", err)))
 	}
 	if err := m.crash(StepSpecWritten); err != nil {
 		return nil, err
@@ -197,7 +214,7 @@ func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) er
 	if !ok {
 		// Nothing recorded; a spec left by a lost checkpoint still goes.
 		if err := m.cfg.CDI.RemoveClaimSpec(uid); err != nil {
-			return fmt.Errorf("unprepare claim %s: %w", ref, err)
+			return fmt.Errorf("unprepare claim %s: %w", ref, withKind(ErrCDI, err))
 		}
 		return nil
 	}
@@ -221,7 +238,7 @@ func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) er
 // is idempotent, so it can run again after a crash at any point.
 func (m *Manager) rollback(ctx context.Context, c *checkpoint.Claim) error {
 	if err := m.cfg.CDI.RemoveClaimSpec(c.UID); err != nil {
-		return err
+		return withKind(ErrCDI, err)
 	}
 	if err := m.crash(StepSpecRemoved); err != nil {
 		return err
@@ -230,7 +247,7 @@ func (m *Manager) rollback(ctx context.Context, c *checkpoint.Claim) error {
 		if !d.CreatedPartition || d.PartitionUUID == "" {
 			continue
 		}
-		if err := m.cfg.Backend.DestroyPartition(ctx, d.GPUUUID, d.PartitionUUID); err != nil {
+		if err := m.destroyPartition(ctx, d.GPUUUID, d.PartitionUUID); err != nil {
 			return fmt.Errorf("destroy partition %s of %s: %w", d.PartitionUUID, d.Device, err)
 		}
 	}
@@ -254,7 +271,7 @@ func (m *Manager) ensureSpec(ref cdi.ClaimRef, c *checkpoint.Claim) error {
 	}
 	ids, err := m.cfg.CDI.WriteClaimSpec(ref, devs)
 	if err != nil {
-		return fmt.Errorf("rewrite CDI spec: %w", err)
+		return withKind(ErrCDI, fmt.Errorf("rewrite CDI spec: %w", err))
 	}
 	prev := m.cp.Clone()
 	for i := range c.Devices {

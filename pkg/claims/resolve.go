@@ -18,7 +18,7 @@ import (
 // devices. Any device this node does not publish fails the claim, naming it.
 func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]cdi.ClaimDevice, error) {
 	if claim.Status.Allocation == nil {
-		return nil, errors.New("claim is not allocated")
+		return nil, ErrNotAllocated
 	}
 	if err := checkConfig(claim, m.cfg.DriverName); err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]cdi.ClaimDevice, 
 		out = append(out, cdi.ClaimDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, GPU: *e.GPU, Partition: e.Partition})
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("allocated device(s) not on this node (pool %s): %s", pub.Pool, strings.Join(missing, ", "))
+		return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("allocated device(s) not on this node (pool %s): %s", pub.Pool, strings.Join(missing, ", ")))
 	}
 	return out, nil
 }
@@ -50,7 +50,7 @@ func (m *Manager) resolveRecorded(c *checkpoint.Claim) ([]cdi.ClaimDevice, error
 	for _, d := range c.Devices {
 		e, ok := pub.Devices[d.Device]
 		if !ok || d.Pool != pub.Pool {
-			return nil, fmt.Errorf("prepared device %s/%s is no longer on this node", d.Pool, d.Device)
+			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s is no longer on this node", d.Pool, d.Device))
 		}
 		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition})
 	}
@@ -90,7 +90,7 @@ func (m *Manager) checkConflicts(ref cdi.ClaimRef, devs []cdi.ClaimDevice) error
 	}
 	if len(conflicts) > 0 {
 		sort.Strings(conflicts)
-		return errors.New(strings.Join(conflicts, "; "))
+		return withKind(ErrDeviceInUse, errors.New(strings.Join(conflicts, "; ")))
 	}
 	return nil
 }
@@ -110,7 +110,7 @@ func checkConfig(claim *resourceapi.ResourceClaim, driver string) error {
 		if c.Opaque == nil || c.Opaque.Driver != driver {
 			continue
 		}
-		return fmt.Errorf("status.allocation.devices.config[%d].opaque: this version of %s defines no %s/%s configuration kinds (requests %v)", i, driver, v1alpha1.Group, v1alpha1.Version, c.Requests)
+		return withKind(ErrConfigRejected, fmt.Errorf("status.allocation.devices.config[%d].opaque: this version of %s defines no %s/%s configuration kinds (requests %v)", i, driver, v1alpha1.Group, v1alpha1.Version, c.Requests))
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/claims"
+	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
@@ -45,6 +46,9 @@ type Options struct {
 	// Fatal is called for errors the agent cannot recover from; it should
 	// stop the process (the main cancels its context).
 	Fatal func(error)
+	// Metrics, if set, records prepares, published devices, partition
+	// operations and health events; nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 // Driver implements kubeletplugin.DRAPlugin.
@@ -83,11 +87,15 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		BootID:     o.BootID,
 		Devices:    d.Published,
 		Crash:      o.Crash,
+		ObservePartition: func(op claims.PartitionOp, took time.Duration, err error) {
+			o.Metrics.ObservePartition(string(op), took, err)
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	d.health = newHealthHub(d.Published)
+	o.Metrics.SetPreparedSource(d.claims.Counts)
+	d.health = newHealthHub(d.Published, o.Metrics)
 	return d, nil
 }
 
@@ -104,6 +112,7 @@ func (d *Driver) Refresh(ctx context.Context) error {
 	d.mu.Lock()
 	d.published = res
 	d.mu.Unlock()
+	d.opts.Metrics.SetPublished(publishedCounts(res))
 	return nil
 }
 
@@ -122,7 +131,9 @@ func (d *Driver) Claims() *claims.Manager { return d.claims }
 func (d *Driver) PrepareResourceClaims(ctx context.Context, cs []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(cs))
 	for _, c := range cs {
+		start := time.Now()
 		devs, err := d.claims.Prepare(ctx, c)
+		d.opts.Metrics.ObservePrepare(time.Since(start), errorReason(err))
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Prepare failed", "claim", klog.KObj(c))
 			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
@@ -141,7 +152,9 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cs []*resourceapi.Re
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, cs []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := make(map[types.UID]error, len(cs))
 	for _, c := range cs {
+		start := time.Now()
 		out[c.UID] = d.claims.Unprepare(ctx, string(c.UID), c.Namespace, c.Name)
+		d.opts.Metrics.ObserveUnprepare(time.Since(start), errorReason(out[c.UID]))
 		if out[c.UID] != nil {
 			klog.FromContext(ctx).Error(out[c.UID], "Unprepare failed", "claim", c.NamespacedName)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
@@ -21,14 +22,15 @@ const healthResend = 10 * time.Second
 // wakes the kubelet's health streams when it changes.
 type healthHub struct {
 	devices func() *slices.Result
+	metrics *metrics.Metrics
 
 	mu      sync.Mutex
 	byUUID  map[string]inventory.Health
 	changed chan struct{} // closed and replaced on each change
 }
 
-func newHealthHub(devices func() *slices.Result) *healthHub {
-	return &healthHub{devices: devices, byUUID: map[string]inventory.Health{}, changed: make(chan struct{})}
+func newHealthHub(devices func() *slices.Result, m *metrics.Metrics) *healthHub {
+	return &healthHub{devices: devices, metrics: m, byUUID: map[string]inventory.Health{}, changed: make(chan struct{})}
 }
 
 // run feeds backend events into the hub until ctx ends.
@@ -41,6 +43,7 @@ func (h *healthHub) run(ctx context.Context, b backend.Backend) {
 				return
 			case ev := <-events:
 				klog.FromContext(ctx).Info("Device health changed", "uuid", ev.UUID, "health", ev.Health.State, "kind", ev.Kind, "reason", ev.Health.Reason)
+				h.metrics.HealthEvent(ev.Kind, string(ev.Health.State))
 				h.mu.Lock()
 				h.byUUID[ev.UUID] = ev.Health
 				close(h.changed)

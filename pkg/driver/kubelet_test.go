@@ -21,6 +21,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+	"github.com/tessera-gpu/tessera/pkg/metrics"
 )
 
 // node is one simulated node with a running agent, driven over the agent's
@@ -35,12 +36,22 @@ type node struct {
 	client  *fake.Clientset
 	driver  *Driver
 	backend *sim.Backend
+	// metrics is passed to the agent; nil (most tests) records nothing.
+	metrics *metrics.Metrics
 }
 
 func newNode(t *testing.T, profile string) *node { return newBenchNode(t, profile) }
 
-func newBenchNode(t testing.TB, profile string) *node {
+// newMetricsNode is newNode with metrics recorded.
+func newMetricsNode(t *testing.T, profile string) *node {
+	return newBenchNode(t, profile, metrics.New())
+}
+
+func newBenchNode(t testing.TB, profile string, m ...*metrics.Metrics) *node {
 	n := &node{t: t, dir: t.TempDir(), profile: profile}
+	if len(m) > 0 {
+		n.metrics = m[0]
+	}
 	n.client = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}})
 	n.start()
 	t.Cleanup(n.stop)
@@ -63,6 +74,7 @@ func (n *node) start() {
 		NodeName: "node-1", Backend: n.backend, KubeClient: n.client,
 		PluginDataDir: filepath.Join(n.dir, "plugin"), RegistrarDir: filepath.Join(n.dir, "registry"),
 		CDIDir: n.cdiDir(), BootID: "boot", InventoryPoll: 50 * time.Millisecond,
+		Metrics: n.metrics,
 	})
 	if err != nil {
 		n.t.Fatal(err)

@@ -76,7 +76,7 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 		return fmt.Errorf("apply DeviceClasses: %w", err)
 	}
 	for _, n := range c.Nodes {
-		step("node %s: fake runtime, kubelet, tessera-kubelet-plugin (%s)", n.Name, n.Profile)
+		step("node %s: fake runtime, kubelet, tessera-kubelet-plugin (%s), metrics %s", n.Name, n.Profile, MetricsURL(s, n.Name))
 		if err := c.startNode(s, p, n); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
@@ -92,7 +92,7 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 func (c *Config) portNames() []string {
 	names := []string{"etcd", "etcd-peer", "apiserver", "scheduler", "controller-manager"}
 	for _, n := range c.Nodes {
-		names = append(names, "kubelet-"+n.Name, "kubelet-healthz-"+n.Name)
+		names = append(names, "kubelet-"+n.Name, "kubelet-healthz-"+n.Name, metricsPort(n.Name))
 	}
 	return names
 }
@@ -302,9 +302,22 @@ func (c *Config) StartPlugin(s *State, n Node) error {
 		"--plugin-data-dir="+c.PluginDataDir(n.Name),
 		"--registrar-dir="+filepath.Join(c.KubeletRoot(n.Name), "plugins_registry"),
 		"--cdi-dir="+c.CDIDir(n.Name),
+		// Each node's plugin shares the host: its own port, loopback only.
+		"--metrics-address="+metricsAddress(s, n.Name),
 		"--v=4",
 	)
 	return err
+}
+
+func metricsPort(node string) string { return "metrics-" + node }
+
+func metricsAddress(s *State, node string) string {
+	return "127.0.0.1:" + strconv.Itoa(s.Ports[metricsPort(node)])
+}
+
+// MetricsURL is the /metrics URL of a node's plugin.
+func MetricsURL(s *State, node string) string {
+	return "http://" + metricsAddress(s, node) + "/metrics"
 }
 
 // StopPlugin stops a node's plugin (tests).

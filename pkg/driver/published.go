@@ -1,0 +1,20 @@
+package driver
+
+import (
+	"github.com/tessera-gpu/tessera/pkg/metrics"
+	"github.com/tessera-gpu/tessera/pkg/slices"
+)
+
+// publishedCounts counts a slice build's devices by vendor, model and type
+// for tessera_published_devices.
+func publishedCounts(res *slices.Result) map[metrics.DeviceKey]int {
+	out := map[metrics.DeviceKey]int{}
+	for _, e := range res.Devices {
+		k := metrics.DeviceKey{Vendor: string(e.GPU.Vendor), Model: e.GPU.Model, Type: metrics.TypeGPU}
+		if e.Partition != nil {
+			k.Type = metrics.TypePartition
+		}
+		out[k]++
+	}
+	return out
+}

@@ -1,0 +1,37 @@
+package driver
+
+import (
+	"errors"
+
+	"github.com/tessera-gpu/tessera/pkg/claims"
+	"github.com/tessera-gpu/tessera/pkg/metrics"
+)
+
+// reasonKinds maps the claims package's error kinds to the metrics' reason
+// label. claims knows nothing of metrics and metrics nothing of claims; this
+// is where the two meet.
+var reasonKinds = []struct {
+	kind   error
+	reason string
+}{
+	{claims.ErrNotAllocated, metrics.ReasonNotAllocated},
+	{claims.ErrDeviceNotOnNode, metrics.ReasonDeviceNotOnNode},
+	{claims.ErrDeviceInUse, metrics.ReasonDeviceInUse},
+	{claims.ErrConfigRejected, metrics.ReasonConfigRejected},
+	{claims.ErrCDI, metrics.ReasonCDIWrite},
+	{claims.ErrCheckpoint, metrics.ReasonCheckpoint},
+}
+
+// errorReason is the metrics reason for a prepare or unprepare error; ""
+// for none.
+func errorReason(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, k := range reasonKinds {
+		if errors.Is(err, k.kind) {
+			return k.reason
+		}
+	}
+	return metrics.ReasonOther
+}

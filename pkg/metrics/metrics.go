@@ -1,0 +1,229 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+const namespace = "tessera"
+
+// Buckets for prepare and unprepare: a prepare is a claim GET's worth of
+// work plus two fsynced checkpoint writes and a CDI spec, milliseconds on a
+// healthy node; the upper buckets catch a slow disk or API server.
+var claimBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// Buckets for partition carve and destroy: MIG and compute-partition
+// changes take from milliseconds (simulator) to tens of seconds (a GPU
+// reset on real hardware).
+var partitionBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+
+// DeviceKey is one `tessera_published_devices` series.
+type DeviceKey struct {
+	Vendor, Model, Type string
+}
+
+// PreparedFunc returns the claims prepared now and the devices they hold.
+type PreparedFunc func() (claims, devices int)
+
+// Metrics is the agent's set of metrics on its own registry.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	prepareDuration   *prometheus.HistogramVec
+	unprepareDuration *prometheus.HistogramVec
+	prepareErrors     *prometheus.CounterVec
+	unprepareErrors   *prometheus.CounterVec
+	published         *prometheus.GaugeVec
+	partitionDuration *prometheus.HistogramVec
+	healthEvents      *prometheus.CounterVec
+	prepared          *preparedCollector
+}
+
+// New creates the metrics and registers them, with the Go runtime and
+// process collectors, on a new registry.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		prepareDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "prepare_duration_seconds",
+			Help:    "Time to prepare one ResourceClaim (NodePrepareResources, per claim), by result.",
+			Buckets: claimBuckets,
+		}, []string{labelResult}),
+		unprepareDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "unprepare_duration_seconds",
+			Help:    "Time to unprepare one ResourceClaim (NodeUnprepareResources, per claim), by result.",
+			Buckets: claimBuckets,
+		}, []string{labelResult}),
+		prepareErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "prepare_errors_total",
+			Help: "ResourceClaim prepares that failed, by reason.",
+		}, []string{labelReason}),
+		unprepareErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "unprepare_errors_total",
+			Help: "ResourceClaim unprepares that failed, by reason.",
+		}, []string{labelReason}),
+		published: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "published_devices",
+			Help: "Devices in this node's ResourceSlices, by vendor, model and type (gpu or partition).",
+		}, []string{"vendor", "model", "type"}),
+		partitionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "partition_operation_duration_seconds",
+			Help:    "Time of backend partition operations (carve, destroy), by result.",
+			Buckets: partitionBuckets,
+		}, []string{"operation", labelResult}),
+		healthEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "health_events_total",
+			Help: "Device health events from the backend, by kind (e.g. xid, ecc, ras) and the health they reported.",
+		}, []string{"kind", "health"}),
+		prepared: newPreparedCollector(),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.prepareDuration, m.unprepareDuration, m.prepareErrors, m.unprepareErrors,
+		m.published, m.partitionDuration, m.healthEvents, m.prepared,
+	)
+	// Series that exist from the start, so a dashboard shows 0 rather than
+	// "no data" and increase() counts the first event.
+	for _, r := range []string{resultSuccess, resultError} {
+		m.prepareDuration.WithLabelValues(r)
+		m.unprepareDuration.WithLabelValues(r)
+	}
+	for _, r := range Reasons {
+		m.prepareErrors.WithLabelValues(r)
+		m.unprepareErrors.WithLabelValues(r)
+	}
+	return m
+}
+
+// Registry is the registry the metrics are on (tests, extra collectors).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// ObservePrepare records one claim's prepare. reason is "" on success, else
+// one of Reasons.
+func (m *Metrics) ObservePrepare(took time.Duration, reason string) {
+	if m == nil {
+		return
+	}
+	observeClaim(m.prepareDuration, m.prepareErrors, took, reason)
+}
+
+// ObserveUnprepare records one claim's unprepare, as ObservePrepare.
+func (m *Metrics) ObserveUnprepare(took time.Duration, reason string) {
+	if m == nil {
+		return
+	}
+	observeClaim(m.unprepareDuration, m.unprepareErrors, took, reason)
+}
+
+func observeClaim(h *prometheus.HistogramVec, errs *prometheus.CounterVec, took time.Duration, reason string) {
+	if reason == "" {
+		h.WithLabelValues(resultSuccess).Observe(took.Seconds())
+		return
+	}
+	h.WithLabelValues(resultError).Observe(took.Seconds())
+	errs.WithLabelValues(knownReason(reason)).Inc()
+}
+
+// knownReason keeps the reason label to the fixed set even if a caller
+// passes something else.
+func knownReason(r string) string {
+	for _, k := range Reasons {
+		if r == k {
+			return r
+		}
+	}
+	return ReasonOther
+}
+
+// ObservePartition records one backend partition operation (OpCarve or
+// OpDestroy).
+func (m *Metrics) ObservePartition(op string, took time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	res := resultSuccess
+	if err != nil {
+		res = resultError
+	}
+	m.partitionDuration.WithLabelValues(op, res).Observe(took.Seconds())
+}
+
+// HealthEvent counts one device health event.
+func (m *Metrics) HealthEvent(kind, health string) {
+	if m == nil {
+		return
+	}
+	if kind == "" {
+		kind = "unknown"
+	}
+	if health == "" {
+		health = "unknown"
+	}
+	m.healthEvents.WithLabelValues(kind, health).Inc()
+}
+
+// SetPublished replaces the published device counts. Series of devices no
+// longer published go, so a model that left the node does not linger.
+func (m *Metrics) SetPublished(counts map[DeviceKey]int) {
+	if m == nil {
+		return
+	}
+	// Reset and Set are not one atomic step; a scrape in between sees a
+	// partial set once, which the next scrape corrects. Republishes are rare.
+	m.published.Reset()
+	for k, n := range counts {
+		m.published.WithLabelValues(k.Vendor, k.Model, k.Type).Set(float64(n))
+	}
+}
+
+// SetPreparedSource sets where the prepared claims and devices gauges are
+// read from at scrape time: the checkpoint, so they are right after a
+// restart without replaying anything.
+func (m *Metrics) SetPreparedSource(f PreparedFunc) {
+	if m == nil {
+		return
+	}
+	m.prepared.set(f)
+}
+
+// preparedCollector reads the prepared gauges at scrape time.
+type preparedCollector struct {
+	claims, devices *prometheus.Desc
+
+	mu  sync.Mutex
+	src PreparedFunc
+}
+
+func newPreparedCollector() *preparedCollector {
+	return &preparedCollector{
+		claims:  prometheus.NewDesc(namespace+"_prepared_claims", "ResourceClaims prepared on this node (checkpoint state PrepareCompleted).", nil, nil),
+		devices: prometheus.NewDesc(namespace+"_prepared_devices", "Devices held by the prepared ResourceClaims on this node.", nil, nil),
+	}
+}
+
+func (c *preparedCollector) set(f PreparedFunc) {
+	c.mu.Lock()
+	c.src = f
+	c.mu.Unlock()
+}
+
+func (c *preparedCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.claims
+	ch <- c.devices
+}
+
+func (c *preparedCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	src := c.src
+	c.mu.Unlock()
+	var claims, devices int
+	if src != nil {
+		claims, devices = src()
+	}
+	ch <- prometheus.MustNewConstMetric(c.claims, prometheus.GaugeValue, float64(claims))
+	ch <- prometheus.MustNewConstMetric(c.devices, prometheus.GaugeValue, float64(devices))
+}

@@ -1,0 +1,140 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tessera-gpu/tessera/pkg/metrics"
+	"github.com/tessera-gpu/tessera/pkg/metrics/metricstest"
+)
+
+func TestRecordAndScrape(t *testing.T) {
+	m := metrics.New()
+	for range 3 {
+		m.ObservePrepare(2*time.Millisecond, "")
+	}
+	m.ObservePrepare(time.Millisecond, metrics.ReasonDeviceNotOnNode)
+	m.ObservePrepare(time.Millisecond, "made-up") // folded into other
+	m.ObserveUnprepare(time.Millisecond, "")
+	m.ObserveUnprepare(time.Millisecond, metrics.ReasonCDIWrite)
+	m.ObservePartition(metrics.OpDestroy, 20*time.Millisecond, nil)
+	m.ObservePartition(metrics.OpCarve, time.Second, errors.New("busy"))
+	m.HealthEvent("xid", "Unhealthy")
+	m.HealthEvent("xid", "Unhealthy")
+	m.HealthEvent("", "")
+	m.SetPublished(map[metrics.DeviceKey]int{{"nvidia", "H100", metrics.TypeGPU}: 8, {"amd", "MI300X", metrics.TypePartition}: 64})
+	m.SetPreparedSource(func() (int, int) { return 2, 5 })
+
+	s := metricstest.Scrape(t, m.Handler())
+	checks := []struct {
+		got, want float64
+		what      string
+	}{
+		{float64(s.Count("tessera_prepare_duration_seconds", "result", "success")), 3, "prepare successes"},
+		{float64(s.Count("tessera_prepare_duration_seconds", "result", "error")), 2, "prepare errors"},
+		{s.Value("tessera_prepare_errors_total", "reason", "device_not_on_node"), 1, "device_not_on_node"},
+		{s.Value("tessera_prepare_errors_total", "reason", "other"), 1, "unknown reason as other"},
+		{s.Value("tessera_prepare_errors_total", "reason", "checkpoint"), 0, "checkpoint"},
+		{float64(s.Count("tessera_unprepare_duration_seconds", "result", "success")), 1, "unprepare successes"},
+		{s.Value("tessera_unprepare_errors_total", "reason", "cdi_write"), 1, "unprepare cdi_write"},
+		{float64(s.Count("tessera_partition_operation_duration_seconds", "operation", "destroy", "result", "success")), 1, "destroy"},
+		{float64(s.Count("tessera_partition_operation_duration_seconds", "operation", "carve", "result", "error")), 1, "carve error"},
+		{s.Value("tessera_health_events_total", "kind", "xid", "health", "Unhealthy"), 2, "xid events"},
+		{s.Value("tessera_health_events_total", "kind", "unknown", "health", "unknown"), 1, "unlabelled event"},
+		{s.Value("tessera_published_devices", "vendor", "nvidia", "model", "H100", "type", "gpu"), 8, "H100s"},
+		{s.Value("tessera_published_devices", "vendor", "amd", "model", "MI300X", "type", "partition"), 64, "MI300X partitions"},
+		{s.Value("tessera_prepared_claims"), 2, "prepared claims"},
+		{s.Value("tessera_prepared_devices"), 5, "prepared devices"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	// Every reason exists from the start, at zero.
+	for _, r := range metrics.Reasons {
+		if !s.Has("tessera_prepare_errors_total", "reason", r) || !s.Has("tessera_unprepare_errors_total", "reason", r) {
+			t.Errorf("no error series for reason %s", r)
+		}
+	}
+	for _, f := range []string{"go_goroutines", "process_cpu_seconds_total"} {
+		if _, ok := s[f]; !ok {
+			t.Errorf("%s missing: Go and process collectors are not registered", f)
+		}
+	}
+
+	// A republish drops series of devices no longer there.
+	m.SetPublished(map[metrics.DeviceKey]int{{"nvidia", "H100", metrics.TypeGPU}: 7})
+	s = metricstest.Scrape(t, m.Handler())
+	if s.Has("tessera_published_devices", "model", "MI300X") || s.Value("tessera_published_devices", "model", "H100") != 7 {
+		t.Errorf("published after republish: %v", s["tessera_published_devices"])
+	}
+}
+
+func TestNilMetricsIsANoOp(t *testing.T) {
+	var m *metrics.Metrics
+	m.ObservePrepare(time.Second, "")
+	m.ObserveUnprepare(time.Second, metrics.ReasonOther)
+	m.ObservePartition(metrics.OpCarve, time.Second, nil)
+	m.HealthEvent("xid", "Unhealthy")
+	m.SetPublished(nil)
+	m.SetPreparedSource(nil)
+}
+
+func TestRegistriesAreIndependent(t *testing.T) {
+	a, b := metrics.New(), metrics.New()
+	a.ObservePrepare(time.Millisecond, "")
+	if n := metricstest.Scrape(t, b.Handler()).Count("tessera_prepare_duration_seconds", "result", "success"); n != 0 {
+		t.Errorf("a's prepare shows in b: %d", n)
+	}
+}
+
+func TestListenServesAndShutsDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := metrics.New()
+	addr, err := metrics.Listen(ctx, "127.0.0.1:0", m.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"/healthz": "ok", "/metrics": "tessera_prepared_claims 0"} {
+		body := get(t, "http://"+addr.String()+path)
+		if !strings.Contains(body, want) {
+			t.Errorf("%s: %q lacks %q", path, body, want)
+		}
+	}
+	// The port is taken: a second agent on it fails to start.
+	if _, err := metrics.Listen(ctx, addr.String(), m.Handler()); err == nil || !strings.Contains(err.Error(), addr.String()) {
+		t.Errorf("second listener on %s: %v", addr, err)
+	}
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := http.Get("http://" + addr.String() + "/healthz")
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("metrics server still serving after its context ended")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,37 @@
+package metrics
+
+// Reasons a prepare or unprepare fails, the `reason` label of the error
+// counters. The set is fixed and small so that the label cannot grow with
+// error messages; anything unclassified is ReasonOther.
+const (
+	ReasonNotAllocated    = "not_allocated"
+	ReasonDeviceNotOnNode = "device_not_on_node"
+	ReasonDeviceInUse     = "device_in_use"
+	ReasonConfigRejected  = "config_rejected"
+	ReasonCDIWrite        = "cdi_write"
+	ReasonCheckpoint      = "checkpoint"
+	ReasonOther           = "other"
+	resultSuccess         = "success"
+	resultError           = "error"
+	labelReason           = "reason"
+	labelResult           = "result"
+)
+
+// Reasons lists every reason; the error counters start at zero for each, so
+// that rate() and increase() see the first error.
+var Reasons = []string{
+	ReasonNotAllocated, ReasonDeviceNotOnNode, ReasonDeviceInUse, ReasonConfigRejected,
+	ReasonCDIWrite, ReasonCheckpoint, ReasonOther,
+}
+
+// Partition operations, the `operation` label.
+const (
+	OpCarve   = "carve"
+	OpDestroy = "destroy"
+)
+
+// Published device types, the `type` label.
+const (
+	TypeGPU       = "gpu"
+	TypePartition = "partition"
+)

@@ -1,0 +1,60 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+)
+
+// Handler serves /metrics from the registry and /healthz, which answers ok
+// while the process serves HTTP at all (liveness; readiness is the kubelet
+// registration, not this).
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		// A failing collector should not hide the others.
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      m.reg, // promhttp_metric_handler_* on the same registry
+	}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// shutdownGrace bounds how long a scrape in flight may delay the agent's exit.
+const shutdownGrace = 5 * time.Second
+
+// Listen binds addr now, so that a port already in use fails the agent at
+// start rather than leaving it running without metrics, and serves h on it
+// until ctx ends.
+func Listen(ctx context.Context, addr string, h http.Handler) (net.Addr, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	logger := klog.FromContext(ctx)
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(err, "Metrics server stopped", "address", l.Addr().String())
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			logger.Error(err, "Shut down metrics server")
+		}
+	}()
+	logger.Info("Serving metrics", "address", l.Addr().String(), "paths", []string{"/metrics", "/healthz"})
+	return l.Addr(), nil
+}

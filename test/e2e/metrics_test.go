@@ -1,0 +1,190 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
+)
+
+// TestMetricsMatchPreparedClaims runs pods with claims on one node, scrapes
+// that node's plugin over HTTP as Prometheus would, and checks that the
+// prepare and unprepare counts and the prepared gauges moved by exactly the
+// claims this test prepared. Values are compared before and after, so what
+// other tests did on the node does not matter.
+func TestMetricsMatchPreparedClaims(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	const node = "gpu-mi300x"
+	const pods = 3
+	s, err := cluster.LoadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := localcluster.MetricsURL(s, node)
+
+	before := scrape(t, url)
+	checkPublished(t, node, before)
+	var names []string
+	for i := range pods {
+		name := fmt.Sprintf("metrics-%d", i)
+		gpuPod(t, ns, name, node)
+		names = append(names, name)
+	}
+	if err := scenario.WaitRunning(ctx, client, ns, names, 120*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	running := scrape(t, url)
+	delta := func(a, b samples, name string, labels ...string) float64 {
+		return b.value(name, labels...) - a.value(name, labels...)
+	}
+	want := []check{
+		{"successful prepares (histogram count)", delta(before, running, "tessera_prepare_duration_seconds_count", "result", "success"), pods},
+		{"failed prepares (histogram count)", delta(before, running, "tessera_prepare_duration_seconds_count", "result", "error"), 0},
+		{"prepare errors, all reasons", delta(before, running, "tessera_prepare_errors_total"), 0},
+		{"prepared claims", delta(before, running, "tessera_prepared_claims"), pods},
+		{"prepared devices", delta(before, running, "tessera_prepared_devices"), pods},
+	}
+	// The gauge is the checkpoint's count, whatever other tests left there.
+	completed := 0
+	for _, st := range checkpointClaims(t, node) {
+		if st == "PrepareCompleted" {
+			completed++
+		}
+	}
+	want = append(want, check{"prepared claims vs checkpoint", running.value("tessera_prepared_claims"), float64(completed)})
+	if sum := delta(before, running, "tessera_prepare_duration_seconds_sum", "result", "success"); sum <= 0 {
+		t.Errorf("prepare duration sum grew by %v", sum)
+	}
+
+	deleteAll(t, ns)
+	// The kubelet unprepares after the pods are gone; wait for the gauge.
+	var after samples
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		after = scrape(t, url)
+		n := after.value("tessera_prepared_claims")
+		return n == before.value("tessera_prepared_claims"), fmt.Sprintf("tessera_prepared_claims %v", n)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, []check{
+		{"successful unprepares (histogram count)", delta(running, after, "tessera_unprepare_duration_seconds_count", "result", "success"), pods},
+		{"unprepare errors, all reasons", delta(before, after, "tessera_unprepare_errors_total"), 0},
+		{"prepared devices after unprepare", delta(before, after, "tessera_prepared_devices"), 0},
+	}...)
+	for _, w := range want {
+		if w.got != w.want {
+			t.Errorf("%s on %s: %v, want %v", w.what, node, w.got, w.want)
+		}
+	}
+}
+
+// check is one compared value.
+type check struct {
+	what      string
+	got, want float64
+}
+
+// checkPublished compares tessera_published_devices with the node's
+// ResourceSlices, by vendor, model and type.
+func checkPublished(t *testing.T, node string, m samples) {
+	t.Helper()
+	l, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inSlices := map[[3]string]float64{}
+	for _, sl := range l.Items {
+		for _, d := range sl.Spec.Devices {
+			inSlices[[3]string{str(d, "vendor"), str(d, "model"), str(d, "type")}]++
+		}
+	}
+	if len(inSlices) == 0 {
+		t.Fatalf("node %s publishes no devices", node)
+	}
+	for k, n := range inSlices {
+		if got := m.value("tessera_published_devices", "vendor", k[0], "model", k[1], "type", k[2]); got != n {
+			t.Errorf("tessera_published_devices%v = %v, slices have %v", k, got, n)
+		}
+	}
+	if got, want := m.value("tessera_published_devices"), float64(sumOf(inSlices)); got != want {
+		t.Errorf("tessera_published_devices total %v, slices have %v", got, want)
+	}
+}
+
+func sumOf(m map[[3]string]float64) (n float64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// samples is one scrape, flattened to Prometheus' sample names: a
+// histogram is its _count and _sum (buckets are not needed here).
+type samples map[string][]sample
+
+type sample struct {
+	labels map[string]string
+	value  float64
+}
+
+func scrape(t *testing.T, url string) samples {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape %s: %s", url, resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse scrape of %s: %v", url, err)
+	}
+	out := samples{}
+	for name, f := range fams {
+		for _, m := range f.Metric {
+			ls := map[string]string{}
+			for _, l := range m.Label {
+				ls[l.GetName()] = l.GetValue()
+			}
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				out[name] = append(out[name], sample{ls, m.Counter.GetValue()})
+			case dto.MetricType_GAUGE:
+				out[name] = append(out[name], sample{ls, m.Gauge.GetValue()})
+			case dto.MetricType_HISTOGRAM:
+				out[name+"_count"] = append(out[name+"_count"], sample{ls, float64(m.Histogram.GetSampleCount())})
+				out[name+"_sum"] = append(out[name+"_sum"], sample{ls, m.Histogram.GetSampleSum()})
+			}
+		}
+	}
+	return out
+}
+
+// value sums the samples of name whose labels include labels (name, value
+// pairs): with no labels, the total over all series.
+func (s samples) value(name string, labels ...string) float64 {
+	var sum float64
+next:
+	for _, x := range s[name] {
+		for i := 0; i+1 < len(labels); i += 2 {
+			if x.labels[labels[i]] != labels[i+1] {
+				continue next
+			}
+		}
+		sum += x.value
+	}
+	return sum
+}
