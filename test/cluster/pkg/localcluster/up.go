@@ -291,14 +291,21 @@ func (c *Config) startNode(s *State, p *pki, n Node) error {
 }
 
 // StartPlugin starts a node's tessera-kubelet-plugin (also used by tests
-// that restart it).
+// that restart it) with the admin kubeconfig.
 func (c *Config) StartPlugin(s *State, n Node) error {
+	return c.StartPluginWithKubeconfig(s, n, c.Kubeconfig())
+}
+
+// StartPluginWithKubeconfig starts a node's plugin with another kubeconfig,
+// e.g. one of WriteKubeconfigAs that makes it act as the chart's service
+// account.
+func (c *Config) StartPluginWithKubeconfig(s *State, n Node, kubeconfig string) error {
 	_, err := c.start(s, "plugin-"+n.Name, c.PluginBin,
 		"--node-name="+n.Name,
 		"--backend=sim",
 		"--sim-profile="+n.Profile,
 		"--sim-state-dir="+filepath.Join(c.NodeDir(n.Name), "sim"),
-		"--kubeconfig="+c.Kubeconfig(),
+		"--kubeconfig="+kubeconfig,
 		"--plugin-data-dir="+c.PluginDataDir(n.Name),
 		"--registrar-dir="+filepath.Join(c.KubeletRoot(n.Name), "plugins_registry"),
 		"--cdi-dir="+c.CDIDir(n.Name),

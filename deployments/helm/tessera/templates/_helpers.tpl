@@ -1,0 +1,45 @@
+{{/* The chart's name. */}}
+{{- define "tessera.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The full name: of the DaemonSet, Service and of the cluster-wide RBAC
+and policy objects (one set per release). */}}
+{{- define "tessera.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "tessera.serviceAccountName" -}}
+{{- default (include "tessera.fullname" .) .Values.serviceAccount.name }}
+{{- end }}
+
+{{- define "tessera.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "tessera.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "tessera.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tessera.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: kubelet-plugin
+{{- end }}
+
+{{/* The plugin's own directory under the kubelet's plugins directory. */}}
+{{- define "tessera.pluginDataDir" -}}
+{{- printf "%s/plugins/gpu.tessera.dev" (trimSuffix "/" .Values.kubeletDir) }}
+{{- end }}
+
+{{- define "tessera.registrarDir" -}}
+{{- printf "%s/plugins_registry" (trimSuffix "/" .Values.kubeletDir) }}
+{{- end }}

@@ -1,0 +1,618 @@
+// Package chart lints and renders the Helm chart deployments/helm/tessera
+// with the real helm (built by hack/build-cluster-bins.sh) for the default
+// values and each documented option, and checks what it renders. It needs no
+// cluster; test/e2e applies the rendered RBAC and policy to one.
+package chart
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
+)
+
+const ns = "tessera-system"
+
+var repo = func() string {
+	r, err := filepath.Abs("../..")
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
+func chart(t *testing.T) *helmchart.Chart {
+	t.Helper()
+	c, err := helmchart.ForRepo(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func render(t *testing.T, sets ...string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := chart(t).Render(ns, sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// one returns the single object of kind and name, typed.
+func one[T any](t *testing.T, objs []*unstructured.Unstructured, kind, name string) *T {
+	t.Helper()
+	found := helmchart.Find(objs, kind, name)
+	if len(found) != 1 {
+		t.Fatalf("%d objects of kind %s named %q, want 1", len(found), kind, name)
+	}
+	var v T
+	if err := helmchart.Convert(found[0], &v); err != nil {
+		t.Fatalf("%s %s: %v", kind, name, err)
+	}
+	return &v
+}
+
+func daemonSet(t *testing.T, objs []*unstructured.Unstructured) (*appsv1.DaemonSet, *corev1.Container) {
+	t.Helper()
+	ds := one[appsv1.DaemonSet](t, objs, "DaemonSet", "tessera")
+	if n := len(ds.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("%d containers, want 1", n)
+	}
+	return ds, &ds.Spec.Template.Spec.Containers[0]
+}
+
+func env(c *corev1.Container) map[string]string {
+	m := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil {
+			m[e.Name] = "fieldRef:" + e.ValueFrom.FieldRef.FieldPath
+			continue
+		}
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
+func kinds(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetKind()+"/"+o.GetName())
+	}
+	sort.Strings(out)
+	return out
+}
+
+var allClasses = map[string]string{
+	"gpu":    "gpu.tessera.dev",
+	"nvidia": "nvidia.gpu.tessera.dev",
+	"amd":    "amd.gpu.tessera.dev",
+	"mig":    "mig.gpu.tessera.dev",
+	"xcp":    "xcp.gpu.tessera.dev",
+}
+
+func TestLint(t *testing.T) {
+	c := chart(t)
+	for _, sets := range optionSets {
+		t.Run(strings.Join(append([]string{"defaults"}, sets...), ","), func(t *testing.T) {
+			out, err := c.Lint(sets...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "1 chart(s) linted, 0 chart(s) failed") {
+				t.Fatalf("helm lint:\n%s", out)
+			}
+		})
+	}
+}
+
+// optionSets: each documented option, as the --set values of one render.
+var optionSets = [][]string{
+	nil,
+	{"deviceClasses.gpu=false"},
+	{"deviceClasses.nvidia=false"},
+	{"deviceClasses.amd=false"},
+	{"deviceClasses.mig=false"},
+	{"deviceClasses.xcp=false"},
+	{"serviceMonitor.enabled=true"},
+	{"backend=nvml"},
+	{"backend=amd", "privileged=false"},
+	{"backend=sim"},
+	{"logging.format=json", "logging.verbosity=5"},
+	{"metrics.port=9555"},
+	{"metrics.enabled=false", "serviceMonitor.enabled=true"},
+	{"admissionPolicy.enabled=false"},
+	{"hostNetwork=true"},
+	{"kubeletDir=/var/lib/k0s/kubelet"},
+	{"serviceAccount.name=gpu-agent"},
+	{"image.repository=registry.example/tessera", "image.tag=dev", "image.pullPolicy=Always"},
+	{"sysfsRoot=/host", "kubeAPI.qps=20", "kubeAPI.burst=40"},
+	{"cdi.dir=/run/cdi", "cdi.vendorDirs={/etc/cdi,/run/cdi}"},
+}
+
+func TestEveryOptionRenders(t *testing.T) {
+	for _, sets := range optionSets {
+		objs := render(t, sets...)
+		if len(helmchart.Find(objs, "DaemonSet", "")) != 1 {
+			t.Errorf("%v: no DaemonSet: %v", sets, kinds(objs))
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	objs := render(t)
+	want := []string{
+		"ClusterRole/tessera",
+		"ClusterRoleBinding/tessera",
+		"DaemonSet/tessera",
+		"DeviceClass/amd.gpu.tessera.dev",
+		"DeviceClass/gpu.tessera.dev",
+		"DeviceClass/mig.gpu.tessera.dev",
+		"DeviceClass/nvidia.gpu.tessera.dev",
+		"DeviceClass/xcp.gpu.tessera.dev",
+		"Service/tessera-metrics",
+		"ServiceAccount/tessera",
+		"ValidatingAdmissionPolicy/tessera-node-slices",
+		"ValidatingAdmissionPolicyBinding/tessera-node-slices",
+	}
+	if got := kinds(objs); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rendered\n%v\nwant\n%v", got, want)
+	}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ServiceAccount", "DaemonSet", "Service":
+			if o.GetNamespace() != ns {
+				t.Errorf("%s/%s in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), ns)
+			}
+		}
+	}
+
+	ds, c := daemonSet(t, objs)
+	pod := ds.Spec.Template.Spec
+	if pod.ServiceAccountName != "tessera" {
+		t.Errorf("serviceAccountName %q", pod.ServiceAccountName)
+	}
+	if pod.HostNetwork {
+		t.Error("hostNetwork by default")
+	}
+	if c.Image != "ghcr.io/tessera-gpu/tessera-kubelet-plugin:0.1.0" || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("image %s %s", c.Image, c.ImagePullPolicy)
+	}
+	if want := []string{"-v=0", "--logging-format=text"}; !reflect.DeepEqual(c.Args, want) {
+		t.Errorf("args %q, want %q", c.Args, want)
+	}
+	wantEnv := map[string]string{
+		"NODE_NAME":               "fieldRef:spec.nodeName",
+		"TESSERA_BACKEND":         "auto",
+		"TESSERA_SYSFS_ROOT":      "/",
+		"TESSERA_KUBE_API_QPS":    "50",
+		"TESSERA_KUBE_API_BURST":  "100",
+		"TESSERA_PLUGIN_DATA_DIR": "/var/lib/kubelet/plugins/gpu.tessera.dev",
+		"TESSERA_REGISTRAR_DIR":   "/var/lib/kubelet/plugins_registry",
+		"TESSERA_CDI_DIR":         "/var/run/cdi",
+		"TESSERA_VENDOR_CDI_DIRS": "/etc/cdi,/var/run/cdi",
+		"TESSERA_METRICS_ADDRESS": ":9478",
+	}
+	if got := env(c); !reflect.DeepEqual(got, wantEnv) {
+		t.Errorf("env\n%v\nwant\n%v", got, wantEnv)
+	}
+	// Every TESSERA_ variable names a flag of the agent.
+	for name := range wantEnv {
+		if flag, ok := strings.CutPrefix(name, "TESSERA_"); ok && !agentFlags[strings.ToLower(strings.ReplaceAll(flag, "_", "-"))] {
+			t.Errorf("%s sets no agent flag", name)
+		}
+	}
+
+	// Host paths: what the agent writes read-write, the rest read-only.
+	hostPaths := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.HostPath == nil {
+			t.Errorf("volume %s is not a hostPath", v.Name)
+			continue
+		}
+		hostPaths[v.Name] = v.HostPath.Path
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		if hostPaths[m.Name] != m.MountPath {
+			t.Errorf("mount %s: host %s at %s; the agent's flags name host paths", m.Name, hostPaths[m.Name], m.MountPath)
+		}
+		mounts[m.MountPath] = mode
+	}
+	wantMounts := map[string]string{
+		"/var/lib/kubelet/plugins/gpu.tessera.dev": "rw",
+		"/var/lib/kubelet/plugins_registry":        "rw",
+		"/var/run/cdi":                             "rw",
+		"/etc/cdi":                                 "ro",
+		"/dev":                                     "ro",
+		"/sys":                                     "ro",
+	}
+	if !reflect.DeepEqual(mounts, wantMounts) {
+		t.Errorf("mounts\n%v\nwant\n%v", mounts, wantMounts)
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.Privileged == nil || !*sc.Privileged || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("securityContext %+v: want privileged, read-only root", sc)
+	}
+	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "metrics" {
+			t.Errorf("%s probe %+v: want GET /healthz on port metrics", name, p)
+		}
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9478 {
+		t.Errorf("ports %+v", c.Ports)
+	}
+
+	svc := one[corev1.Service](t, objs, "Service", "tessera-metrics")
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9478 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+		t.Errorf("service ports %+v", svc.Spec.Ports)
+	}
+	for k, v := range svc.Spec.Selector {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("service selector %s=%s does not select the agent pods", k, v)
+		}
+	}
+}
+
+// agentFlags: the agent's flags, from pkg/agent/config.go.
+var agentFlags = func() map[string]bool {
+	data, err := os.ReadFile(filepath.Join(repo, "pkg/agent/config.go"))
+	if err != nil {
+		panic(err)
+	}
+	m := map[string]bool{}
+	for _, s := range regexp.MustCompile(`fs\.\w+Var\(&c\.\w+, "([a-z-]+)"`).FindAllStringSubmatch(string(data), -1) {
+		m[s[1]] = true
+	}
+	return m
+}()
+
+// TestClusterRole: exactly what the agent calls, nothing more (see
+// templates/rbac.yaml for where each call is).
+func TestClusterRole(t *testing.T) {
+	objs := render(t)
+	cr := one[rbacv1.ClusterRole](t, objs, "ClusterRole", "tessera")
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"list", "watch", "create", "update", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+	}
+	if !reflect.DeepEqual(cr.Rules, want) {
+		t.Errorf("rules\n%+v\nwant\n%+v", cr.Rules, want)
+	}
+	crb := one[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", "tessera")
+	if crb.RoleRef.Name != "tessera" || crb.RoleRef.Kind != "ClusterRole" ||
+		!reflect.DeepEqual(crb.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tessera", Namespace: ns}}) {
+		t.Errorf("binding %+v %+v", crb.RoleRef, crb.Subjects)
+	}
+}
+
+func TestAdmissionPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		sets []string
+		sa   string
+	}{
+		{nil, "tessera"},
+		{[]string{"serviceAccount.name=gpu-agent"}, "gpu-agent"},
+	} {
+		objs := render(t, tc.sets...)
+		p := one[admissionv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy", "tessera-node-slices")
+		if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionv1.Fail {
+			t.Errorf("failurePolicy %v", p.Spec.FailurePolicy)
+		}
+		user := "system:serviceaccount:" + ns + ":" + tc.sa
+		if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != `request.userInfo.username == "`+user+`"` {
+			t.Errorf("matchConditions %+v, want only the user %s", p.Spec.MatchConditions, user)
+		}
+		rules := p.Spec.MatchConstraints.ResourceRules
+		if len(rules) != 1 || !reflect.DeepEqual(rules[0].Resources, []string{"resourceslices"}) ||
+			!reflect.DeepEqual(rules[0].Operations, []admissionv1.OperationType{"CREATE", "UPDATE", "DELETE"}) {
+			t.Errorf("resourceRules %+v", rules)
+		}
+		var all string
+		for _, v := range p.Spec.Validations {
+			all += v.Expression + "\n"
+		}
+		for _, want := range []string{"variables.nodeName != ''", "object.spec.nodeName == variables.nodeName", "oldObject.spec.nodeName == variables.nodeName"} {
+			if !strings.Contains(all, want) {
+				t.Errorf("validations lack %q:\n%s", want, all)
+			}
+		}
+		b := one[admissionv1.ValidatingAdmissionPolicyBinding](t, objs, "ValidatingAdmissionPolicyBinding", "tessera-node-slices")
+		if b.Spec.PolicyName != p.Name || !reflect.DeepEqual(b.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+			t.Errorf("binding %+v", b.Spec)
+		}
+		crb := one[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", "tessera")
+		sa := one[corev1.ServiceAccount](t, objs, "ServiceAccount", tc.sa)
+		ds, _ := daemonSet(t, objs)
+		if crb.Subjects[0].Name != tc.sa || sa.Name != tc.sa || ds.Spec.Template.Spec.ServiceAccountName != tc.sa {
+			t.Errorf("service account %s not used throughout", tc.sa)
+		}
+	}
+	if objs := render(t, "admissionPolicy.enabled=false"); len(helmchart.Find(objs, "ValidatingAdmissionPolicy", ""))+len(helmchart.Find(objs, "ValidatingAdmissionPolicyBinding", "")) != 0 {
+		t.Errorf("admissionPolicy.enabled=false still renders the policy: %v", kinds(objs))
+	}
+}
+
+// TestDeviceClassesMatchFile keeps the chart's classes and
+// deployments/deviceclasses/deviceclasses.yaml (which the local cluster
+// applies) from drifting apart.
+func TestDeviceClassesMatchFile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repo, "deployments/deviceclasses/deviceclasses.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := helmchart.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := func(objs []*unstructured.Unstructured) map[string]resourceapi.DeviceClassSpec {
+		m := map[string]resourceapi.DeviceClassSpec{}
+		for _, o := range helmchart.Find(objs, "DeviceClass", "") {
+			var dc resourceapi.DeviceClass
+			if err := helmchart.Convert(o, &dc); err != nil {
+				t.Fatal(err)
+			}
+			if o.GetAPIVersion() != "resource.k8s.io/v1" {
+				t.Errorf("%s: apiVersion %s", dc.Name, o.GetAPIVersion())
+			}
+			m[dc.Name] = dc.Spec
+		}
+		return m
+	}
+	file, chartClasses := specs(fromFile), specs(render(t))
+	if len(file) != len(allClasses) {
+		t.Fatalf("the file has %d classes, the chart knows %d", len(file), len(allClasses))
+	}
+	if !reflect.DeepEqual(file, chartClasses) {
+		a, _ := json.MarshalIndent(file, "", "  ")
+		b, _ := json.MarshalIndent(chartClasses, "", "  ")
+		t.Errorf("the chart's DeviceClasses differ from deviceclasses.yaml\nfile:\n%s\nchart:\n%s", a, b)
+	}
+}
+
+func TestEachDeviceClassSwitches(t *testing.T) {
+	for value, name := range allClasses {
+		objs := render(t, "deviceClasses."+value+"=false")
+		for _, other := range allClasses {
+			n := len(helmchart.Find(objs, "DeviceClass", other))
+			if want := map[bool]int{true: 0, false: 1}[other == name]; n != want {
+				t.Errorf("deviceClasses.%s=false: %d of %s, want %d", value, n, other, want)
+			}
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	t.Run("serviceMonitor", func(t *testing.T) {
+		if n := len(helmchart.Find(render(t), "ServiceMonitor", "")); n != 0 {
+			t.Errorf("%d ServiceMonitors by default", n)
+		}
+		objs := render(t, "serviceMonitor.enabled=true", "serviceMonitor.interval=15s", "serviceMonitor.labels.release=prom")
+		sm := helmchart.Find(objs, "ServiceMonitor", "tessera")
+		if len(sm) != 1 || sm[0].GetAPIVersion() != "monitoring.coreos.com/v1" || sm[0].GetLabels()["release"] != "prom" {
+			t.Fatalf("ServiceMonitor: %v", kinds(objs))
+		}
+		eps, _, _ := unstructured.NestedSlice(sm[0].Object, "spec", "endpoints")
+		ep, _ := eps[0].(map[string]any)
+		if len(eps) != 1 || ep["port"] != "metrics" || ep["path"] != "/metrics" || ep["interval"] != "15s" {
+			t.Errorf("endpoints %v", eps)
+		}
+		sel, _, _ := unstructured.NestedStringMap(sm[0].Object, "spec", "selector", "matchLabels")
+		svc := one[corev1.Service](t, objs, "Service", "tessera-metrics")
+		for k, v := range sel {
+			if svc.Labels[k] != v {
+				t.Errorf("ServiceMonitor selector %s=%s does not select the metrics Service", k, v)
+			}
+		}
+	})
+	t.Run("backend", func(t *testing.T) {
+		for _, b := range []string{"nvml", "amd", "sim", "auto"} {
+			ds, c := daemonSet(t, render(t, "backend="+b))
+			if got := env(c)["TESSERA_BACKEND"]; got != b {
+				t.Errorf("backend=%s: TESSERA_BACKEND=%s", b, got)
+			}
+			hasSim := slices.ContainsFunc(ds.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "sim-state" })
+			if hasSim != (b == "sim") {
+				t.Errorf("backend=%s: sim state volume %v", b, hasSim)
+			}
+		}
+		if _, err := chart(t).Template(ns, "backend=cuda"); err == nil || !strings.Contains(err.Error(), "backend must be auto, nvml, amd or sim") {
+			t.Errorf("backend=cuda: %v", err)
+		}
+	})
+	t.Run("logging", func(t *testing.T) {
+		_, c := daemonSet(t, render(t, "logging.format=json", "logging.verbosity=5"))
+		if want := []string{"-v=5", "--logging-format=json"}; !reflect.DeepEqual(c.Args, want) {
+			t.Errorf("args %q, want %q", c.Args, want)
+		}
+		if _, err := chart(t).Template(ns, "logging.format=xml"); err == nil || !strings.Contains(err.Error(), "logging.format must be text or json") {
+			t.Errorf("logging.format=xml: %v", err)
+		}
+	})
+	t.Run("metricsPort", func(t *testing.T) {
+		objs := render(t, "metrics.port=9555")
+		_, c := daemonSet(t, objs)
+		if env(c)["TESSERA_METRICS_ADDRESS"] != ":9555" || c.Ports[0].ContainerPort != 9555 {
+			t.Errorf("env %v ports %v", env(c), c.Ports)
+		}
+		if svc := one[corev1.Service](t, objs, "Service", "tessera-metrics"); svc.Spec.Ports[0].Port != 9555 {
+			t.Errorf("service port %d", svc.Spec.Ports[0].Port)
+		}
+	})
+	t.Run("metricsOff", func(t *testing.T) {
+		objs := render(t, "metrics.enabled=false", "serviceMonitor.enabled=true")
+		_, c := daemonSet(t, objs)
+		if v, ok := env(c)["TESSERA_METRICS_ADDRESS"]; !ok || v != "" {
+			t.Errorf("TESSERA_METRICS_ADDRESS=%q (set %v), want set and empty", v, ok)
+		}
+		if c.LivenessProbe != nil || c.ReadinessProbe != nil || len(c.Ports) != 0 {
+			t.Error("probes or ports without metrics")
+		}
+		if n := len(helmchart.Find(objs, "Service", "")) + len(helmchart.Find(objs, "ServiceMonitor", "")); n != 0 {
+			t.Errorf("Service or ServiceMonitor without metrics: %v", kinds(objs))
+		}
+	})
+	t.Run("probesOff", func(t *testing.T) {
+		_, c := daemonSet(t, render(t, "probes.liveness.enabled=false", "probes.readiness.enabled=false"))
+		if c.LivenessProbe != nil || c.ReadinessProbe != nil {
+			t.Error("probes rendered")
+		}
+	})
+	t.Run("unprivileged", func(t *testing.T) {
+		_, c := daemonSet(t, render(t, "privileged=false"))
+		sc := c.SecurityContext
+		if sc == nil || sc.Privileged == nil || *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("securityContext %+v", sc)
+		}
+	})
+	t.Run("hostNetwork", func(t *testing.T) {
+		ds, _ := daemonSet(t, render(t, "hostNetwork=true"))
+		if !ds.Spec.Template.Spec.HostNetwork || ds.Spec.Template.Spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+			t.Errorf("hostNetwork %v dnsPolicy %s", ds.Spec.Template.Spec.HostNetwork, ds.Spec.Template.Spec.DNSPolicy)
+		}
+	})
+	t.Run("kubeletDir", func(t *testing.T) {
+		ds, c := daemonSet(t, render(t, "kubeletDir=/var/lib/k0s/kubelet/"))
+		e := env(c)
+		if e["TESSERA_PLUGIN_DATA_DIR"] != "/var/lib/k0s/kubelet/plugins/gpu.tessera.dev" || e["TESSERA_REGISTRAR_DIR"] != "/var/lib/k0s/kubelet/plugins_registry" {
+			t.Errorf("env %v", e)
+		}
+		var paths []string
+		for _, v := range ds.Spec.Template.Spec.Volumes {
+			paths = append(paths, v.HostPath.Path)
+		}
+		if !slices.Contains(paths, "/var/lib/k0s/kubelet/plugins/gpu.tessera.dev") || !slices.Contains(paths, "/var/lib/k0s/kubelet/plugins_registry") {
+			t.Errorf("host paths %v", paths)
+		}
+	})
+	t.Run("image", func(t *testing.T) {
+		_, c := daemonSet(t, render(t, "image.repository=registry.example/tessera", "image.tag=dev", "image.pullPolicy=Always"))
+		if c.Image != "registry.example/tessera:dev" || c.ImagePullPolicy != corev1.PullAlways {
+			t.Errorf("image %s %s", c.Image, c.ImagePullPolicy)
+		}
+	})
+	t.Run("agentFlags", func(t *testing.T) {
+		_, c := daemonSet(t, render(t, "sysfsRoot=/host", "kubeAPI.qps=20", "kubeAPI.burst=40"))
+		e := env(c)
+		if e["TESSERA_SYSFS_ROOT"] != "/host" || e["TESSERA_KUBE_API_QPS"] != "20" || e["TESSERA_KUBE_API_BURST"] != "40" {
+			t.Errorf("env %v", e)
+		}
+	})
+	t.Run("cdi", func(t *testing.T) {
+		_, c := daemonSet(t, render(t, "cdi.dir=/run/cdi", "cdi.vendorDirs={/etc/cdi,/run/cdi}"))
+		e := env(c)
+		if e["TESSERA_CDI_DIR"] != "/run/cdi" || e["TESSERA_VENDOR_CDI_DIRS"] != "/etc/cdi,/run/cdi" {
+			t.Errorf("env %v", e)
+		}
+		n := 0
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == "/run/cdi" {
+				n++
+				if m.ReadOnly {
+					t.Error("cdi.dir mounted read-only")
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("/run/cdi mounted %d times", n)
+		}
+	})
+}
+
+// TestValuesDocumented: every value in values.yaml has a comment there and a
+// row in the chart README's table.
+func TestValuesDocumented(t *testing.T) {
+	dir := filepath.Join(repo, "deployments/helm/tessera")
+	data, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := utilyaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			key := prefix + k
+			// A map with content is a group (documented key by key); an
+			// empty map or a list is a value.
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 && !freeForm[key] {
+				walk(key+".", sub)
+				continue
+			}
+			keys = append(keys, key)
+		}
+	}
+	walk("", values)
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !strings.Contains(string(readme), "| `"+k+"` |") {
+			t.Errorf("value %s has no row in deployments/helm/tessera/README.md", k)
+		}
+	}
+	// Each leaf key is preceded by a comment line in values.yaml (a key of
+	// a free-form map is documented by the map's comment).
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		trim := strings.TrimSpace(l)
+		if trim == "" || strings.HasPrefix(trim, "#") || strings.HasPrefix(trim, "-") || !strings.Contains(trim, ":") {
+			continue
+		}
+		if strings.HasSuffix(trim, ":") { // a group
+			continue
+		}
+		prev := strings.TrimSpace(lines[i-1])
+		if !strings.HasPrefix(prev, "#") && !inFreeForm(lines, i) {
+			t.Errorf("values.yaml:%d: %q has no comment", i+1, trim)
+		}
+	}
+}
+
+// freeForm: maps whose keys are the user's (documented as one value).
+var freeForm = map[string]bool{"resources": true, "probes.liveness": true, "probes.readiness": true, "updateStrategy": true}
+
+// inFreeForm: line i is a setting inside a free-form block (a probe's
+// settings, resources, updateStrategy), which the block's comment covers.
+func inFreeForm(lines []string, i int) bool {
+	indent := len(lines[i]) - len(strings.TrimLeft(lines[i], " "))
+	for j := i - 1; j >= 0; j-- {
+		l := lines[j]
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(strings.TrimSpace(l), "#") {
+			continue
+		}
+		if in := len(l) - len(strings.TrimLeft(l, " ")); in < indent {
+			switch strings.TrimSuffix(strings.TrimSpace(l), ":") {
+			case "liveness", "readiness", "requests", "limits", "updateStrategy", "rollingUpdate":
+				return true
+			}
+			return false
+		}
+	}
+	return false
+}

@@ -1,0 +1,123 @@
+// Package helmchart lints and renders the Tessera chart
+// (deployments/helm/tessera) with the helm that hack/build-cluster-bins.sh
+// builds, and decodes what it renders, for the chart tests and the e2e suite.
+package helmchart
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// Chart is the chart of one repository checkout and the helm to run on it.
+type Chart struct {
+	Helm string // the helm binary
+	Dir  string // the chart directory
+}
+
+// ForRepo: the chart in repo and _output/cluster-bin/helm.
+func ForRepo(repo string) (*Chart, error) {
+	c := &Chart{
+		Helm: filepath.Join(repo, "_output/cluster-bin/helm"),
+		Dir:  filepath.Join(repo, "deployments/helm/tessera"),
+	}
+	if _, err := os.Stat(c.Helm); err != nil {
+		return nil, fmt.Errorf("helm: %w (make cluster-bins builds it)", err)
+	}
+	return c, nil
+}
+
+func (c *Chart) run(args ...string) ([]byte, error) {
+	cmd := exec.Command(c.Helm, args...)
+	// A helm of its own: no user configuration, cache or plugins.
+	home, err := os.MkdirTemp("", "helm-home")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(home)
+	cmd.Env = append(os.Environ(),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"),
+		"KUBECONFIG="+filepath.Join(home, "no-kubeconfig"),
+	)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.Bytes(), nil
+}
+
+// Lint runs `helm lint --strict` with the given --set values.
+func (c *Chart) Lint(sets ...string) (string, error) {
+	args := []string{"lint", "--strict", c.Dir}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	out, err := c.run(args...)
+	return string(out), err
+}
+
+// Template renders the chart as release "tessera" in namespace with the
+// given --set values and returns the YAML stream.
+func (c *Chart) Template(namespace string, sets ...string) ([]byte, error) {
+	args := []string{"template", "tessera", c.Dir, "--namespace", namespace}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	return c.run(args...)
+}
+
+// Render is Template, decoded.
+func (c *Chart) Render(namespace string, sets ...string) ([]*unstructured.Unstructured, error) {
+	data, err := c.Template(namespace, sets...)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(data)
+}
+
+// Decode reads a YAML stream of objects; empty documents are skipped.
+func Decode(data []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// Find returns the objects of kind (and name, unless empty).
+func Find(objs []*unstructured.Unstructured, kind, name string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Convert turns an object into its typed form (into must be a pointer).
+func Convert(o *unstructured.Unstructured, into any) error {
+	return runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, into, true)
+}

@@ -1,0 +1,472 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
+)
+
+const (
+	chartNS    = "tessera-system"
+	chartSA    = "tessera" // the chart's ServiceAccount for release "tessera"
+	policyName = "tessera-node-slices"
+	// A driver no DeviceClass selects: the test's slices never reach a claim.
+	testDriver = "chart-test.tessera.dev"
+	testLabel  = "e2e.tessera.dev/chart-test"
+	nodeA      = "gpu-h100"
+	nodeB      = "gpu-mi300x"
+)
+
+// applied are the kinds of the rendered chart the test applies; the others
+// (the DaemonSet and its Service: the local cluster runs the plugins as
+// processes, and there is no image) the API server only validates, in a
+// server-side dry run.
+var (
+	applied = map[string]bool{
+		"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true,
+		"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+		"DeviceClass": true,
+	}
+	dryRunOnly = map[string]bool{"DaemonSet": true, "Service": true}
+)
+
+// TestChart applies the chart's RBAC, admission policy and DeviceClasses to
+// the real API server, then acts as the agent's service account of node A
+// (impersonated, with the node name a pod-bound token carries): it may write
+// its own node's slices and nothing of node B's, and it has exactly the
+// permissions the agent needs. Finally node A's plugin runs under that
+// identity, republishes and prepares a claim.
+func TestChart(t *testing.T) {
+	ctx := context.Background()
+	ch, err := helmchart.ForRepo(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := ch.Render(chartNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := clientcmd.BuildConfigFromFlags("", cluster.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyChart(t, ctx, objs)
+
+	impersonate := func(id localcluster.Identity) kubernetes.Interface {
+		cfg := *admin
+		cfg.Impersonate.UserName = id.User
+		cfg.Impersonate.Groups = id.Groups
+		cfg.Impersonate.Extra = id.Extra
+		c, err := kubernetes.NewForConfig(&cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	agent := impersonate(localcluster.ServiceAccountIdentity(chartNS, chartSA, nodeA))
+	slices := agent.ResourceV1().ResourceSlices()
+	t.Cleanup(func() {
+		_ = client.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: testLabel})
+	})
+
+	// The policy and the bindings take a moment to be effective: until a
+	// write of node B's slice is denied by the policy itself.
+	waitPolicy(t, ctx)
+
+	t.Run("OwnNodeAllowed", func(t *testing.T) {
+		s, err := slices.Create(ctx, testSlice("chart-a", nodeA), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("agent of %s creating its own slice: %v", nodeA, err)
+		}
+		s.Labels["updated"] = "yes"
+		if _, err := slices.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("agent of %s updating its own slice: %v", nodeA, err)
+		}
+		if err := slices.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("agent of %s deleting its own slice: %v", nodeA, err)
+		}
+	})
+
+	t.Run("OtherNodeDenied", func(t *testing.T) {
+		_, err := slices.Create(ctx, testSlice("chart-b-by-a", nodeB), metav1.CreateOptions{})
+		deniedByPolicy(t, "create", err, "may write only the ResourceSlices of its own node")
+		// A slice of node B (written by the admin, whom the policy does not
+		// match) may be neither changed nor deleted by A's agent.
+		b, err := client.ResourceV1().ResourceSlices().Create(ctx, testSlice("chart-b", nodeB), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("admin creating a slice of %s: %v", nodeB, err)
+		}
+		b.Labels["updated"] = "yes"
+		_, err = slices.Update(ctx, b, metav1.UpdateOptions{})
+		deniedByPolicy(t, "update", err, "may write only the ResourceSlices of its own node")
+		err = slices.Delete(ctx, b.Name, metav1.DeleteOptions{})
+		deniedByPolicy(t, "delete", err, "may write only the ResourceSlices of its own node")
+		// A's own slice may not be moved to node B either (the field is
+		// immutable, so the API server may say so before the policy does).
+		a, err := slices.Create(ctx, testSlice("chart-a-move", nodeA), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Spec.NodeName = ptr(nodeB)
+		a.Spec.Pool.Name = nodeB
+		if _, err := slices.Update(ctx, a, metav1.UpdateOptions{}); err == nil {
+			t.Error("agent of node A moved its slice to node B")
+		}
+		if _, err := client.ResourceV1().ResourceSlices().Get(ctx, b.Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("node B's slice after the denied delete: %v", err)
+		}
+	})
+
+	t.Run("NoNodeInTokenDenied", func(t *testing.T) {
+		unbound := impersonate(localcluster.ServiceAccountIdentity(chartNS, chartSA, ""))
+		_, err := unbound.ResourceV1().ResourceSlices().Create(ctx, testSlice("chart-unbound", nodeA), metav1.CreateOptions{})
+		deniedByPolicy(t, "create without node-name extra", err, "credentials name no node")
+	})
+
+	t.Run("Permissions", func(t *testing.T) {
+		claim, err := client.ResourceV1().ResourceClaims(chartNS).Create(ctx, &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "rbac-probe"},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.tessera.dev"},
+			}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the agent calls.
+		allowed := map[string]func() error{
+			"get resourceclaim": func() error {
+				_, err := agent.ResourceV1().ResourceClaims(chartNS).Get(ctx, claim.Name, metav1.GetOptions{})
+				return err
+			},
+			"list resourceslices": func() error {
+				_, err := slices.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeA})
+				return err
+			},
+			"watch resourceslices": func() error {
+				w, err := slices.Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeA})
+				if err == nil {
+					w.Stop()
+				}
+				return err
+			},
+			"get node": func() error {
+				_, err := agent.CoreV1().Nodes().Get(ctx, nodeA, metav1.GetOptions{})
+				return err
+			},
+		}
+		for what, call := range allowed {
+			if err := call(); err != nil {
+				t.Errorf("agent cannot %s: %v", what, err)
+			}
+		}
+		// Nothing more.
+		forbidden := map[string]func() error{
+			"list secrets": func() error {
+				_, err := agent.CoreV1().Secrets(chartNS).List(ctx, metav1.ListOptions{})
+				return err
+			},
+			"list resourceclaims": func() error {
+				_, err := agent.ResourceV1().ResourceClaims(chartNS).List(ctx, metav1.ListOptions{})
+				return err
+			},
+			"update resourceclaim status": func() error {
+				_, err := agent.ResourceV1().ResourceClaims(chartNS).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+				return err
+			},
+			"patch resourceslice": func() error {
+				_, err := slices.Patch(ctx, "chart-a-move", types.MergePatchType, []byte(`{"metadata":{"labels":{"p":"x"}}}`), metav1.PatchOptions{})
+				return err
+			},
+			"deletecollection resourceslices": func() error {
+				return slices.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeA})
+			},
+			"list nodes": func() error {
+				_, err := agent.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+				return err
+			},
+			"list pods": func() error {
+				_, err := agent.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+				return err
+			},
+			"create events": func() error {
+				_, err := agent.CoreV1().Events(chartNS).Create(ctx, eventFor(claim.Name), metav1.CreateOptions{})
+				return err
+			},
+			"create deviceclass": func() error {
+				_, err := agent.ResourceV1().DeviceClasses().Create(ctx, &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "chart-test"}}, metav1.CreateOptions{})
+				return err
+			},
+		}
+		for what, call := range forbidden {
+			if err := call(); !apierrors.IsForbidden(err) {
+				t.Errorf("agent may %s (err %v), want Forbidden by RBAC", what, err)
+			} else if strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+				t.Errorf("%s: denied by the policy, not RBAC: %v", what, err)
+			}
+		}
+	})
+
+	t.Run("PluginRunsAsAgent", func(t *testing.T) { pluginAsAgent(t, ctx) })
+}
+
+// pluginAsAgent restarts node A's plugin with only the chart's permissions
+// and the agent's identity: it must republish the node's slices (deleted
+// while it was down) and prepare a claim. It is put back on the admin
+// kubeconfig afterwards.
+func pluginAsAgent(t *testing.T, ctx context.Context) {
+	kc := filepath.Join(cluster.Dir, "agent-"+nodeA+".kubeconfig")
+	if err := cluster.WriteKubeconfigAs(kc, localcluster.ServiceAccountIdentity(chartNS, chartSA, nodeA)); err != nil {
+		t.Fatal(err)
+	}
+	before := publishedDevices(t, ctx, nodeA)
+	s, err := cluster.LoadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StopPlugin(s, nodeA); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s, err := cluster.LoadState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cluster.StopPlugin(s, nodeA); err != nil {
+			t.Error(err)
+		}
+		if err := cluster.StartPlugin(s, nodeByName(t, nodeA)); err != nil {
+			t.Fatal(err)
+		}
+		if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) { return localcluster.PoolPublished(ctx, client, nodeA) }); err != nil {
+			t.Errorf("node %s's plugin back on the admin kubeconfig: %v", nodeA, err)
+		}
+	})
+	if err := client.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeA}); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(cluster.LogDir(), "plugin-"+nodeA+".log")
+	var offset int64
+	if fi, err := os.Stat(logPath); err == nil {
+		offset = fi.Size()
+	}
+	if err := cluster.StartPluginWithKubeconfig(s, nodeByName(t, nodeA), kc); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := cluster.LoadState(); err != nil || !slices.ContainsFunc(s.Procs, func(p localcluster.Proc) bool {
+		return p.Name == "plugin-"+nodeA && slices.Contains(p.Args, "--kubeconfig="+kc)
+	}) {
+		t.Fatalf("node %s's plugin is not running with %s (%v)", nodeA, kc, err)
+	}
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		if ok, msg := localcluster.PoolPublished(ctx, client, nodeA); !ok {
+			return false, msg
+		}
+		n := publishedDevices(t, ctx, nodeA)
+		return n == before, fmt.Sprintf("%d devices published, %d before", n, before)
+	}); err != nil {
+		t.Fatalf("plugin as the agent did not republish: %v\n%s", err, logSince(logPath, offset))
+	}
+	ns := namespace(t)
+	uid := gpuPod(t, ns, "as-agent", nodeA)
+	if err := scenario.WaitRunning(ctx, client, ns, []string{"as-agent"}, 90*time.Second); err != nil {
+		t.Fatalf("plugin as the agent did not prepare: %v\n%s", err, logSince(logPath, offset))
+	}
+	if !specExists(nodeA, uid) {
+		t.Error("no CDI spec for the claim")
+	}
+	deleteAll(t, ns)
+	if log := logSince(logPath, offset); strings.Contains(strings.ToLower(log), "forbidden") {
+		t.Errorf("the plugin was refused something:\n%s", log)
+	}
+	_ = client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+}
+
+func logSince(path string, offset int64) string {
+	data, err := os.ReadFile(path)
+	if err != nil || int64(len(data)) < offset {
+		return fmt.Sprint(err)
+	}
+	return string(data[offset:])
+}
+
+func publishedDevices(t *testing.T, ctx context.Context, node string) int {
+	t.Helper()
+	l, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range l.Items {
+		if s.Spec.Driver == "gpu.tessera.dev" {
+			n += len(s.Spec.Devices)
+		}
+	}
+	return n
+}
+
+// applyChart server-side applies the rendered objects of the applied kinds
+// (the DeviceClasses replace the local cluster's, which have the same specs)
+// and removes all but the DeviceClasses when the test ends.
+func applyChart(t *testing.T, ctx context.Context, objs []*unstructured.Unstructured) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	var created []func()
+	t.Cleanup(func() {
+		for i := len(created) - 1; i >= 0; i-- {
+			created[i]()
+		}
+		_ = client.CoreV1().Namespaces().Delete(ctx, chartNS, metav1.DeleteOptions{})
+	})
+	n := 0
+	for _, o := range objs {
+		if !applied[o.GetKind()] && !dryRunOnly[o.GetKind()] {
+			t.Fatalf("the chart renders a %s the test neither applies nor validates", o.GetKind())
+		}
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s: %v", gvk, err)
+		}
+		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if m.Scope.Name() == "namespace" {
+			r = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+		}
+		if dryRunOnly[o.GetKind()] {
+			// Validated by the API server (the whole admission chain), not
+			// created: there is no image to run.
+			if _, err := r.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "tessera-chart-e2e", Force: true, DryRun: []string{metav1.DryRunAll}}); err != nil {
+				t.Fatalf("server-side dry run of %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+			continue
+		}
+		if _, err := r.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "tessera-chart-e2e", Force: true}); err != nil {
+			t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+		n++
+		if o.GetKind() != "DeviceClass" {
+			name := o.GetName()
+			created = append(created, func() { _ = r.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		}
+	}
+	if n != 10 {
+		t.Fatalf("applied %d objects of the chart, want 10 (SA, role, binding, policy, policy binding, 5 classes)", n)
+	}
+}
+
+// waitPolicy waits until the agent's write of node B's slice is denied by the
+// policy (RBAC and the policy each take a moment to be effective); a write
+// that got through before is undone.
+func waitPolicy(t *testing.T, ctx context.Context) {
+	t.Helper()
+	agent := func() kubernetes.Interface {
+		cfg, err := clientcmd.BuildConfigFromFlags("", cluster.Kubeconfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := localcluster.ServiceAccountIdentity(chartNS, chartSA, nodeA)
+		cfg.Impersonate.UserName, cfg.Impersonate.Groups, cfg.Impersonate.Extra = id.User, id.Groups, id.Extra
+		c, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}()
+	start := time.Now()
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		_, err := agent.ResourceV1().ResourceSlices().Create(ctx, testSlice("chart-probe", nodeB), metav1.CreateOptions{})
+		if err == nil {
+			_ = client.ResourceV1().ResourceSlices().Delete(ctx, "chart-probe", metav1.DeleteOptions{})
+			return false, "a slice of node B was created: the policy is not effective yet"
+		}
+		return isPolicyDenial(err), err.Error()
+	}); err != nil {
+		t.Fatalf("the policy never became effective: %v", err)
+	}
+	t.Logf("policy effective after %s", time.Since(start).Round(100*time.Millisecond))
+	p, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, policyName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc := p.Status.TypeChecking; tc != nil && len(tc.ExpressionWarnings) > 0 {
+		t.Errorf("type checking of the policy: %+v", tc.ExpressionWarnings)
+	}
+}
+
+func isPolicyDenial(err error) bool {
+	return (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) &&
+		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'")
+}
+
+// deniedByPolicy fails unless err is the policy's denial with message.
+func deniedByPolicy(t *testing.T, what string, err error, message string) {
+	t.Helper()
+	switch {
+	case err == nil:
+		t.Errorf("%s: allowed, want denied by the policy", what)
+	case !isPolicyDenial(err) || !strings.Contains(err.Error(), "tessera: ") || !strings.Contains(err.Error(), message):
+		t.Errorf("%s: %v; want the policy's denial %q", what, err, message)
+	}
+}
+
+func testSlice(name, node string) *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{testLabel: "true"}},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   testDriver,
+			NodeName: ptr(node),
+			Pool:     resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices:  []resourceapi.Device{{Name: "dev0"}},
+		},
+	}
+}
+
+func eventFor(claim string) *corev1.Event {
+	return &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: "chart-test-"},
+		InvolvedObject: corev1.ObjectReference{Kind: "ResourceClaim", Namespace: chartNS, Name: claim},
+		Reason:         "Test", Message: "test",
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
