@@ -111,6 +111,7 @@ func Run(ctx context.Context, c *Config) error {
 		return err
 	}
 	defer d.Stop()
+	m.SetReadiness(d.Ready)
 	<-ctx.Done()
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
 		return cause

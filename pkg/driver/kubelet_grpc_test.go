@@ -259,3 +259,17 @@ func TestInventoryChangeRepublishes(t *testing.T) {
 	}
 	waitFor(t, func() bool { return published()["gpu-6-mig-1g-10gb-3"] })
 }
+
+// TestNotReadyUntilRegistered: publishing alone does not make the agent
+// ready; the kubelet must have accepted its registration (the e2e suite
+// checks the ready side against a real kubelet).
+func TestNotReadyUntilRegistered(t *testing.T) {
+	n := newNode(t, "t4-2")
+	waitFor(t, func() bool {
+		l, _ := n.client.ResourceV1().ResourceSlices().List(n.ctx, metav1.ListOptions{})
+		return l != nil && len(l.Items) > 0
+	})
+	if err := n.driver.Ready(n.ctx); err == nil || !strings.Contains(err.Error(), "not registered") {
+		t.Errorf("Ready before the kubelet registered the plugin: %v", err)
+	}
+}

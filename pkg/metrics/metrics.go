@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +42,7 @@ type Metrics struct {
 	partitionDuration *prometheus.HistogramVec
 	healthEvents      *prometheus.CounterVec
 	prepared          *preparedCollector
+	ready             atomic.Pointer[func(context.Context) error]
 }
 
 // New creates the metrics and registers them, with the Go runtime and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -137,4 +138,26 @@ func get(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+func TestReadyz(t *testing.T) {
+	m := metrics.New()
+	get := func() (int, string) {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get(); code != 503 || !strings.Contains(body, "starting") {
+		t.Errorf("before a check is set: %d %q", code, body)
+	}
+	m.SetReadiness(func(context.Context) error { return errors.New("not registered with the kubelet yet") })
+	if code, body := get(); code != 503 || !strings.Contains(body, "not registered") {
+		t.Errorf("failing check: %d %q", code, body)
+	}
+	m.SetReadiness(func(context.Context) error { return nil })
+	if code, body := get(); code != 200 || body != "ok\n" {
+		t.Errorf("passing check: %d %q", code, body)
+	}
+	var nilMetrics *metrics.Metrics
+	nilMetrics.SetReadiness(nil) // no metrics, no panic
 }

@@ -12,9 +12,19 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Handler serves /metrics from the registry and /healthz, which answers ok
-// while the process serves HTTP at all (liveness; readiness is the kubelet
-// registration, not this).
+// SetReadiness installs the check /readyz runs; until then /readyz answers
+// 503 "starting".
+func (m *Metrics) SetReadiness(check func(context.Context) error) {
+	if m == nil {
+		return
+	}
+	m.ready.Store(&check)
+}
+
+// Handler serves /metrics from the registry, /healthz, which answers ok
+// while the process serves HTTP at all (liveness), and /readyz, which
+// answers ok only when the readiness check passes: for the agent,
+// registered with the kubelet and every slice published.
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
@@ -24,6 +34,19 @@ func (m *Metrics) Handler() http.Handler {
 	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		err := errors.New("starting")
+		if check := m.ready.Load(); check != nil {
+			err = (*check)(r.Context())
+		}
+		if err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
@@ -55,6 +78,6 @@ func Listen(ctx context.Context, addr string, h http.Handler) (net.Addr, error) 
 			logger.Error(err, "Shut down metrics server")
 		}
 	}()
-	logger.Info("Serving metrics", "address", l.Addr().String(), "paths", []string{"/metrics", "/healthz"})
+	logger.Info("Serving metrics", "address", l.Addr().String(), "paths", []string{"/metrics", "/healthz", "/readyz"})
 	return l.Addr(), nil
 }

@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +23,29 @@ import (
 // prepare and unprepare counts and the prepared gauges moved by exactly the
 // claims this test prepared. Values are compared before and after, so what
 // other tests did on the node does not matter.
+// TestReadyz: every node's agent reports ready once its real kubelet has
+// registered it and its slices are published.
+func TestReadyz(t *testing.T) {
+	s, err := cluster.LoadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		url := strings.TrimSuffix(localcluster.MetricsURL(s, n.Name), "/metrics") + "/readyz"
+		if err := scenario.Poll(context.Background(), 30*time.Second, func() (bool, string) {
+			resp, err := http.Get(url)
+			if err != nil {
+				return false, err.Error()
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode == http.StatusOK, fmt.Sprintf("%d %s", resp.StatusCode, body)
+		}); err != nil {
+			t.Errorf("node %s: %v", n.Name, err)
+		}
+	}
+}
+
 func TestMetricsMatchPreparedClaims(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)

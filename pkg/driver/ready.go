@@ -1,0 +1,48 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Ready reports whether the agent can serve: the kubelet accepted its
+// registration, and the API server holds every slice of the node's pool at
+// the newest generation with every device the agent publishes. It is what
+// the readiness probe asks (/readyz).
+func (d *Driver) Ready(ctx context.Context) error {
+	if d.helper == nil {
+		return errors.New("kubelet plugin not started")
+	}
+	st := d.helper.RegistrationStatus()
+	if st == nil {
+		return errors.New("not registered with the kubelet yet")
+	}
+	if !st.PluginRegistered {
+		return fmt.Errorf("the kubelet rejected the registration: %s", st.Error)
+	}
+	res := d.Published()
+	l, err := d.opts.KubeClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + d.opts.NodeName})
+	if err != nil {
+		return fmt.Errorf("list ResourceSlices: %w", err)
+	}
+	var gen, want, slices, devices int64
+	for _, s := range l.Items {
+		if s.Spec.Driver != DriverName || s.Spec.Pool.Name != res.Pool {
+			continue
+		}
+		switch {
+		case s.Spec.Pool.Generation > gen:
+			gen, want, slices, devices = s.Spec.Pool.Generation, s.Spec.Pool.ResourceSliceCount, 1, int64(len(s.Spec.Devices))
+		case s.Spec.Pool.Generation == gen:
+			slices++
+			devices += int64(len(s.Spec.Devices))
+		}
+	}
+	if slices == 0 || slices != want || devices != int64(len(res.Order)) {
+		return fmt.Errorf("ResourceSlices not published yet: %d of %d slices, %d of %d devices", slices, want, devices, len(res.Order))
+	}
+	return nil
+}
