@@ -1,7 +1,6 @@
 package slices_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,24 +19,7 @@ const driver = "gpu.tessera.dev"
 
 // publish builds the slices of a catalogue machine exactly as the agent does.
 func publish(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlice, *tslices.Result) {
-	t.Helper()
-	m, err := sim.Profile(profile, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := sim.New(m, t.TempDir(), sim.WithBootID("boot"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := b.Discover(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := tslices.Build(node, inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tslices.Objects(driver, node, res.Resources), res
+	return alloctest.PublishSim(t, profile, node)
 }
 
 func cluster(t testing.TB, profiles ...string) *alloctest.Cluster {

@@ -1,7 +1,6 @@
 package amd
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
-	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	tslices "github.com/tessera-gpu/tessera/pkg/slices"
 )
 
@@ -150,23 +148,8 @@ func TestSimMatchesBackend(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.profile, func(t *testing.T) {
-			m, err := sim.Profile(tc.profile, "n1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := sim.New(m, t.TempDir(), sim.WithBootID("boot"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			inv, err := b.Discover(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := tslices.Build("n1", inv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			simDev := findModel(t, tslices.Objects(driverName, "n1", res.Resources), tc.model)
+			simObjs, _ := alloctest.PublishSim(t, tc.profile, "n1")
+			simDev := findModel(t, simObjs, tc.model)
 			objs, _ := publish(t, tc.root, "n1")
 			amdDev := findModel(t, objs, tc.model)
 			names := func(d resourceapi.Device) []string {

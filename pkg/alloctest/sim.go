@@ -1,0 +1,37 @@
+package alloctest
+
+import (
+	"context"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+	"github.com/tessera-gpu/tessera/pkg/slices"
+)
+
+// DriverName is the driver the slices are published for.
+const DriverName = "gpu.tessera.dev"
+
+// PublishSim builds the slices of a simulated catalogue machine exactly as
+// the agent publishes them, as the objects a cluster would hold.
+func PublishSim(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlice, *slices.Result) {
+	t.Helper()
+	m, err := sim.Profile(profile, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sim.New(m, t.TempDir(), sim.WithBootID("boot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := b.Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := slices.Build(node, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Objects(DriverName, node, res.Resources), res
+}
