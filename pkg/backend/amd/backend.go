@@ -89,7 +89,7 @@ func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
 		return nil, fmt.Errorf("amd: %w", err)
 	}
 	if b.node != nil && gen == b.gen {
-		return cloneNode(b.node), nil
+		return b.node.Clone(), nil
 	}
 	// A topology change while reading shows up as a different
 	// generation_id afterwards: read again (a few times at most).
@@ -104,7 +104,7 @@ func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
 		}
 		if after == gen {
 			b.gen, b.node = gen, n
-			return cloneNode(n), nil
+			return n.Clone(), nil
 		}
 		gen = after
 	}

@@ -78,7 +78,7 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 	}
 	b.devs = &devTree{root: filepath.Join(stateDir, "dev")}
 
-	b.node = *cloneNode(&m.Node)
+	b.node = *m.Node.Clone()
 	parts, serial := loadState(b.logger, stateDir, m, b.bootID)
 	if parts != nil {
 		for i := range b.node.GPUs {
@@ -106,7 +106,7 @@ func (b *Backend) Machine() *Machine { return b.machine }
 func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return cloneNode(&b.node), nil
+	return b.node.Clone(), nil
 }
 
 // DevRoot implements backend.Backend: stateDir/dev.
@@ -167,7 +167,7 @@ func (b *Backend) CreatePartition(ctx context.Context, gpuUUID, profile string, 
 	}
 	b.changes++
 	logger.V(2).Info("Created partition", "gpu", gpuUUID, "profile", profile, "placement", fmt.Sprintf("%d:%d", p.Placement.Start, p.Placement.Size), "uuid", p.UUID, "gpuInstance", p.GPUInstanceID)
-	out := clonePartition(&p)
+	out := p.Clone()
 	return &out, nil
 }
 

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -110,7 +111,7 @@ func (b *builder) engines(path string, e map[string]int64) map[string]int64 {
 			b.errorf(path+"."+k, "%d must not be negative", e[k])
 		}
 	}
-	return cloneEngines(e)
+	return maps.Clone(e)
 }
 
 func (b *builder) profileTables() {
@@ -318,7 +319,7 @@ func (b *builder) gpus() {
 // vendor (the default minor).
 func (b *builder) gpu(path string, e fileGPU, spec *gpuTypeSpec, vendorIndex int) {
 	idx := len(b.m.Node.GPUs)
-	g := cloneGPU(&spec.gpu)
+	g := spec.gpu.Clone()
 	g.Partitions = nil
 	g.Health = inventory.Health{State: inventory.Healthy}
 

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -67,7 +68,7 @@ func planPartition(g *inventory.GPU, profile string, placement inventory.Placeme
 		Placement:    want,
 		MemoryBytes:  pr.MemoryBytes,
 		ComputeUnits: pr.ComputeUnits,
-		Engines:      cloneEngines(pr.Engines),
+		Engines:      maps.Clone(pr.Engines),
 	}, nil
 }
 
@@ -118,15 +119,4 @@ func placementStarts(ps []inventory.Placement) string {
 		s[i] = fmt.Sprint(p.Start)
 	}
 	return "{" + strings.Join(s, ",") + "}"
-}
-
-func cloneEngines(m map[string]int64) map[string]int64 {
-	if m == nil {
-		return nil
-	}
-	c := make(map[string]int64, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }

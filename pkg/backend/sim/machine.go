@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"maps"
 	"slices"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
@@ -36,43 +35,4 @@ func (m *Machine) maxInstancesOf(i int, profile string) int {
 		return 0
 	}
 	return m.maxInstances[i][profile]
-}
-
-// cloneNode deep-copies an inventory so callers can never alias the
-// backend's state (Discover hands its result to other goroutines).
-func cloneNode(n *inventory.Node) *inventory.Node {
-	out := &inventory.Node{
-		GPUs:  make([]inventory.GPU, len(n.GPUs)),
-		Links: slices.Clone(n.Links),
-	}
-	for i := range n.GPUs {
-		out.GPUs[i] = cloneGPU(&n.GPUs[i])
-	}
-	return out
-}
-
-func cloneGPU(g *inventory.GPU) inventory.GPU {
-	c := *g
-	c.Engines = maps.Clone(g.Engines)
-	if g.Partitioning != nil {
-		p := *g.Partitioning
-		p.Profiles = make([]inventory.PartitionProfile, len(g.Partitioning.Profiles))
-		for i, pr := range g.Partitioning.Profiles {
-			pr.Engines = maps.Clone(pr.Engines)
-			pr.Placements = slices.Clone(pr.Placements)
-			p.Profiles[i] = pr
-		}
-		c.Partitioning = &p
-	}
-	c.Partitions = make([]inventory.Partition, len(g.Partitions))
-	for i := range g.Partitions {
-		c.Partitions[i] = clonePartition(&g.Partitions[i])
-	}
-	return c
-}
-
-func clonePartition(p *inventory.Partition) inventory.Partition {
-	c := *p
-	c.Engines = maps.Clone(p.Engines)
-	return c
 }

@@ -88,7 +88,7 @@ func replayState(m *Machine, doc *stateDoc) ([][]inventory.Partition, error) {
 	out := make([][]inventory.Partition, len(doc.GPUs))
 	uuids := map[string]bool{}
 	for i, sg := range doc.GPUs {
-		g := cloneGPU(&m.Node.GPUs[i])
+		g := m.Node.GPUs[i].Clone()
 		if sg.UUID != g.UUID {
 			return nil, fmt.Errorf("GPU %d is %s in the state, %s in the machine", i, sg.UUID, g.UUID)
 		}
