@@ -179,38 +179,38 @@ func (c *Config) startAPIServer(s *State, p *pki) (*Proc, error) {
 	)
 }
 
+// startControllers starts kube-controller-manager and kube-scheduler, each
+// with its own client certificate, on 127.0.0.1 without leader election.
 func (c *Config) startControllers(s *State, p *pki) error {
-	server := c.server(s)
-	for _, comp := range []string{"controller-manager", "scheduler"} {
-		kc := filepath.Join(c.Dir, comp+".kubeconfig")
-		if err := p.writeKubeconfig(kc, server, comp); err != nil {
+	for _, comp := range []struct {
+		name  string
+		extra []string
+	}{
+		{"controller-manager", []string{
+			"--service-account-private-key-file=" + p.path("sa.key"),
+			"--root-ca-file=" + p.path("ca.crt"),
+			"--use-service-account-credentials=true",
+		}},
+		{"scheduler", nil},
+	} {
+		kc := filepath.Join(c.Dir, comp.name+".kubeconfig")
+		if err := p.writeKubeconfig(kc, c.server(s), comp.name); err != nil {
+			return err
+		}
+		args := append([]string{
+			"--kubeconfig=" + kc,
+			"--authentication-kubeconfig=" + kc,
+			"--authorization-kubeconfig=" + kc,
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(s.Ports[comp.name]),
+			"--cert-dir=" + filepath.Join(c.Dir, comp.name+"-certs"),
+		}, comp.extra...)
+		if _, err := c.start(s, "kube-"+comp.name, c.bin("kube-"+comp.name), args...); err != nil {
 			return err
 		}
 	}
-	if _, err := c.start(s, "kube-controller-manager", c.bin("kube-controller-manager"),
-		"--kubeconfig="+filepath.Join(c.Dir, "controller-manager.kubeconfig"),
-		"--authentication-kubeconfig="+filepath.Join(c.Dir, "controller-manager.kubeconfig"),
-		"--authorization-kubeconfig="+filepath.Join(c.Dir, "controller-manager.kubeconfig"),
-		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(s.Ports["controller-manager"]),
-		"--service-account-private-key-file="+p.path("sa.key"),
-		"--root-ca-file="+p.path("ca.crt"),
-		"--use-service-account-credentials=true",
-		"--cert-dir="+filepath.Join(c.Dir, "controller-manager-certs"),
-	); err != nil {
-		return err
-	}
-	_, err := c.start(s, "kube-scheduler", c.bin("kube-scheduler"),
-		"--kubeconfig="+filepath.Join(c.Dir, "scheduler.kubeconfig"),
-		"--authentication-kubeconfig="+filepath.Join(c.Dir, "scheduler.kubeconfig"),
-		"--authorization-kubeconfig="+filepath.Join(c.Dir, "scheduler.kubeconfig"),
-		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(s.Ports["scheduler"]),
-		"--cert-dir="+filepath.Join(c.Dir, "scheduler-certs"),
-	)
-	return err
+	return nil
 }
 
 // kubeletConfig is a KubeletConfiguration for a kubelet that shares the
