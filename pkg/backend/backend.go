@@ -38,6 +38,13 @@ type Backend interface {
 	// with gpuUUID. Destroying a partition that does not exist is not an error.
 	DestroyPartition(ctx context.Context, gpuUUID, partitionUUID string) error
 
+	// SetPartitionMode turns partition mode (MIG mode) of the GPU with
+	// gpuUUID on or off. It fails, changing nothing, where the change needs a
+	// GPU reset (inventory.Partitioning.ModeChangeNeedsReset: the driver never
+	// resets a GPU) or where partitions still exist; setting the mode the GPU
+	// is already in is not an error.
+	SetPartitionMode(ctx context.Context, gpuUUID string, enabled bool) error
+
 	// WatchHealth sends health events until ctx ends, then returns.
 	WatchHealth(ctx context.Context, events chan<- HealthEvent) error
 }

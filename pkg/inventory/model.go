@@ -99,6 +99,10 @@ type PartitionProfile struct {
 	MemorySlices  int
 	ComputeSlices int
 	Engines       map[string]int64
+	// MaxInstances caps how many partitions of this profile may exist on
+	// one GPU where the placements alone do not (a 1g.10gb+me takes the
+	// GPU's one OFA); 0 means no cap beyond the placements.
+	MaxInstances int
 	// Placements are the valid start slots, each occupying Size memory slices.
 	Placements []Placement
 }

@@ -180,6 +180,11 @@ func (b *Backend) DestroyPartition(context.Context, string, string) error {
 	return fmt.Errorf("amd: destroying a partition: %w", ErrNotSupported)
 }
 
+// SetPartitionMode implements backend.Backend; see CreatePartition.
+func (b *Backend) SetPartitionMode(context.Context, string, bool) error {
+	return fmt.Errorf("amd: changing the compute partition mode: %w", ErrNotSupported)
+}
+
 // WatchHealth implements backend.Backend. There is no AMD health source
 // yet, so it only waits for ctx to end.
 func (b *Backend) WatchHealth(ctx context.Context, _ chan<- backend.HealthEvent) error {

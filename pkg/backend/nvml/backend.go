@@ -171,6 +171,11 @@ func (b *Backend) DestroyPartition(context.Context, string, string) error {
 	return errors.New("nvml: dynamic partitioning comes with a later change (issue 5)")
 }
 
+// SetPartitionMode implements backend.Backend; see CreatePartition.
+func (b *Backend) SetPartitionMode(context.Context, string, bool) error {
+	return errors.New("nvml: dynamic partitioning comes with a later change (issue 5)")
+}
+
 // WatchHealth implements backend.Backend. XID events are not watched yet:
 // it reports nothing and returns when ctx ends.
 func (b *Backend) WatchHealth(ctx context.Context, _ chan<- backend.HealthEvent) error {

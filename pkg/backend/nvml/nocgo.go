@@ -43,6 +43,7 @@ func (*Backend) CreatePartition(context.Context, string, string, inventory.Place
 	return nil, errNoCgo
 }
 func (*Backend) DestroyPartition(context.Context, string, string) error { return errNoCgo }
+func (*Backend) SetPartitionMode(context.Context, string, bool) error   { return errNoCgo }
 func (*Backend) WatchHealth(context.Context, chan<- backend.HealthEvent) error {
 	return errNoCgo
 }

@@ -79,11 +79,9 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 	b.devs = &devTree{root: filepath.Join(stateDir, "dev")}
 
 	b.node = *m.Node.Clone()
-	parts, serial := loadState(b.logger, stateDir, m, b.bootID)
-	if parts != nil {
-		for i := range b.node.GPUs {
-			b.node.GPUs[i].Partitions = parts[i]
-		}
+	gpus, serial := loadState(b.logger, stateDir, m, b.bootID)
+	if gpus != nil {
+		b.node.GPUs = gpus
 	}
 	b.serial = serial
 	if err := b.save(); err != nil {
@@ -140,7 +138,7 @@ func (b *Backend) CreatePartition(ctx context.Context, gpuUUID, profile string, 
 		return nil, fmt.Errorf("sim: no GPU with UUID %q on this node", gpuUUID)
 	}
 	g := &b.node.GPUs[i]
-	p, err := planPartition(g, profile, placement, b.machine.maxInstancesOf(i, profile))
+	p, err := planPartition(g, profile, placement)
 	if err != nil {
 		return nil, fmt.Errorf("sim: creating partition: %w", err)
 	}
@@ -200,6 +198,41 @@ func (b *Backend) DestroyPartition(ctx context.Context, gpuUUID, partitionUUID s
 	return nil
 }
 
+// SetPartitionMode implements backend.Backend like the hardware: Hopper and
+// newer switch MIG mode on the spot when no partition exists; a GPU whose
+// mode change needs a reset (A100 class) refuses, since the driver never
+// resets a GPU. AMD compute partition modes are not switched here.
+func (b *Backend) SetPartitionMode(ctx context.Context, gpuUUID string, enabled bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := b.gpuIndex(gpuUUID)
+	if i < 0 {
+		return fmt.Errorf("sim: no GPU with UUID %q on this node", gpuUUID)
+	}
+	g := &b.node.GPUs[i]
+	pt := g.Partitioning
+	switch {
+	case pt == nil:
+		return fmt.Errorf("sim: GPU %s (%s) cannot be partitioned", gpuUUID, g.ProductName)
+	case pt.Enabled == enabled:
+		return nil
+	case pt.Kind != inventory.PartitionMIG:
+		return fmt.Errorf("sim: GPU %s (%s): the %s mode is set by the amdgpu driver, not per claim", gpuUUID, g.ProductName, pt.Kind)
+	case pt.ModeChangeNeedsReset:
+		return fmt.Errorf("sim: GPU %s (%s): changing MIG mode needs a GPU reset, which the driver does not do", gpuUUID, g.ProductName)
+	case !enabled && len(g.Partitions) > 0:
+		return fmt.Errorf("sim: GPU %s (%s): cannot disable MIG mode while %d partition(s) exist", gpuUUID, g.ProductName, len(g.Partitions))
+	}
+	pt.Enabled = enabled
+	if err := b.save(); err != nil {
+		pt.Enabled = !enabled
+		return fmt.Errorf("sim: setting MIG mode: %w", err)
+	}
+	b.changes++
+	klog.FromContext(ctx).V(2).Info("Set partition mode", "gpu", gpuUUID, "enabled", enabled)
+	return nil
+}
+
 // Generation implements backend.Generationer: it changes whenever a
 // partition is created or destroyed, as the inventory does.
 func (b *Backend) Generation() (string, error) {
@@ -216,7 +249,11 @@ func (b *Backend) gpuIndex(uuid string) int {
 func (b *Backend) save() error {
 	doc := stateDoc{Version: stateVersion, BootID: b.bootID, Machine: b.machine.Name, NodeName: b.machine.NodeName, Serial: b.serial}
 	for _, g := range b.node.GPUs {
-		doc.GPUs = append(doc.GPUs, stateGPU{UUID: g.UUID, Partitions: g.Partitions})
+		sg := stateGPU{UUID: g.UUID, Partitions: g.Partitions}
+		if g.Partitioning != nil {
+			sg.PartitioningEnabled = &g.Partitioning.Enabled
+		}
+		doc.GPUs = append(doc.GPUs, sg)
 	}
 	return saveState(b.stateDir, &doc)
 }

@@ -23,7 +23,6 @@ type builder struct {
 	errs     []*fieldError
 
 	tables   map[string][]inventory.PartitionProfile
-	tableMax map[string]map[string]int
 	types    map[string]*gpuTypeSpec
 
 	m        Machine
@@ -34,7 +33,6 @@ type builder struct {
 type gpuTypeSpec struct {
 	gpu          inventory.GPU // template: no UUID, bus, minors or partitions
 	driver       string        // semver, "" when the type sets none
-	maxInstances map[string]int
 }
 
 var (
@@ -52,7 +50,7 @@ func (b *builder) errorf(path, format string, args ...any) {
 
 func build(f *fileMachine, lines lineIndex, fallbackName, nodeName string) (*Machine, []*fieldError) {
 	b := &builder{f: f, lines: lines, nodeName: nodeName,
-		tables: map[string][]inventory.PartitionProfile{}, tableMax: map[string]map[string]int{}, types: map[string]*gpuTypeSpec{}}
+		tables: map[string][]inventory.PartitionProfile{}, types: map[string]*gpuTypeSpec{}}
 	b.m.Name = f.Name
 	if b.m.Name == "" {
 		b.m.Name = fallbackName
@@ -122,7 +120,6 @@ func (b *builder) profileTables() {
 			b.errorf(base, "a profile table needs at least one profile")
 		}
 		out := make([]inventory.PartitionProfile, 0, len(rows))
-		maxes := map[string]int{}
 		seen := map[string]int{}
 		for i, r := range rows {
 			path := fmt.Sprintf("%s[%d]", base, i)
@@ -139,6 +136,7 @@ func (b *builder) profileTables() {
 				MemorySlices:  r.MemorySlices,
 				ComputeSlices: r.ComputeSlices,
 				Engines:       b.engines(path+".engines", r.Engines),
+				MaxInstances:  r.MaxInstances,
 			}
 			if r.ComputeUnits <= 0 {
 				b.errorf(path+".computeUnits", "must be more than 0")
@@ -163,13 +161,9 @@ func (b *builder) profileTables() {
 				}
 				p.Placements = append(p.Placements, inventory.Placement{Start: s, Size: r.MemorySlices})
 			}
-			if r.MaxInstances > 0 {
-				maxes[r.Name] = r.MaxInstances
-			}
 			out = append(out, p)
 		}
 		b.tables[name] = out
-		b.tableMax[name] = maxes
 	}
 }
 
@@ -226,13 +220,13 @@ func (b *builder) gpuTypes() {
 		}
 		g.Engines = b.engines(path+".engines", t.Engines)
 		if t.Partitioning != nil {
-			g.Partitioning, spec.maxInstances = b.partitioning(path+".partitioning", g.Vendor, t.Partitioning)
+			g.Partitioning = b.partitioning(path+".partitioning", g.Vendor, t.Partitioning)
 		}
 		b.types[name] = spec
 	}
 }
 
-func (b *builder) partitioning(path string, vendor inventory.Vendor, p *filePartitioning) (*inventory.Partitioning, map[string]int) {
+func (b *builder) partitioning(path string, vendor inventory.Vendor, p *filePartitioning) *inventory.Partitioning {
 	out := &inventory.Partitioning{
 		Kind:                 inventory.PartitionKind(p.Kind),
 		Enabled:              p.Enabled,
@@ -257,7 +251,7 @@ func (b *builder) partitioning(path string, vendor inventory.Vendor, p *filePart
 	table, ok := b.tables[p.Profiles]
 	if !ok {
 		b.errorf(path+".profiles", "profile table %q does not exist (profileTables has: %v)", p.Profiles, sortedKeys(b.tables))
-		return out, nil
+		return out
 	}
 	for i, pr := range table {
 		rowPath := fmt.Sprintf("profileTables.%s[%d]", p.Profiles, i)
@@ -274,7 +268,7 @@ func (b *builder) partitioning(path string, vendor inventory.Vendor, p *filePart
 		}
 	}
 	out.Profiles = slices.Clone(table)
-	return out, b.tableMax[p.Profiles]
+	return out
 }
 
 func (b *builder) gpus() {
@@ -393,7 +387,6 @@ func (b *builder) gpu(path string, e fileGPU, spec *gpuTypeSpec, vendorIndex int
 		}
 	}
 	b.m.Node.GPUs = append(b.m.Node.GPUs, g)
-	b.m.maxInstances = append(b.m.maxInstances, spec.maxInstances)
 	b.gpuPaths = append(b.gpuPaths, path)
 	b.initialPartitions(path, e, idx)
 }
@@ -416,7 +409,7 @@ func (b *builder) initialPartitions(path string, e fileGPU, idx int) {
 			b.errorf(ppath, "GPU %d (%s) has partitioning disabled; set partitioningEnabled: true on the GPU or enabled: true in its type", idx, g.ProductName)
 			continue
 		}
-		p, err := planPartition(g, fp.Profile, inventory.Placement{Start: *fp.Start}, b.m.maxInstancesOf(idx, fp.Profile))
+		p, err := planPartition(g, fp.Profile, inventory.Placement{Start: *fp.Start})
 		if err != nil {
 			b.errorf(ppath, "%v", err)
 			continue

@@ -16,10 +16,9 @@ import (
 
 // planPartition checks that a partition of profile at placement can be cut
 // on g next to g's existing partitions and returns it filled in from the
-// profile table (ids, UUID and minors are left to the caller). maxInstances
-// is the profile's instance cap, 0 for none. placement.Size 0 means "the
-// profile's size".
-func planPartition(g *inventory.GPU, profile string, placement inventory.Placement, maxInstances int) (inventory.Partition, error) {
+// profile table (ids, UUID and minors are left to the caller), honouring the
+// profile's MaxInstances. placement.Size 0 means "the profile's size".
+func planPartition(g *inventory.GPU, profile string, placement inventory.Placement) (inventory.Partition, error) {
 	pt := g.Partitioning
 	if pt == nil {
 		return inventory.Partition{}, fmt.Errorf("GPU %s (%s) cannot be partitioned", g.UUID, g.ProductName)
@@ -56,8 +55,8 @@ func planPartition(g *inventory.GPU, profile string, placement inventory.Placeme
 		}
 		usedCompute += computeSlicesOf(pt, q.Profile)
 	}
-	if maxInstances > 0 && sameProfile >= maxInstances {
-		return inventory.Partition{}, fmt.Errorf("GPU %s: profile %s allows %d instance(s) per GPU and %d exist", g.UUID, profile, maxInstances, sameProfile)
+	if pr.MaxInstances > 0 && sameProfile >= pr.MaxInstances {
+		return inventory.Partition{}, fmt.Errorf("GPU %s: profile %s allows %d instance(s) per GPU and %d exist", g.UUID, profile, pr.MaxInstances, sameProfile)
 	}
 	if usedCompute+pr.ComputeSlices > pt.ComputeSlices {
 		return inventory.Partition{}, fmt.Errorf("GPU %s: profile %s needs %d compute slices and only %d of %d are free", g.UUID, profile, pr.ComputeSlices, pt.ComputeSlices-usedCompute, pt.ComputeSlices)

@@ -18,21 +18,9 @@ type Machine struct {
 	// Node is the inventory at power-on: GPUs in file order (count entries
 	// expanded), the partitions the file creates, and the links.
 	Node inventory.Node
-
-	// maxInstances[i][profile] caps partitions of a profile on GPU i where
-	// the placements alone do not (see fileProfile.MaxInstances).
-	maxInstances []map[string]int
 }
 
 // GPUIndex returns the index of the GPU with uuid in m.Node.GPUs, or -1.
 func (m *Machine) GPUIndex(uuid string) int {
 	return slices.IndexFunc(m.Node.GPUs, func(g inventory.GPU) bool { return g.UUID == uuid })
-}
-
-// maxInstancesOf returns the instance cap of profile on GPU i, 0 for none.
-func (m *Machine) maxInstancesOf(i int, profile string) int {
-	if i < 0 || i >= len(m.maxInstances) {
-		return 0
-	}
-	return m.maxInstances[i][profile]
 }

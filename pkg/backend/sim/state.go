@@ -35,14 +35,18 @@ type stateDoc struct {
 }
 
 type stateGPU struct {
-	UUID       string                `json:"uuid"`
-	Partitions []inventory.Partition `json:"partitions"`
+	UUID string `json:"uuid"`
+	// PartitioningEnabled is the GPU's partition (MIG) mode; absent in
+	// files from before SetPartitionMode, meaning the machine file's.
+	PartitioningEnabled *bool                 `json:"partitioningEnabled,omitempty"`
+	Partitions          []inventory.Partition `json:"partitions"`
 }
 
-// loadState returns the partitions to start with (nil: the machine file's)
-// and the serial to continue from. It never fails: whatever is wrong with
-// the file is logged and the machine file's state is used.
-func loadState(logger klog.Logger, dir string, m *Machine, bootID string) (parts [][]inventory.Partition, serial uint64) {
+// loadState returns the GPUs to start with, partition mode and partitions
+// restored (nil: the machine file's), and the serial to continue from. It
+// never fails: whatever is wrong with the file is logged and the machine
+// file's state is used.
+func loadState(logger klog.Logger, dir string, m *Machine, bootID string) (gpus []inventory.GPU, serial uint64) {
 	p := filepath.Join(dir, stateFileName)
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -69,32 +73,38 @@ func loadState(logger klog.Logger, dir string, m *Machine, bootID string) (parts
 		logger.Info("Partition state belongs to another machine, starting from the machine file", "path", p, "stateMachine", doc.Machine, "stateNode", doc.NodeName)
 		return nil, 0
 	}
-	parts, err = replayState(m, &doc)
+	gpus, err = replayState(m, &doc)
 	if err != nil {
 		logger.Error(err, "Partition state does not fit the machine, starting from the machine file", "path", p)
 		return nil, 0
 	}
 	logger.V(2).Info("Restored partition state", "path", p)
-	return parts, doc.Serial
+	return gpus, doc.Serial
 }
 
 // replayState checks the stored partitions against the machine with the
 // same rules CreatePartition applies, so a hand-edited or stale file cannot
 // produce a state the hardware could not be in.
-func replayState(m *Machine, doc *stateDoc) ([][]inventory.Partition, error) {
+func replayState(m *Machine, doc *stateDoc) ([]inventory.GPU, error) {
 	if len(doc.GPUs) != len(m.Node.GPUs) {
 		return nil, fmt.Errorf("state has %d GPUs, machine has %d", len(doc.GPUs), len(m.Node.GPUs))
 	}
-	out := make([][]inventory.Partition, len(doc.GPUs))
+	out := make([]inventory.GPU, len(doc.GPUs))
 	uuids := map[string]bool{}
 	for i, sg := range doc.GPUs {
 		g := m.Node.GPUs[i].Clone()
 		if sg.UUID != g.UUID {
 			return nil, fmt.Errorf("GPU %d is %s in the state, %s in the machine", i, sg.UUID, g.UUID)
 		}
+		if sg.PartitioningEnabled != nil {
+			if g.Partitioning == nil {
+				return nil, fmt.Errorf("GPU %s: state sets a partition mode on a GPU that cannot be partitioned", g.UUID)
+			}
+			g.Partitioning.Enabled = *sg.PartitioningEnabled
+		}
 		g.Partitions = nil
 		for _, sp := range sg.Partitions {
-			p, err := planPartition(&g, sp.Profile, sp.Placement, m.maxInstancesOf(i, sp.Profile))
+			p, err := planPartition(&g, sp.Profile, sp.Placement)
 			if err != nil {
 				return nil, err
 			}
@@ -110,7 +120,7 @@ func replayState(m *Machine, doc *stateDoc) ([][]inventory.Partition, error) {
 			g.Partitions = append(g.Partitions, p)
 		}
 		sortPartitions(g.Partitions)
-		out[i] = g.Partitions
+		out[i] = g
 	}
 	return out, nil
 }
