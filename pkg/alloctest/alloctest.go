@@ -170,3 +170,10 @@ func Devices(r resourceapi.AllocationResult) []string {
 	}
 	return out
 }
+
+// Release frees the devices of an allocation, as deleting its claim does.
+func (c *Cluster) Release(r resourceapi.AllocationResult) {
+	for _, d := range r.Devices.Results {
+		c.Allocated.Delete(structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
+	}
+}

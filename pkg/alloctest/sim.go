@@ -14,8 +14,15 @@ import (
 const DriverName = "gpu.tessera.dev"
 
 // PublishSim builds the slices of a simulated catalogue machine exactly as
-// the agent publishes them, as the objects a cluster would hold.
+// the agent publishes them with static partitioning, as the objects a
+// cluster would hold.
 func PublishSim(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlice, *slices.Result) {
+	t.Helper()
+	return PublishSimWith(t, profile, node, slices.Options{Partitioning: slices.Static})
+}
+
+// PublishSimWith is PublishSim with the given publishing options.
+func PublishSimWith(t testing.TB, profile, node string, opts slices.Options) ([]*resourceapi.ResourceSlice, *slices.Result) {
 	t.Helper()
 	m, err := sim.Profile(profile, node)
 	if err != nil {
@@ -29,7 +36,7 @@ func PublishSim(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlic
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := slices.Build(node, inv)
+	res, err := slices.BuildWith(node, inv, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

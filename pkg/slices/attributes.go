@@ -149,7 +149,12 @@ func partitionDevice(name string, g *inventory.GPU, p *inventory.Partition, f to
 		// MIG instances have no peer-to-peer path to other GPUs (NVIDIA MIG
 		// user guide, "Application Considerations"), so each is its own
 		// island rather than a member of the parent's.
-		sum := sha256.Sum256([]byte(p.UUID))
+		// An uncarved placement (dynamic partitioning) has no UUID yet.
+		seed := p.UUID
+		if seed == "" {
+			seed = g.UUID + "/" + name
+		}
+		sum := sha256.Sum256([]byte(seed))
 		f = topology.Fabric{Kind: inventory.LinkPCIe, Island: "pcie-" + hex.EncodeToString(sum[:6])}
 	}
 	a, err := gpuAttributes(g, f)

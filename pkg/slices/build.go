@@ -26,7 +26,11 @@ const (
 type Entry struct {
 	Name      string
 	GPU       *inventory.GPU
-	Partition *inventory.Partition // nil for a whole GPU
+	Partition *inventory.Partition // nil for a whole GPU and an uncarved placement
+	// Carve is set for a dynamically published partition: the profile and
+	// placement prepare cuts. Partition is then the one already cut there,
+	// if any.
+	Carve *Carve
 }
 
 // Result is what Build publishes and how to find a device by name.
@@ -36,14 +40,34 @@ type Result struct {
 	Devices   map[string]Entry
 	// Order is the device names in publishing order.
 	Order []string
+	// Modes says how each partitionable GPU was published, in name order.
+	Modes []GPUMode
 }
 
-// Build turns a node's inventory into the node's one pool of ResourceSlices.
-// The pool is named after the node. Devices of unhealthy GPUs are still
-// published (health is reported separately); a partition-mode GPU is
-// published as its partitions only, since the whole GPU cannot run work
-// while MIG mode is on.
+// Build publishes n with static partitioning; see BuildWith.
 func Build(nodeName string, n *inventory.Node) (*Result, error) {
+	return BuildWith(nodeName, n, Options{Partitioning: Static})
+}
+
+// item is a device being placed in publishing order.
+type item struct {
+	dev   resourceapi.Device
+	entry Entry
+	// Sort keys (see the package doc): group 0 is whole GPUs, 1 static
+	// partitions, 2 dynamic placements.
+	group, parent int
+	mem           int64
+	damage, start int
+}
+
+// BuildWith turns a node's inventory into the node's one pool of
+// ResourceSlices. The pool is named after the node. Devices of unhealthy
+// GPUs are still published (health is reported separately).
+//
+// With Static partitioning a partition-mode GPU is published as its
+// partitions only, since the whole GPU cannot run work while MIG mode is on.
+// With Dynamic, see dynamicGPU.
+func BuildWith(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 	fabrics, err := topology.Compute(n)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: topology: %w", nodeName, err)
@@ -52,21 +76,33 @@ func Build(nodeName string, n *inventory.Node) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", nodeName, err)
 	}
-	type item struct {
-		dev    resourceapi.Device
-		entry  Entry
-		parent int // GPU index, for ordering
-	}
-	var whole, parts []item
+	rank := gpuRank(n, order, fabrics)
+	res := &Result{Pool: nodeName, Devices: map[string]Entry{}}
+	var items []item
+	var counterSets []resourceapi.CounterSet
 	for pos, gi := range order {
 		g := &n.GPUs[gi]
 		name := GPUName(pos)
+		dyn, mode := dynamicGPU(g, opts.Partitioning)
+		if g.Partitioning != nil {
+			mode.Device, mode.UUID = name, g.UUID
+			res.Modes = append(res.Modes, mode)
+		}
+		if dyn {
+			set, its, err := dynamicDevices(name, g, fabrics[gi], rank[gi], len(order))
+			if err != nil {
+				return nil, fmt.Errorf("node %s: %w", nodeName, err)
+			}
+			counterSets = append(counterSets, set)
+			items = append(items, its...)
+			continue
+		}
 		if g.Partitioning == nil || !g.Partitioning.Enabled {
 			d, err := wholeGPUDevice(name, g, fabrics[gi])
 			if err != nil {
 				return nil, fmt.Errorf("node %s: device %s (%s): %w", nodeName, name, g.PCIBusID, err)
 			}
-			whole = append(whole, item{d, Entry{Name: name, GPU: g}, gi})
+			items = append(items, item{dev: d, entry: Entry{Name: name, GPU: g}, group: 0, parent: rank[gi]})
 		}
 		for pi := range g.Partitions {
 			p := &g.Partitions[pi]
@@ -75,28 +111,14 @@ func Build(nodeName string, n *inventory.Node) (*Result, error) {
 			if err != nil {
 				return nil, fmt.Errorf("node %s: device %s: %w", nodeName, pname, err)
 			}
-			parts = append(parts, item{d, Entry{Name: pname, GPU: g, Partition: p}, gi})
+			items = append(items, item{dev: d, entry: Entry{Name: pname, GPU: g, Partition: p}, group: 1, parent: rank[gi], mem: p.MemoryBytes, start: p.Placement.Start})
 		}
 	}
+	sortItems(items)
 
-	// Rank parents by rule 2 of the package doc; partitions follow their parent's rank.
-	rank := gpuRank(n, order, fabrics)
-	sort.SliceStable(whole, func(a, b int) bool { return rank[whole[a].parent] < rank[whole[b].parent] })
-	sort.SliceStable(parts, func(a, b int) bool {
-		pa, pb := parts[a], parts[b]
-		if pa.parent != pb.parent {
-			return rank[pa.parent] < rank[pb.parent]
-		}
-		if pa.entry.Partition.MemoryBytes != pb.entry.Partition.MemoryBytes {
-			return pa.entry.Partition.MemoryBytes < pb.entry.Partition.MemoryBytes
-		}
-		return pa.entry.Partition.Placement.Start < pb.entry.Partition.Placement.Start
-	})
-
-	res := &Result{Pool: nodeName, Devices: map[string]Entry{}}
 	var pool resourceslice.Pool
 	var cur resourceslice.Slice
-	for _, it := range append(whole, parts...) {
+	for _, it := range items {
 		if n := len(it.dev.Attributes) + len(it.dev.Capacity); n > MaxAttrsAndCapacity {
 			return nil, fmt.Errorf("node %s: device %s has %d attributes and capacities, limit %d", nodeName, it.dev.Name, n, MaxAttrsAndCapacity)
 		}
@@ -110,8 +132,44 @@ func Build(nodeName string, n *inventory.Node) (*Result, error) {
 	}
 	// An empty pool still gets one slice: "no devices" differs from "no driver".
 	pool.Slices = append(pool.Slices, cur)
+	// Counter sets go in slices of their own (a slice holds devices or
+	// counters, never both), after the device slices.
+	for len(counterSets) > 0 {
+		k := min(len(counterSets), MaxCounterSetsPerSlice)
+		pool.Slices = append(pool.Slices, resourceslice.Slice{SharedCounters: counterSets[:k]})
+		counterSets = counterSets[k:]
+	}
 	res.Resources = resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: pool}}
 	return res, nil
+}
+
+// sortItems puts devices in allocation priority order (package doc).
+func sortItems(items []item) {
+	sort.SliceStable(items, func(a, b int) bool {
+		x, y := &items[a], &items[b]
+		if x.group != y.group {
+			return x.group < y.group
+		}
+		if x.parent != y.parent {
+			if x.group == 2 {
+				return x.parent > y.parent // dynamic placements fill from the other end
+			}
+			return x.parent < y.parent
+		}
+		if x.mem != y.mem {
+			return x.mem < y.mem
+		}
+		if x.group == 2 && x.entry.Carve.Profile != y.entry.Carve.Profile {
+			return x.entry.Carve.Profile < y.entry.Carve.Profile
+		}
+		if x.damage != y.damage {
+			return x.damage < y.damage
+		}
+		if x.group == 2 {
+			return x.start > y.start
+		}
+		return x.start < y.start
+	})
 }
 
 // busOrder returns GPU indices sorted by PCI bus ID, the basis of device names.

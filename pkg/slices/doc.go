@@ -33,4 +33,31 @@
 //
 // Devices are cut into slices of at most MaxDevicesPerSlice in that order; all
 // slices form one pool named after the node.
+//
+// # Dynamic partitioning
+//
+// With Options.Partitioning Dynamic a MIG GPU is a partitionable device
+// (KEP-4815): a counter set named like the GPU (gpu-<n>) holds one counter
+// per memory slice plus those of the vendor's other limits that can bind
+// (see counterPlan: on an H100 only the one OFA). The whole GPU consumes
+// every counter; every profile at every placement of the vendor's table is
+// a device named as its partition would be, consuming the slices it covers
+// and its share of the other limits, so the allocator can never hand out
+// overlapping placements, nor a whole GPU next to a partition. Placements
+// carry no uuid until carved (the partition does not exist yet); the driver
+// carves at prepare. Counter sets live in their own slices after the device
+// slices, at most MaxCounterSetsPerSlice each. A GPU whose MIG mode change
+// needs a reset publishes by its current mode (whole GPU, or placements
+// without the whole GPU).
+//
+// The order makes first fit pack (measured by the churn benchmark):
+//
+//  4. Dynamic placements come after everything else, grouped by parent, with
+//     parents in the reverse of rule 2: whole-GPU claims fill from one end,
+//     partitions from the other, so a GPU fills before the next opens and
+//     untouched GPUs stay whole for as long as possible.
+//  5. Within a parent, smallest profile first; within a profile, the
+//     placement that blocks the fewest placements of larger profiles first,
+//     then the highest start. On an H100 1g.10gb fills slices 6, 5, ... 0
+//     and 3g.40gb takes slice 4 first, so 4g.40gb at 0 stays possible.
 package slices

@@ -3,6 +3,7 @@
 package nvml
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -24,28 +25,21 @@ type giProfile struct {
 	name string
 }
 
-// mig fills the GPU's partitioning. A GPU without MIG (NOT_SUPPORTED) has
-// none. A failing MIG query degrades the GPU: if MIG mode is unknown or
-// its instances cannot be listed, publishing the GPU as usable would be a
-// guess either way.
+// errNoMIG: the GPU has no MIG (nvmlDeviceGetMigMode answers NOT_SUPPORTED),
+// an answer rather than a fault.
+var errNoMIG = errors.New("the GPU does not support MIG")
+
+// mig fills the GPU's partitioning. A GPU without MIG has none. A failing
+// MIG query degrades the GPU: if MIG mode is unknown or its instances
+// cannot be listed, publishing the GPU as usable would be a guess either way.
 func (r *gpuReader) mig() {
-	cur, _, ret := r.h.GetMigMode()
-	err := check("nvmlDeviceGetMigMode", ret)
-	if notSupported(err) {
+	pt, err := r.migMode()
+	if errors.Is(err, errNoMIG) {
 		return
 	}
 	if err != nil {
 		r.degrade(err)
 		return
-	}
-	pt := &inventory.Partitioning{
-		Kind:    inventory.PartitionMIG,
-		Enabled: cur == nvml.DEVICE_MIG_ENABLE,
-		// MIG user guide, "Enable MIG Mode": A100/A30 (Ampere) need a GPU
-		// reset to change mode; "starting with the Hopper generation ...
-		// no longer requires a GPU reset". Unknown architecture: assume
-		// the stricter rule.
-		ModeChangeNeedsReset: r.g.Architecture == "ampere" || r.g.Architecture == "",
 	}
 	r.g.Partitioning = pt
 	profiles, err := r.migProfiles(pt)
@@ -65,6 +59,33 @@ func (r *gpuReader) mig() {
 		r.degrade(err)
 	}
 	r.g.Partitions = parts
+}
+
+// migMode reads the GPU's current MIG mode into a Partitioning without
+// profiles; errNoMIG where the GPU has no MIG. A pending mode (set, waiting
+// for a reset) is not the mode: only the current one decides what exists.
+func (r *gpuReader) migMode() (*inventory.Partitioning, error) {
+	cur, _, ret := r.h.GetMigMode()
+	err := check("nvmlDeviceGetMigMode", ret)
+	if notSupported(err) {
+		return nil, fmt.Errorf("%w: %w", errNoMIG, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &inventory.Partitioning{
+		Kind:                 inventory.PartitionMIG,
+		Enabled:              cur == nvml.DEVICE_MIG_ENABLE,
+		ModeChangeNeedsReset: modeChangeNeedsReset(r.g.Architecture),
+	}, nil
+}
+
+// modeChangeNeedsReset is the MIG user guide's rule ("Enable MIG Mode"):
+// A100/A30 (Ampere) need a GPU reset to change mode; "starting with the
+// Hopper generation ... no longer requires a GPU reset". An unknown
+// architecture gets the stricter rule.
+func modeChangeNeedsReset(architecture string) bool {
+	return architecture == "ampere" || architecture == ""
 }
 
 // migProfiles reads every GI profile the GPU supports and its possible
@@ -100,6 +121,7 @@ func (r *gpuReader) migProfiles(pt *inventory.Partitioning) ([]giProfile, error)
 			// The GPU's slice counts are the largest extents in its table.
 			pt.MemorySlices = max(pt.MemorySlices, int(pl.Start+pl.Size))
 		}
+		p.MaxInstances = maxInstances(info.InstanceCount, len(places))
 		pt.ComputeSlices = max(pt.ComputeSlices, int(info.SliceCount))
 		pt.Profiles = append(pt.Profiles, p)
 		rows = append(rows, giProfile{info: info, name: name})
@@ -116,6 +138,18 @@ func (r *gpuReader) migProfiles(pt *inventory.Partitioning) ([]giProfile, error)
 		return pa.Name < pb.Name
 	})
 	return rows, nil
+}
+
+// maxInstances is a profile's instance cap where its placements alone do
+// not impose it: NVML's instanceCount is the most instances of the profile
+// an empty GPU takes, so a count below the number of placements is a limit
+// of its own (a 1g.10gb+me takes the GPU's one OFA: 7 placements, 1
+// instance). 0 means the placements are the limit.
+func maxInstances(instanceCount uint32, placements int) int {
+	if instanceCount == 0 || int(instanceCount) >= placements {
+		return 0
+	}
+	return int(instanceCount)
 }
 
 func giEngines(info nvml.GpuInstanceProfileInfo) map[string]int64 {
@@ -153,35 +187,13 @@ func (r *gpuReader) migInstances(profiles []giProfile) ([]inventory.Partition, e
 				return parts, fmt.Errorf("MIG instances (%s, GI %d): %w", prof.name, giInfo.Id, err)
 			}
 			for _, ci := range cis {
-				p := inventory.Partition{
-					Kind:              inventory.PartitionMIG,
-					Profile:           migDeviceProfileName(prof.name, prof.info.SliceCount, ci.profile.SliceCount),
-					Placement:         inventory.Placement{Start: int(giInfo.Placement.Start), Size: int(giInfo.Placement.Size)},
-					GPUInstanceID:     int(giInfo.Id),
-					ComputeInstanceID: int(ci.info.Id),
-					MemoryBytes:       int64(prof.info.MemorySizeMB) * mib,
-					ComputeUnits:      int64(ci.profile.MultiprocessorCount),
-					Engines:           giEngines(prof.info),
-				}
-				dev, ok := devices[[2]int{p.GPUInstanceID, p.ComputeInstanceID}]
+				key := [2]int{int(giInfo.Id), int(ci.info.Id)}
+				dev, ok := devices[key]
 				if !ok {
-					missing = append(missing, fmt.Sprintf("GI %d CI %d", p.GPUInstanceID, p.ComputeInstanceID))
+					missing = append(missing, fmt.Sprintf("GI %d CI %d", key[0], key[1]))
 					continue
 				}
-				p.UUID = dev.uuid
-				if a := dev.attrs; a != nil {
-					// What the MIG device itself reports wins over the profile row.
-					p.MemoryBytes = int64(a.MemorySizeMB) * mib
-					p.ComputeUnits = int64(a.MultiprocessorCount)
-					p.Engines = map[string]int64{
-						"copyEngines":  int64(a.SharedCopyEngineCount),
-						"decoders":     int64(a.SharedDecoderCount),
-						"encoders":     int64(a.SharedEncoderCount),
-						"jpegDecoders": int64(a.SharedJpegCount),
-						"ofa":          int64(a.SharedOfaCount),
-					}
-				}
-				parts = append(parts, p)
+				parts = append(parts, migPartition(prof, giInfo, ci, dev))
 			}
 		}
 	}
@@ -196,6 +208,38 @@ func (r *gpuReader) migInstances(profiles []giProfile) ([]inventory.Partition, e
 		return parts, fmt.Errorf("MIG instances without a MIG device handle: %v", missing)
 	}
 	return parts, nil
+}
+
+// migPartition is one compute instance as a partition: profile and
+// placement from its GI, ids from GI and CI, and size and engines from the
+// MIG device where it reports them, else from the profile rows. Discover
+// and CreatePartition both fill partitions here, so a carved partition is
+// returned exactly as the next Discover publishes it.
+func migPartition(prof giProfile, gi nvml.GpuInstanceInfo, ci ciEntry, dev migDevice) inventory.Partition {
+	p := inventory.Partition{
+		Kind:              inventory.PartitionMIG,
+		Profile:           migDeviceProfileName(prof.name, prof.info.SliceCount, ci.profile.SliceCount),
+		Placement:         inventory.Placement{Start: int(gi.Placement.Start), Size: int(gi.Placement.Size)},
+		UUID:              dev.uuid,
+		GPUInstanceID:     int(gi.Id),
+		ComputeInstanceID: int(ci.info.Id),
+		MemoryBytes:       int64(prof.info.MemorySizeMB) * mib,
+		ComputeUnits:      int64(ci.profile.MultiprocessorCount),
+		Engines:           giEngines(prof.info),
+	}
+	if a := dev.attrs; a != nil {
+		// What the MIG device itself reports wins over the profile row.
+		p.MemoryBytes = int64(a.MemorySizeMB) * mib
+		p.ComputeUnits = int64(a.MultiprocessorCount)
+		p.Engines = map[string]int64{
+			"copyEngines":  int64(a.SharedCopyEngineCount),
+			"decoders":     int64(a.SharedDecoderCount),
+			"encoders":     int64(a.SharedEncoderCount),
+			"jpegDecoders": int64(a.SharedJpegCount),
+			"ofa":          int64(a.SharedOfaCount),
+		}
+	}
+	return p
 }
 
 type ciEntry struct {

@@ -1,0 +1,105 @@
+package slices
+
+import (
+	"fmt"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/topology"
+)
+
+// dynamicGPU decides whether g is published as a partitionable device.
+// Only MIG is dynamic: AMD compute partition modes are GPU-wide and set by
+// the amdgpu driver. A GPU whose MIG mode change needs a reset (A100 class)
+// is dynamic only while MIG mode is already on; with it off, the whole GPU
+// is all it can offer, since the driver never resets a GPU.
+func dynamicGPU(g *inventory.GPU, p Partitioning) (bool, GPUMode) {
+	pt := g.Partitioning
+	if pt == nil {
+		return false, GPUMode{Mode: "whole"}
+	}
+	static := GPUMode{Mode: "whole"}
+	if pt.Enabled {
+		static.Mode = "partitions"
+	}
+	switch {
+	case p != Dynamic:
+		static.Reason = "static partitioning"
+		return false, static
+	case pt.Kind != inventory.PartitionMIG:
+		static.Reason = fmt.Sprintf("%s partition modes are set by the vendor driver, not per claim", pt.Kind)
+		return false, static
+	case len(pt.Profiles) == 0:
+		static.Reason = "no partition profiles reported"
+		return false, static
+	case pt.ModeChangeNeedsReset && !pt.Enabled:
+		static.Reason = "MIG mode is off and turning it on needs a GPU reset; published whole"
+		return false, static
+	case pt.ModeChangeNeedsReset:
+		return true, GPUMode{Mode: "dynamic", Reason: "MIG mode is on and turning it off needs a GPU reset; placements only, no whole GPU"}
+	}
+	return true, GPUMode{Mode: "dynamic"}
+}
+
+// dynamicDevices returns g's counter set (named like the GPU device) and
+// its devices: the whole GPU consuming every counter, unless MIG mode is
+// pinned on, and every profile at every placement consuming its share.
+func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank, gpus int) (resourceapi.CounterSet, []item, error) {
+	pt := g.Partitioning
+	plan, err := planCounters(g)
+	if err != nil {
+		return resourceapi.CounterSet{}, nil, err
+	}
+	set := resourceapi.CounterSet{Name: name, Counters: plan.all()}
+	var items []item
+	if !pt.ModeChangeNeedsReset || !pt.Enabled {
+		d, err := wholeGPUDevice(name, g, f)
+		if err != nil {
+			return set, nil, fmt.Errorf("device %s (%s): %w", name, g.PCIBusID, err)
+		}
+		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: plan.all()}}
+		items = append(items, item{dev: d, entry: Entry{Name: name, GPU: g}, group: 0, parent: rank})
+	}
+	for i := range pt.Profiles {
+		pr := &pt.Profiles[i]
+		for _, pl := range pr.Placements {
+			p := inventory.Partition{Kind: pt.Kind, Profile: pr.Name, Placement: pl, MemoryBytes: pr.MemoryBytes, ComputeUnits: pr.ComputeUnits, Engines: pr.Engines}
+			pname := PartitionName(name, p)
+			d, err := partitionDevice(pname, g, &p, f)
+			if err != nil {
+				return set, nil, fmt.Errorf("device %s: %w", pname, err)
+			}
+			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: plan.consumption(pr, pl)}}
+			e := Entry{Name: pname, GPU: g, Carve: &Carve{Profile: pr.Name, Placement: pl}}
+			for k := range g.Partitions {
+				if q := &g.Partitions[k]; q.Profile == pr.Name && q.Placement == pl {
+					e.Partition = q
+				}
+			}
+			items = append(items, item{dev: d, entry: e, group: 2, parent: rank, mem: pr.MemoryBytes, damage: damage(pt, pr, pl), start: pl.Start})
+		}
+	}
+	return set, items, nil
+}
+
+// damage counts the placements of other profiles at least as large as pr
+// that a partition of pr at pl would block. Filling the placements that
+// block the fewest first keeps large placements free as long as possible:
+// on an H100 the first 1g.10gb goes to slice 6, the first 3g.40gb to slice
+// 4, leaving 4g.40gb at 0 possible.
+func damage(pt *inventory.Partitioning, pr *inventory.PartitionProfile, pl inventory.Placement) int {
+	n := 0
+	for i := range pt.Profiles {
+		q := &pt.Profiles[i]
+		if q.Name == pr.Name || q.MemorySlices < pr.MemorySlices {
+			continue
+		}
+		for _, ql := range q.Placements {
+			if ql.Overlaps(pl) {
+				n++
+			}
+		}
+	}
+	return n
+}
