@@ -22,8 +22,8 @@ type builder struct {
 	nodeName string
 	errs     []*fieldError
 
-	tables   map[string][]inventory.PartitionProfile
-	types    map[string]*gpuTypeSpec
+	tables map[string][]inventory.PartitionProfile
+	types  map[string]*gpuTypeSpec
 
 	m        Machine
 	gpuPaths []string // gpuPaths[i] is the gpus[j] entry GPU i came from
@@ -31,8 +31,8 @@ type builder struct {
 
 // gpuTypeSpec is a checked gpuTypes entry.
 type gpuTypeSpec struct {
-	gpu          inventory.GPU // template: no UUID, bus, minors or partitions
-	driver       string        // semver, "" when the type sets none
+	gpu    inventory.GPU // template: no UUID, bus, minors or partitions
+	driver string        // semver, "" when the type sets none
 }
 
 var (
