@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
 // CurrentVersion is the checkpoint format this code reads and writes.
@@ -49,6 +51,11 @@ type Device struct {
 	// CreatedPartition is true when the agent carved the partition for this
 	// claim and so must destroy it on unprepare.
 	CreatedPartition bool `json:"createdPartition,omitempty"`
+	// Profile and Placement say where the partition is (or, before
+	// CreatedPartition, is about to be carved): saved before the carve, so
+	// a crash between carve and save still finds what to destroy.
+	Profile   string               `json:"profile,omitempty"`
+	Placement *inventory.Placement `json:"placement,omitempty"`
 }
 
 // Claim is one claim's entry.
@@ -69,6 +76,10 @@ type Checkpoint struct {
 	BootID string `json:"bootID,omitempty"`
 	// Claims is keyed by claim UID.
 	Claims map[string]*Claim `json:"claims"`
+	// PartitionModeOn lists the GPUs whose partition (MIG) mode the agent
+	// turned on, to turn off again when their last partition goes. Saved
+	// before the switch, like a carve.
+	PartitionModeOn []string `json:"partitionModeOn,omitempty"`
 }
 
 // New returns an empty checkpoint of the current version.
@@ -83,6 +94,7 @@ func (c *Checkpoint) Clone() *Checkpoint {
 		return nil
 	}
 	out := *c
+	out.PartitionModeOn = slices.Clone(c.PartitionModeOn)
 	if c.Claims != nil {
 		out.Claims = make(map[string]*Claim, len(c.Claims))
 		for uid, cl := range c.Claims {
@@ -101,6 +113,10 @@ func (c *Claim) clone() *Claim {
 		out.Devices = make([]Device, len(c.Devices))
 		for i, d := range c.Devices {
 			d.CDIDeviceIDs = slices.Clone(d.CDIDeviceIDs)
+			if d.Placement != nil {
+				p := *d.Placement
+				d.Placement = &p
+			}
 			out.Devices[i] = d
 		}
 	}

@@ -22,6 +22,9 @@ var (
 	ErrCDI = errors.New("CDI spec")
 	// ErrCheckpoint: saving the checkpoint failed.
 	ErrCheckpoint = errors.New("checkpoint")
+	// ErrPartition: carving or destroying a partition, or switching a GPU's
+	// partition mode, failed in the backend.
+	ErrPartition = errors.New("partition")
 )
 
 // kindError marks err as one of the kinds above without changing its

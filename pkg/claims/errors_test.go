@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-var kinds = []error{ErrNotAllocated, ErrDeviceNotOnNode, ErrDeviceInUse, ErrConfigRejected, ErrCDI, ErrCheckpoint}
+var kinds = []error{ErrNotAllocated, ErrDeviceNotOnNode, ErrDeviceInUse, ErrConfigRejected, ErrCDI, ErrCheckpoint, ErrPartition}
 
 // assertKind checks that err is of kind want and of no other kind, with the
 // message unchanged by the marking.

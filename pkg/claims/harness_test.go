@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
@@ -29,6 +30,12 @@ type env struct {
 	dir     string
 	profile string
 	bootID  string
+	// partitioning is the node's publishing mode (static when empty).
+	partitioning slices.Partitioning
+	// wrap, if set, wraps the backend (fault injection).
+	wrap func(backend.Backend) backend.Backend
+	// sim is the simulated backend of the last start.
+	sim *sim.Backend
 }
 
 func newEnv(t *testing.T, profile string) *env {
@@ -50,22 +57,41 @@ func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.sim = b
+	var be backend.Backend = b
+	if e.wrap != nil {
+		be = e.wrap(b)
+	}
+	opts := slices.Options{Partitioning: e.partitioning}
 	inv, err := b.Discover(ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	res, err := slices.Build(nodeName, inv)
+	res, err := slices.BuildWith(nodeName, inv, opts)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	// Like the agent, which republishes when the backend's generation
+	// changes, the manager sees the node as it is now.
+	devices := func() *slices.Result {
+		inv, err := b.Discover(ctx)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		r, err := slices.BuildWith(nodeName, inv, opts)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return r
 	}
 	w, err := cdi.NewWriter(cdi.Options{SpecDir: e.cdiDir(), DevRoot: b.DevRoot(), DeviceNumbers: b.DeviceNumbers})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	mgr, err := New(ctx, Config{
-		DriverName: driverName, Backend: b, CDI: w,
+		DriverName: driverName, Backend: be, CDI: w,
 		Store: checkpoint.NewStore(e.checkpointPath()), BootID: e.bootID,
-		Devices: func() *slices.Result { return res }, Crash: crash,
+		Devices: devices, Crash: crash, Partitioning: e.partitioning,
 	})
 	if err != nil {
 		e.t.Fatalf("start manager: %v", err)

@@ -21,6 +21,7 @@ type Step string
 
 const (
 	StepPrepareStarted    Step = "prepare-started-saved"
+	StepPartitionCarved   Step = "partition-carved"
 	StepSpecWritten       Step = "spec-written"
 	StepPrepareCompleted  Step = "prepare-completed-saved"
 	StepUnprepareStarted  Step = "unprepare-started-saved"
@@ -48,6 +49,10 @@ type Config struct {
 	// ObservePartition, if set, is told of every backend partition call and
 	// how long it took (metrics).
 	ObservePartition func(op PartitionOp, took time.Duration, err error)
+	// Partitioning is how the node publishes MIG GPUs; with Dynamic the
+	// manager carves at prepare, destroys at unprepare and removes
+	// partitions no claim owns at start (see carve.go).
+	Partitioning slices.Partitioning
 }
 
 // Device is one prepared device, as the kubelet plugin returns it.
@@ -130,7 +135,7 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 	ref := cdi.ClaimRef{UID: string(claim.UID), Namespace: claim.Namespace, Name: claim.Name}
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "uid", claim.UID)
 
-	if c, ok := m.cp.Claims[ref.UID]; ok && c.State == checkpoint.PrepareCompleted {
+	if c, ok := m.cp.Claims[ref.UID]; ok && c.State == checkpoint.PrepareCompleted && !lostPartitions(c) {
 		if err := m.ensureSpec(ref, c); err != nil {
 			return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 		}
@@ -138,8 +143,8 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 		return devicesOf(c), nil
 	}
 	if c, ok := m.cp.Claims[ref.UID]; ok {
-		// A half-done prepare or unprepare of this claim from a failed call:
-		// undo it, then prepare from scratch.
+		// A half-done prepare or unprepare of this claim from a failed call,
+		// or partitions a reboot took: undo it, then prepare from scratch.
 		if err := m.rollback(ctx, c); err != nil {
 			return nil, fmt.Errorf("prepare claim %s: clean up earlier attempt: %w", ref, err)
 		}
@@ -155,9 +160,13 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 
 	entry := &checkpoint.Claim{UID: ref.UID, Namespace: ref.Namespace, Name: ref.Name, State: checkpoint.PrepareStarted, Updated: m.cfg.Now()}
 	for _, d := range devs {
-		cd := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID}
-		if d.Partition != nil {
-			cd.PartitionUUID = d.Partition.UUID
+		cd := checkpoint.Device{Request: d.dev.Request, Pool: d.dev.Pool, Device: d.dev.Device, GPUUUID: d.dev.GPU.UUID}
+		switch {
+		case d.carve != nil:
+			pl := d.carve.Placement
+			cd.Profile, cd.Placement = d.carve.Profile, &pl
+		case d.dev.Partition != nil:
+			cd.PartitionUUID = d.dev.Partition.UUID
 		}
 		entry.Devices = append(entry.Devices, cd)
 	}
@@ -170,7 +179,15 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 		return nil, err
 	}
 
-	ids, err := m.cfg.CDI.WriteClaimSpec(ref, devs)
+	if err := m.carveAll(ctx, entry, devs); err != nil {
+		if errors.Is(err, ErrInjected) {
+			return nil, err
+		}
+		m.abandon(ctx, entry)
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+	}
+
+	ids, err := m.cfg.CDI.WriteClaimSpec(ref, cdiDevices(devs))
 	if err != nil {
 		m.abandon(ctx, entry)
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, withKind(ErrCDI, fmt.Errorf("write CDI spec: %w", err)))
@@ -237,19 +254,19 @@ func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) er
 // rollback removes everything a claim holds and then its entry. Every step
 // is idempotent, so it can run again after a crash at any point.
 func (m *Manager) rollback(ctx context.Context, c *checkpoint.Claim) error {
-	if err := m.cfg.CDI.RemoveClaimSpec(c.UID); err != nil {
-		return withKind(ErrCDI, err)
+	specErr := m.cfg.CDI.RemoveClaimSpec(c.UID)
+	if specErr == nil {
+		if err := m.crash(StepSpecRemoved); err != nil {
+			return err
+		}
 	}
-	if err := m.crash(StepSpecRemoved); err != nil {
+	// Partitions go even when the spec could not: the entry stays and the
+	// next attempt removes the spec, but hardware is not held meanwhile.
+	if err := m.releasePartitions(ctx, c); err != nil {
 		return err
 	}
-	for _, d := range c.Devices {
-		if !d.CreatedPartition || d.PartitionUUID == "" {
-			continue
-		}
-		if err := m.destroyPartition(ctx, d.GPUUUID, d.PartitionUUID); err != nil {
-			return fmt.Errorf("destroy partition %s of %s: %w", d.PartitionUUID, d.Device, err)
-		}
+	if specErr != nil {
+		return withKind(ErrCDI, specErr)
 	}
 	prev := m.cp.Clone()
 	delete(m.cp.Claims, c.UID)

@@ -58,6 +58,9 @@ func (m *Manager) recover(ctx context.Context) error {
 	if err := m.cfg.Store.Save(m.cp); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
+	if err := m.sweepOrphans(ctx); err != nil {
+		return err
+	}
 	return m.removeOrphanSpecs(ctx)
 }
 
@@ -75,11 +78,18 @@ func (m *Manager) rebuild() (*checkpoint.Checkpoint, error) {
 		c := &checkpoint.Claim{UID: r.Claim.UID, Namespace: r.Claim.Namespace, Name: r.Claim.Name, State: checkpoint.PrepareCompleted, Updated: m.cfg.Now()}
 		for _, d := range r.Devices {
 			cd := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: d.CDIDeviceIDs, GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID}
-			if e, ok := pub.Devices[d.Device]; ok && cd.GPUUUID == "" {
+			e, ok := pub.Devices[d.Device]
+			if ok && cd.GPUUUID == "" {
 				cd.GPUUUID = e.GPU.UUID
 				if e.Partition != nil {
 					cd.PartitionUUID = e.Partition.UUID
 				}
+			}
+			if ok && e.Carve != nil && cd.PartitionUUID != "" {
+				// A dynamic placement: the agent carved it, so unprepare
+				// must destroy it.
+				pl := e.Carve.Placement
+				cd.Profile, cd.Placement, cd.CreatedPartition = e.Carve.Profile, &pl, true
 			}
 			c.Devices = append(c.Devices, cd)
 		}

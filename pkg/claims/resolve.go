@@ -12,11 +12,39 @@ import (
 	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/slices"
 )
+
+// planned is one allocated device: what the CDI spec gets, and for a
+// dynamic placement what prepare carves first.
+type planned struct {
+	dev   cdi.ClaimDevice
+	carve *slices.Carve
+}
+
+func cdiDevices(ps []planned) []cdi.ClaimDevice {
+	out := make([]cdi.ClaimDevice, len(ps))
+	for i, p := range ps {
+		out[i] = p.dev
+	}
+	return out
+}
+
+// lostPartitions reports whether a prepared claim's carved partitions are
+// gone: recovery clears CreatedPartition when the node rebooted.
+func lostPartitions(c *checkpoint.Claim) bool {
+	for _, d := range c.Devices {
+		if d.Placement != nil && !d.CreatedPartition {
+			return true
+		}
+	}
+	return false
+}
 
 // resolve maps the claim's allocation results for this driver to inventory
 // devices. Any device this node does not publish fails the claim, naming it.
-func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]cdi.ClaimDevice, error) {
+func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 	if claim.Status.Allocation == nil {
 		return nil, ErrNotAllocated
 	}
@@ -24,7 +52,7 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]cdi.ClaimDevice, 
 		return nil, err
 	}
 	pub := m.cfg.Devices()
-	var out []cdi.ClaimDevice
+	var out []planned
 	var missing []string
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != m.cfg.DriverName {
@@ -35,7 +63,13 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]cdi.ClaimDevice, 
 			missing = append(missing, fmt.Sprintf("%s/%s (request %q)", r.Pool, r.Device, r.Request))
 			continue
 		}
-		out = append(out, cdi.ClaimDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, GPU: *e.GPU, Partition: e.Partition})
+		p := planned{dev: cdi.ClaimDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, GPU: *e.GPU, Partition: e.Partition}, carve: e.Carve}
+		if e.Carve != nil {
+			// Whatever is published at the placement now is not this
+			// claim's: prepare carves its own.
+			p.dev.Partition = nil
+		}
+		out = append(out, p)
 	}
 	if len(missing) > 0 {
 		return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("allocated device(s) not on this node (pool %s): %s", pub.Pool, strings.Join(missing, ", ")))
@@ -52,38 +86,37 @@ func (m *Manager) resolveRecorded(c *checkpoint.Claim) ([]cdi.ClaimDevice, error
 		if !ok || d.Pool != pub.Pool {
 			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s is no longer on this node", d.Pool, d.Device))
 		}
+		if d.PartitionUUID != "" && (e.Partition == nil || e.Partition.UUID != d.PartitionUUID) {
+			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s: partition %s is gone", d.Pool, d.Device, d.PartitionUUID))
+		}
 		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition})
 	}
 	return out, nil
 }
 
 // checkConflicts is the driver's last line of defence against handing one
-// device to two claims: a device, or a GPU and one of its partitions, may
-// belong to only one prepared claim.
-func (m *Manager) checkConflicts(ref cdi.ClaimRef, devs []cdi.ClaimDevice) error {
-	holds := map[string]string{} // physical unit -> "ns/name (device)"
+// device to two claims: a GPU and anything on it, one partition, or two
+// overlapping placements may belong to only one prepared claim.
+func (m *Manager) checkConflicts(ref cdi.ClaimRef, devs []planned) error {
+	type held struct {
+		fp    footprint
+		owner string
+	}
+	var holds []held
 	for uid, c := range m.cp.Claims {
 		if uid == ref.UID {
 			continue
 		}
 		for _, d := range c.Devices {
-			holds[unitKey(d.GPUUUID, d.PartitionUUID)] = fmt.Sprintf("%s/%s (device %s)", c.Namespace, c.Name, d.Device)
-			if d.PartitionUUID != "" {
-				holds[unitKey(d.GPUUUID, "*")] = fmt.Sprintf("%s/%s (device %s)", c.Namespace, c.Name, d.Device)
-			}
+			holds = append(holds, held{recordedFootprint(d), fmt.Sprintf("%s/%s (device %s)", c.Namespace, c.Name, d.Device)})
 		}
 	}
 	var conflicts []string
 	for _, d := range devs {
-		keys := []string{unitKey(d.GPU.UUID, "")}
-		if d.Partition != nil {
-			keys = []string{unitKey(d.GPU.UUID, d.Partition.UUID), unitKey(d.GPU.UUID, "")}
-		} else {
-			keys = append(keys, unitKey(d.GPU.UUID, "*"))
-		}
-		for _, k := range keys {
-			if owner, ok := holds[k]; ok {
-				conflicts = append(conflicts, fmt.Sprintf("device %s is in use by claim %s", d.Device, owner))
+		fp := plannedFootprint(d)
+		for _, h := range holds {
+			if fp.conflicts(h.fp) {
+				conflicts = append(conflicts, fmt.Sprintf("device %s is in use by claim %s", d.dev.Device, h.owner))
 				break
 			}
 		}
@@ -95,7 +128,44 @@ func (m *Manager) checkConflicts(ref cdi.ClaimRef, devs []cdi.ClaimDevice) error
 	return nil
 }
 
-func unitKey(gpu, part string) string { return gpu + "/" + part }
+// footprint is what a device occupies on its GPU.
+type footprint struct {
+	gpu       string
+	whole     bool
+	partition string // UUID, when known
+	slots     uint64 // memory slices of a dynamic placement
+}
+
+func (a footprint) conflicts(b footprint) bool {
+	if a.gpu != b.gpu {
+		return false
+	}
+	return a.whole || b.whole || (a.partition != "" && a.partition == b.partition) || a.slots&b.slots != 0
+}
+
+func slotMask(p inventory.Placement) uint64 { return (uint64(1)<<p.Size - 1) << p.Start }
+
+func recordedFootprint(d checkpoint.Device) footprint {
+	fp := footprint{gpu: d.GPUUUID, partition: d.PartitionUUID}
+	if d.Placement != nil {
+		fp.slots = slotMask(*d.Placement)
+	}
+	fp.whole = fp.partition == "" && fp.slots == 0
+	return fp
+}
+
+func plannedFootprint(d planned) footprint {
+	fp := footprint{gpu: d.dev.GPU.UUID}
+	switch {
+	case d.carve != nil:
+		fp.slots = slotMask(d.carve.Placement)
+	case d.dev.Partition != nil:
+		fp.partition = d.dev.Partition.UUID
+	default:
+		fp.whole = true
+	}
+	return fp
+}
 
 func specExists(path string) bool {
 	_, err := os.Stat(path)

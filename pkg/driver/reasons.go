@@ -20,6 +20,7 @@ var reasonKinds = []struct {
 	{claims.ErrConfigRejected, metrics.ReasonConfigRejected},
 	{claims.ErrCDI, metrics.ReasonCDIWrite},
 	{claims.ErrCheckpoint, metrics.ReasonCheckpoint},
+	{claims.ErrPartition, metrics.ReasonPartition},
 }
 
 // errorReason is the metrics reason for a prepare or unprepare error; ""

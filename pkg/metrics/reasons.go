@@ -10,6 +10,7 @@ const (
 	ReasonConfigRejected  = "config_rejected"
 	ReasonCDIWrite        = "cdi_write"
 	ReasonCheckpoint      = "checkpoint"
+	ReasonPartition       = "partition"
 	ReasonOther           = "other"
 	resultSuccess         = "success"
 	resultError           = "error"
@@ -21,7 +22,7 @@ const (
 // that rate() and increase() see the first error.
 var Reasons = []string{
 	ReasonNotAllocated, ReasonDeviceNotOnNode, ReasonDeviceInUse, ReasonConfigRejected,
-	ReasonCDIWrite, ReasonCheckpoint, ReasonOther,
+	ReasonCDIWrite, ReasonCheckpoint, ReasonPartition, ReasonOther,
 }
 
 // Partition operations, the `operation` label.

@@ -103,3 +103,10 @@ func damage(pt *inventory.Partitioning, pr *inventory.PartitionProfile, pl inven
 	}
 	return n
 }
+
+// IsDynamic reports whether g is published as a partitionable device under
+// p: the agent carves, destroys and switches MIG mode only on such GPUs.
+func IsDynamic(g *inventory.GPU, p Partitioning) bool {
+	ok, _ := dynamicGPU(g, p)
+	return ok
+}

@@ -160,21 +160,8 @@ func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
 	return node, nil
 }
 
-// CreatePartition implements backend.Backend. Carving MIG instances
-// through NVML is issue 5's change.
-func (b *Backend) CreatePartition(context.Context, string, string, inventory.Placement) (*inventory.Partition, error) {
-	return nil, errors.New("nvml: dynamic partitioning comes with a later change (issue 5)")
-}
-
-// DestroyPartition implements backend.Backend; see CreatePartition.
-func (b *Backend) DestroyPartition(context.Context, string, string) error {
-	return errors.New("nvml: dynamic partitioning comes with a later change (issue 5)")
-}
-
-// SetPartitionMode implements backend.Backend; see CreatePartition.
-func (b *Backend) SetPartitionMode(context.Context, string, bool) error {
-	return errors.New("nvml: dynamic partitioning comes with a later change (issue 5)")
-}
+// CreatePartition, DestroyPartition and SetPartitionMode are in carve.go,
+// destroy.go and migmode.go.
 
 // WatchHealth implements backend.Backend. XID events are not watched yet:
 // it reports nothing and returns when ctx ends.

@@ -33,7 +33,10 @@ var nvmlProfileIDs = map[string]uint32{
 //   - driver 580.65.06 (mock: 550.54.15)
 //   - FB total 81559 MiB [SMI] (mock: 81920, an even 80 GiB)
 //   - GI profile rows from nvidia-smi mig -lgip/-lgipp [LGIP]/[LGIPP]
-//     (mock: 7g.80gb with 112 SMs and placement size 7, 1g.20gb size 1)
+//     (mock: 7g.80gb with 112 SMs and placement size 7, 1g.20gb size 1);
+//     instance counts, which the catalogue has only as maxInstances, are
+//     the mock's (the same as -lgip's "Instances" totals); the full-size CI
+//     of each GI has the GI's SMs, so MIG devices report the rows' values
 //   - UUIDs: the sim's, so fabricIsland (a hash of member UUIDs) can be
 //     compared too; with the mock's random UUIDs only the island id differs.
 //   - NVLink: 18 NVLink 4.0 links per GPU to 4 NVSwitch chips [H100DS]/[DGXUG].
@@ -46,6 +49,7 @@ func dgxH100(t *testing.T, m *sim.Machine) (*server.Server, string) {
 	s, root := newMachine(t, gpus.Multiple(8, gpus.H100_SXM5_80GB), slots)
 	table := map[int]nvml.GpuInstanceProfileInfo{}
 	places := map[int][]nvml.GpuInstancePlacement{}
+	cis := map[int]map[int]nvml.ComputeInstanceProfileInfo{}
 	for _, p := range m.Node.GPUs[0].Partitioning.Profiles {
 		id, ok := nvmlProfileIDs[p.Name]
 		if !ok {
@@ -56,24 +60,23 @@ func dgxH100(t *testing.T, m *sim.Machine) (*server.Server, string) {
 			CopyEngineCount: uint32(p.Engines["copyEngines"]), DecoderCount: uint32(p.Engines["decoders"]),
 			EncoderCount: uint32(p.Engines["encoders"]), JpegCount: uint32(p.Engines["jpegDecoders"]),
 			OfaCount: uint32(p.Engines["ofa"]), MemorySizeMB: uint64(p.MemoryBytes >> 20),
+			InstanceCount: gpus.H100_SXM5_80GB.MIGProfiles.GpuInstanceProfiles[int(id)].InstanceCount,
 		}
 		for _, pl := range p.Placements {
 			places[int(id)] = append(places[int(id)], nvml.GpuInstancePlacement{Start: uint32(pl.Start), Size: uint32(pl.Size)})
 		}
+		full := fullComputeInstanceProfile[uint32(p.ComputeSlices)]
+		cis[int(id)] = map[int]nvml.ComputeInstanceProfileInfo{full: {
+			Id: uint32(full), SliceCount: uint32(p.ComputeSlices), InstanceCount: 1, MultiprocessorCount: uint32(p.ComputeUnits),
+		}}
 	}
+	migProfiles := gpus.MIGProfileConfig{GpuInstanceProfiles: table, ComputeInstanceProfiles: cis, GpuInstancePlacements: places}
 	for i, dev := range s.Devices {
 		d := dev.(*server.Device)
 		d.UUID = m.Node.GPUs[i].UUID
+		// The mock reads profile rows, placements and CI profiles from here.
+		d.Config.MIGProfiles = migProfiles
 		d.MemoryInfo.Total = uint64(m.Node.GPUs[i].MemoryBytes)
-		d.GetGpuInstanceProfileInfoFunc = func(id int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
-			if p, ok := table[id]; ok {
-				return p, nvml.SUCCESS
-			}
-			return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
-		}
-		d.GetGpuInstancePossiblePlacementsFunc = func(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstancePlacement, nvml.Return) {
-			return places[int(info.Id)], nvml.SUCCESS
-		}
 	}
 	nvswitchFabric(s, 18, uint32(nvml.NVLINK_VERSION_4_0))
 	return s, root

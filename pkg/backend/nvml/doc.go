@@ -16,6 +16,10 @@
 //	links_sort.go a stable link order (pure)
 //	nocgo.go     the !cgo stand-in: New and Detect say a cgo build is needed
 //	mig.go       MIG mode, profile/placement table, existing instances
+//	migchange.go what the MIG changes share: the GPU by UUID, read as Discover does
+//	carve.go     CreatePartition: GI + full-size CI, rolled back on failure
+//	destroy.go   DestroyPartition: CI, then its GI
+//	migmode.go   SetPartitionMode: never a GPU reset, no pending change left
 //	profile.go   nvidia-smi style MIG profile names (pure)
 //	model.go     product name -> short model (pure)
 //	pci.go       PCI bus ID normalisation (pure)

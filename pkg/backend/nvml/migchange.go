@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
 // What CreatePartition, DestroyPartition and SetPartitionMode share: each
@@ -40,7 +42,7 @@ func (b *Backend) migReader(ctx context.Context, uuid string) (*gpuReader, error
 			// Discover reports it.
 			continue
 		}
-		r := &gpuReader{b: b, h: h, g: newGPU(uuid)}
+		r := &gpuReader{b: b, h: h, g: &inventory.GPU{Vendor: inventory.VendorNVIDIA, UUID: uuid, NUMANode: -1}}
 		r.architecture()
 		r.memory()
 		if len(r.reasons) > 0 {

@@ -1,0 +1,328 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/slices"
+)
+
+func dynamicEnv(t *testing.T, profile string) *env {
+	e := newEnv(t, profile)
+	e.partitioning = slices.Dynamic
+	return e
+}
+
+// gpuState is one GPU of the simulated node as the hardware has it now.
+func (e *env) gpuState(uuid string) inventory.GPU {
+	e.t.Helper()
+	inv, err := e.sim.Discover(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, g := range inv.GPUs {
+		if g.UUID == uuid {
+			return g
+		}
+	}
+	e.t.Fatalf("no GPU %s", uuid)
+	return inventory.GPU{}
+}
+
+// totalPartitions counts partitions on every GPU of the simulated node.
+func (e *env) totalPartitions() int {
+	inv, err := e.sim.Discover(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, g := range inv.GPUs {
+		n += len(g.Partitions)
+	}
+	return n
+}
+
+func (e *env) spec(uid string) string {
+	e.t.Helper()
+	data, err := os.ReadFile(e.cdiDir() + "/k8s.gpu.tessera.dev-claim_" + uid + ".json")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(data)
+}
+
+func TestDynamicPrepareCarvesAndUnprepareDestroys(t *testing.T) {
+	e := dynamicEnv(t, "dgx-h100")
+	m, res := e.start(nil)
+	ctx := ctxFor(t)
+	gpu := res.Devices["gpu-7"].GPU.UUID
+	if e.gpuState(gpu).Partitioning.Enabled {
+		t.Fatal("dgx-h100 ships with MIG off")
+	}
+
+	small := allocated("small", "gpu-7-mig-1g-10gb-6")
+	if _, err := m.Prepare(ctx, small); err != nil {
+		t.Fatal(err)
+	}
+	g := e.gpuState(gpu)
+	if !g.Partitioning.Enabled || len(g.Partitions) != 1 {
+		t.Fatalf("after prepare: MIG %v, partitions %+v; want MIG on and one partition", g.Partitioning.Enabled, g.Partitions)
+	}
+	p := g.Partitions[0]
+	if p.Profile != "1g.10gb" || p.Placement != (inventory.Placement{Start: 6, Size: 1}) {
+		t.Fatalf("carved %s at %+v, want 1g.10gb at 6", p.Profile, p.Placement)
+	}
+	if !strings.Contains(e.spec("uid-small"), p.UUID) {
+		t.Errorf("CDI spec does not name the carved partition %s", p.UUID)
+	}
+	rec := m.Prepared()["uid-small"].Devices[0]
+	if !rec.CreatedPartition || rec.PartitionUUID != p.UUID || rec.Placement == nil || rec.Placement.Start != 6 || rec.Profile != "1g.10gb" {
+		t.Errorf("checkpoint records %+v", rec)
+	}
+
+	big := allocated("big", "gpu-7-mig-3g-40gb-0")
+	if _, err := m.Prepare(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	// Idempotent: the kubelet may call again.
+	if _, err := m.Prepare(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.gpuState(gpu).Partitions); n != 2 {
+		t.Fatalf("%d partitions, want 2", n)
+	}
+
+	if err := m.Unprepare(ctx, "uid-small", "default", "small"); err != nil {
+		t.Fatal(err)
+	}
+	g = e.gpuState(gpu)
+	if len(g.Partitions) != 1 || !g.Partitioning.Enabled {
+		t.Fatalf("after first unprepare: MIG %v, %d partitions; want on, 1", g.Partitioning.Enabled, len(g.Partitions))
+	}
+	if err := m.Unprepare(ctx, "uid-big", "default", "big"); err != nil {
+		t.Fatal(err)
+	}
+	g = e.gpuState(gpu)
+	if len(g.Partitions) != 0 || g.Partitioning.Enabled {
+		t.Fatalf("after last unprepare: MIG %v, %d partitions; want off, 0", g.Partitioning.Enabled, len(g.Partitions))
+	}
+	if cp := m.cp; len(cp.PartitionModeOn) != 0 || len(cp.Claims) != 0 {
+		t.Errorf("checkpoint left %+v", cp)
+	}
+}
+
+func TestDynamicConflictsAreRefused(t *testing.T) {
+	e := dynamicEnv(t, "dgx-h100")
+	m, _ := e.start(nil)
+	ctx := ctxFor(t)
+	if _, err := m.Prepare(ctx, allocated("a", "gpu-7-mig-3g-40gb-4")); err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range []string{"gpu-7-mig-1g-10gb-6", "gpu-7", "gpu-7-mig-7g-80gb-0"} {
+		_, err := m.Prepare(ctx, allocated("b-"+dev, dev))
+		if !errors.Is(err, ErrDeviceInUse) {
+			t.Errorf("%s next to 3g.40gb at 4: err %v, want ErrDeviceInUse", dev, err)
+		}
+	}
+	if _, err := m.Prepare(ctx, allocated("c", "gpu-7-mig-4g-40gb-0")); err != nil {
+		t.Errorf("4g.40gb at 0 next to 3g.40gb at 4: %v", err)
+	}
+	if n := e.totalPartitions(); n != 2 {
+		t.Errorf("%d partitions, want 2", n)
+	}
+}
+
+// faulty fails one backend call by name.
+type faulty struct {
+	backend.Backend
+	fail string // "mode-on", "create", "create-second"
+	n    int
+}
+
+var errFault = errors.New("injected backend fault")
+
+func (f *faulty) SetPartitionMode(ctx context.Context, gpu string, on bool) error {
+	if on && f.fail == "mode-on" {
+		return errFault
+	}
+	return f.Backend.SetPartitionMode(ctx, gpu, on)
+}
+
+func (f *faulty) CreatePartition(ctx context.Context, gpu, profile string, at inventory.Placement) (*inventory.Partition, error) {
+	f.n++
+	if f.fail == "create" || (f.fail == "create-second" && f.n == 2) {
+		return nil, errFault
+	}
+	return f.Backend.CreatePartition(ctx, gpu, profile, at)
+}
+
+// TestDynamicFailureRollsBack: a failure at any step of a dynamic prepare
+// leaves the node as it was: no partition, MIG mode off, no spec, no entry.
+func TestDynamicFailureRollsBack(t *testing.T) {
+	devs := []string{"gpu-7-mig-1g-10gb-6", "gpu-6-mig-2g-20gb-4"}
+	for _, fail := range []string{"mode-on", "create", "create-second", "cdi"} {
+		t.Run(fail, func(t *testing.T) {
+			e := dynamicEnv(t, "dgx-h100")
+			e.wrap = func(b backend.Backend) backend.Backend { return &faulty{Backend: b, fail: fail} }
+			m, _ := e.start(nil)
+			ctx := ctxFor(t)
+			if fail == "cdi" {
+				moveAside(t, e.cdiDir())
+				defer func() {
+					// The agent restarted with its CDI directory back
+					// finishes the rollback the failed removal left.
+					os.Remove(e.cdiDir())
+					os.Rename(e.cdiDir()+".aside", e.cdiDir())
+					m, _ := e.start(nil)
+					e.assertClean(t, m)
+				}()
+			}
+			_, err := m.Prepare(ctx, allocated("x", devs...))
+			if err == nil {
+				t.Fatal("prepare succeeded")
+			}
+			if fail == "cdi" {
+				if n := e.totalPartitions(); n != 0 {
+					t.Errorf("%d partitions held while the spec cannot be removed", n)
+				}
+				return
+			}
+			if !errors.Is(err, errFault) {
+				t.Errorf("error %v does not wrap the backend's", err)
+			}
+			assertKind(t, err, ErrPartition)
+			e.assertClean(t, m)
+		})
+	}
+}
+
+func (e *env) assertClean(t *testing.T, m *Manager) {
+	t.Helper()
+	if n := e.totalPartitions(); n != 0 {
+		t.Errorf("%d partitions left", n)
+	}
+	inv, _ := e.sim.Discover(context.Background())
+	for _, g := range inv.GPUs {
+		if g.Partitioning != nil && g.Partitioning.Enabled {
+			t.Errorf("GPU %s left in MIG mode", g.UUID)
+		}
+	}
+	if len(e.specFiles()) != 0 {
+		t.Errorf("specs left: %v", e.specFiles())
+	}
+	if len(m.Prepared()) != 0 || len(m.cp.PartitionModeOn) != 0 {
+		t.Errorf("checkpoint left %+v", m.cp)
+	}
+}
+
+// TestDynamicCrashAtEveryStep stops the agent at each step of a dynamic
+// prepare, restarts it and checks the node: before PrepareCompleted the
+// restart undoes everything; after it the claim stays prepared. Either way
+// the kubelet's retry then prepares the claim.
+func TestDynamicCrashAtEveryStep(t *testing.T) {
+	steps := []Step{StepPrepareStarted, StepPartitionCarved, StepSpecWritten, StepPrepareCompleted}
+	for _, step := range steps {
+		t.Run(string(step), func(t *testing.T) {
+			e := dynamicEnv(t, "dgx-h100")
+			m, _ := e.start(func(s Step) error {
+				if s == step {
+					return ErrInjected
+				}
+				return nil
+			})
+			ctx := ctxFor(t)
+			claim := allocated("x", "gpu-7-mig-1g-10gb-6", "gpu-7-mig-3g-40gb-0")
+			if _, err := m.Prepare(ctx, claim); !errors.Is(err, ErrInjected) {
+				t.Fatalf("err %v, want the injected stop", err)
+			}
+			m, _ = e.start(nil)
+			if step == StepPrepareCompleted {
+				if n := e.totalPartitions(); n != 2 {
+					t.Fatalf("completed claim: %d partitions after restart, want 2", n)
+				}
+			} else {
+				e.assertClean(t, m)
+			}
+			if _, err := m.Prepare(ctx, claim); err != nil {
+				t.Fatalf("retry: %v", err)
+			}
+			if n := e.totalPartitions(); n != 2 {
+				t.Errorf("%d partitions after retry, want 2", n)
+			}
+			if err := m.Unprepare(ctx, "uid-x", "default", "x"); err != nil {
+				t.Fatal(err)
+			}
+			e.assertClean(t, m)
+		})
+	}
+}
+
+// TestDynamicStartupDestroysOrphans: partitions no prepared claim owns are
+// destroyed at start on dynamic nodes and left alone on static ones.
+func TestDynamicStartupDestroysOrphans(t *testing.T) {
+	static := newEnv(t, "dgx-h100-mig")
+	static.start(nil)
+	before := static.totalPartitions()
+	if before == 0 {
+		t.Fatal("dgx-h100-mig has no partitions")
+	}
+	static.start(nil)
+	if n := static.totalPartitions(); n != before {
+		t.Fatalf("static node: %d partitions after start, want %d", n, before)
+	}
+
+	e := dynamicEnv(t, "dgx-h100-mig")
+	_, res := e.start(nil)
+	if n := e.totalPartitions(); n != 0 {
+		t.Fatalf("dynamic node: %d partitions left after start, want 0 (machine had %d)", n, before)
+	}
+	// MIG mode was on before the agent; it leaves it on until a whole GPU
+	// is prepared, which needs it off.
+	gpu := res.Devices["gpu-6"].GPU.UUID
+	if !e.gpuState(gpu).Partitioning.Enabled {
+		t.Fatal("agent turned off a MIG mode it did not turn on")
+	}
+	m, _ := e.start(nil)
+	if _, err := m.Prepare(ctxFor(t), allocated("whole", "gpu-6")); err != nil {
+		t.Fatal(err)
+	}
+	if e.gpuState(gpu).Partitioning.Enabled {
+		t.Error("whole GPU prepared with MIG mode still on")
+	}
+}
+
+// TestDynamicRebootRecarves: after a reboot the partitions are gone; the
+// kubelet's prepare of a surviving claim carves them again.
+func TestDynamicRebootRecarves(t *testing.T) {
+	e := dynamicEnv(t, "dgx-h100")
+	m, _ := e.start(nil)
+	ctx := ctxFor(t)
+	claim := allocated("x", "gpu-7-mig-1g-10gb-6")
+	if _, err := m.Prepare(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	old := m.Prepared()["uid-x"].Devices[0].PartitionUUID
+	e.bootID = "boot-2"
+	m, _ = e.start(nil)
+	if n := e.totalPartitions(); n != 0 {
+		t.Fatalf("%d partitions after reboot", n)
+	}
+	if _, err := m.Prepare(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	now := m.Prepared()["uid-x"].Devices[0]
+	if now.PartitionUUID == "" || now.PartitionUUID == old || !now.CreatedPartition {
+		t.Fatalf("after reboot the claim records %+v (old partition %s)", now, old)
+	}
+	if !strings.Contains(e.spec("uid-x"), now.PartitionUUID) {
+		t.Error("spec does not name the new partition")
+	}
+	if n := e.totalPartitions(); n != 1 {
+		t.Errorf("%d partitions, want 1", n)
+	}
+}

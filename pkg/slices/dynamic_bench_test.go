@@ -1,0 +1,186 @@
+package slices_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+)
+
+// BenchmarkFleet measures what the slices cost the scheduler: one
+// scheduling cycle of a pod with one claim over a fleet of DGX H100 nodes,
+// as kube-scheduler runs it with the real allocator: PreFilter builds one
+// allocator over every slice of the fleet, Filter calls Allocate on every
+// node (sequentially here; the scheduler spreads Filter over goroutines).
+//
+// Every node is filled beforehand to a pseudo-random level (about half its
+// GPUs, some whole, some carrying 1g/2g/3g partitions), by the allocator
+// itself so the state is one the scheduler could have reached; some nodes
+// are full, most still fit the claim. ns/op is one cycle; us/node divides
+// it by the nodes; fit-nodes is how many nodes the claim fits.
+func BenchmarkFleet(b *testing.B) {
+	type claimCase struct {
+		name  string
+		claim func() *resourceapi.ResourceClaim
+	}
+	mig := claimCase{"1g.10gb", func() *resourceapi.ResourceClaim { return migClaim("bench", "1g.10gb") }}
+	gpu := claimCase{"gpu", func() *resourceapi.ResourceClaim { return wholeClaim("bench") }}
+	for _, n := range []int{10, 100, 1000} {
+		for _, mode := range []tslices.Partitioning{tslices.Static, tslices.Dynamic} {
+			cases := []claimCase{gpu}
+			if mode == tslices.Dynamic {
+				// MIG slices exist only where the scheduler may carve them.
+				cases = []claimCase{mig, gpu}
+			}
+			for _, cc := range cases {
+				b.Run(fmt.Sprintf("nodes=%d/%s/claim=%s", n, mode, cc.name), func(b *testing.B) {
+					f := fleetOf(b, n, mode)
+					ctx := context.Background()
+					claims := []*resourceapi.ResourceClaim{cc.claim()}
+					fit, err := f.c.Cycle(ctx, f.nodes, claims)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if fit == 0 || (n >= 100 && fit == n) {
+						b.Fatalf("claim fits %d of %d nodes: the fleet does not exercise both outcomes", fit, n)
+					}
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := f.c.Cycle(ctx, f.nodes, claims); err != nil {
+							b.Fatal(err)
+						}
+					}
+					perCycle := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+					b.ReportMetric(perCycle/float64(n)/1e3, "us/node")
+					b.ReportMetric(float64(f.devices), "devices/node")
+					b.ReportMetric(float64(fit), "fit-nodes")
+				})
+			}
+		}
+	}
+}
+
+// fleet is n cloned DGX H100 nodes, partly allocated.
+type fleet struct {
+	c       *alloctest.Cluster
+	nodes   []*v1.Node
+	devices int // per node
+}
+
+var (
+	fleetsMu sync.Mutex
+	fleets   = map[string]*fleet{}
+)
+
+// fleetOf builds (once per process, so -count reuses it) a fleet of n
+// dgx-h100 nodes published with mode, each filled by one of a few fill
+// patterns.
+func fleetOf(b *testing.B, n int, mode tslices.Partitioning) *fleet {
+	b.Helper()
+	fleetsMu.Lock()
+	defer fleetsMu.Unlock()
+	key := fmt.Sprint(n, mode)
+	if f, ok := fleets[key]; ok {
+		return f
+	}
+	// A 1000-node dynamic fleet holds about 1.4 GB of slices; keep one.
+	clear(fleets)
+	classes, err := alloctest.Classes()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const tmpl = "template"
+	objs, res := alloctest.PublishSimWith(b, "dgx-h100", tmpl, tslices.Options{Partitioning: mode})
+	patterns := fillPatterns(b, objs, classes, mode, min(n, 32))
+	rng := rand.New(rand.NewSource(int64(n)))
+	var all []*resourceapi.ResourceSlice
+	f := &fleet{devices: len(res.Order)}
+	assigned := make([]int, n)
+	for i := range n {
+		name := fmt.Sprintf("dgx-h100-%04d", i)
+		all = append(all, alloctest.CloneNode(objs, tmpl, name)...)
+		f.nodes = append(f.nodes, alloctest.Node(name))
+		assigned[i] = rng.Intn(len(patterns))
+	}
+	f.c = alloctest.NewCluster(all, classes)
+	for i, node := range f.nodes {
+		for _, d := range patterns[assigned[i]] {
+			f.c.MarkAllocated(node.Name, d)
+		}
+	}
+	fleets[key] = f
+	return f
+}
+
+// fillPatterns allocates k pseudo-random workloads on one node with the
+// real allocator and returns each as its allocated device names. Static
+// nodes get 0-8 whole GPUs; dynamic nodes get a mix of whole GPUs and
+// 1g/2g/3g partitions up to 0-8 GPUs' worth of memory slices, about half
+// the node on average.
+func fillPatterns(b *testing.B, objs []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, mode tslices.Partitioning, k int) [][]string {
+	b.Helper()
+	ctx := context.Background()
+	c := alloctest.NewCluster(objs, classes)
+	kinds := []struct {
+		profile string // "" is a whole GPU
+		slices  int    // memory slices
+		weight  int
+	}{{"", 8, 25}, {"1g.10gb", 1, 25}, {"1g.20gb", 2, 10}, {"2g.20gb", 2, 20}, {"3g.40gb", 4, 20}}
+	var out [][]string
+	for p := range k {
+		rng := rand.New(rand.NewSource(int64(p) + 1))
+		c.Allocated.Clear()
+		var devs []string
+		alloc := func(claim *resourceapi.ResourceClaim) bool {
+			got, err := c.Allocate(ctx, "template", claim)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got == nil {
+				return false
+			}
+			devs = append(devs, alloctest.Devices(got[0])...)
+			return true
+		}
+		target := rng.Intn(9)
+		if mode == tslices.Static {
+			for i := range target {
+				if !alloc(wholeClaim(fmt.Sprint("fill", i))) {
+					b.Fatalf("pattern %d: whole GPU %d did not fit", p, i)
+				}
+			}
+			out = append(out, devs)
+			continue
+		}
+		used, misses := 0, 0
+		for i := 0; used < 8*target && misses < 5; i++ {
+			r := rng.Intn(100)
+			kind := kinds[0]
+			for _, kd := range kinds {
+				if r < kd.weight {
+					kind = kd
+					break
+				}
+				r -= kd.weight
+			}
+			claim := wholeClaim(fmt.Sprint("fill", i))
+			if kind.profile != "" {
+				claim = migClaim(fmt.Sprint("fill", i), kind.profile)
+			}
+			if alloc(claim) {
+				used += kind.slices
+			} else {
+				misses++
+			}
+		}
+		out = append(out, devs)
+	}
+	return out
+}
