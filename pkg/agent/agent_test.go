@@ -24,19 +24,24 @@ func TestDryRunIsAValidYAMLStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	decoder := serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
-	for _, profile := range []string{"dgx-h100", "dgx-h100-mig", "mixed-inference"} {
-		t.Run(profile, func(t *testing.T) {
-			c := &Config{NodeName: "node-1", Backend: "sim", SimProfile: profile, SimStateDir: t.TempDir(), DryRun: true}
+	for _, tc := range []struct{ profile, partitioning string }{
+		{"dgx-h100", "static"}, {"dgx-h100-mig", "static"}, {"mixed-inference", "static"}, {"dgx-h100", "dynamic"}, {"mixed-inference", "dynamic"},
+	} {
+		t.Run(tc.profile+"/"+tc.partitioning, func(t *testing.T) {
+			c := &Config{NodeName: "node-1", Backend: "sim", SimProfile: tc.profile, SimStateDir: t.TempDir(), DryRun: true, Partitioning: tc.partitioning}
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
 			b, err := NewBackend(context.Background(), c)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			if err := DryRun(context.Background(), c.NodeName, b, &out); err != nil {
+			if err := DryRun(context.Background(), c.NodeName, b, c.options(), &out); err != nil {
 				t.Fatal(err)
 			}
 			r := utilyaml.NewYAMLReader(bufioReader(&out))
-			var devices int
+			var devices, counterSets int
 			for {
 				doc, err := r.Read()
 				if errors.Is(err, io.EOF) {
@@ -59,13 +64,17 @@ func TestDryRunIsAValidYAMLStream(t *testing.T) {
 				if s.Spec.Driver != "gpu.tessera.dev" || *s.Spec.NodeName != "node-1" || s.Spec.Pool.Name != "node-1" {
 					t.Errorf("slice spec %+v", s.Spec)
 				}
-				if !strings.HasPrefix(s.GenerateName, "00000-gpu.tessera.dev-node-1-") {
+				if !strings.HasPrefix(s.GenerateName, "0000") || !strings.HasSuffix(s.GenerateName, "-gpu.tessera.dev-node-1-") {
 					t.Errorf("generateName %q", s.GenerateName)
 				}
 				devices += len(s.Spec.Devices)
+				counterSets += len(s.Spec.SharedCounters)
 			}
 			if devices < 5 {
 				t.Errorf("%d devices", devices)
+			}
+			if wantCounters := tc.partitioning == "dynamic" && tc.profile == "dgx-h100"; (counterSets > 0) != wantCounters {
+				t.Errorf("%d counter sets published", counterSets)
 			}
 		})
 	}
@@ -131,7 +140,7 @@ func TestAMDBackendFromFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := DryRun(ctx, c.NodeName, b, &out); err != nil {
+	if err := DryRun(ctx, c.NodeName, b, c.options(), &out); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(out.String(), "partitionKind:\n        string: xcp"); n != 64 {
@@ -147,5 +156,13 @@ func TestAMDBackendFromFlags(t *testing.T) {
 	_, err = NewBackend(ctx, c)
 	if err == nil || !strings.Contains(err.Error(), "nvml") || !strings.Contains(err.Error(), "amd") {
 		t.Errorf("auto on an empty tree: %v", err)
+	}
+}
+
+func TestPartitioningFlagIsChecked(t *testing.T) {
+	c := &Config{NodeName: "n", Partitioning: "sometimes"}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "--partitioning") || !strings.Contains(err.Error(), "sometimes") {
+		t.Fatalf("err %v, want one naming --partitioning and the bad value", err)
 	}
 }

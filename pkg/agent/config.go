@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
 // Config holds the agent's flags. Every flag can also be set through an
@@ -28,6 +30,7 @@ type Config struct {
 	CheckpointPath string
 	VendorCDIDirs  []string
 	MetricsAddress string
+	Partitioning   string
 }
 
 // DefaultMetricsAddress is on by default so that the chart's metrics Service
@@ -56,6 +59,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.CDIDir, "cdi-dir", "/var/run/cdi", "Directory for the per-claim CDI specs.")
 	fs.StringSliceVar(&c.VendorCDIDirs, "vendor-cdi-dirs", []string{"/etc/cdi", "/var/run/cdi"}, "Where to look for the node's NVIDIA CDI spec (nvidia-ctk cdi generate); its device IDs are returned with each claim's so driver libraries reach the container. Backend nvml only.")
 	fs.StringVar(&c.CheckpointPath, "checkpoint", "", "Checkpoint file. Default <plugin-data-dir>/checkpoint.json.")
+	fs.StringVar(&c.Partitioning, "partitioning", string(slices.Static), "How MIG-capable GPUs are published: static (the partitions that exist, cut by an operator) or dynamic (every MIG profile at every placement with shared counters; the driver carves the allocated one at prepare, destroys it at unprepare, and destroys partitions no claim owns at start). GPUs whose MIG mode change needs a reset (A100 class) publish by their current mode either way.")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", DefaultMetricsAddress, "host:port serving Prometheus /metrics and /healthz. Empty disables them. A port in use stops the agent at start.")
 }
 
@@ -93,5 +97,14 @@ func (c *Config) Validate() error {
 	if c.CheckpointPath == "" {
 		c.CheckpointPath = filepath.Join(c.PluginDataDir, "checkpoint.json")
 	}
+	if _, err := slices.ParsePartitioning(c.Partitioning); err != nil {
+		return fmt.Errorf("--partitioning: %w", err)
+	}
 	return nil
+}
+
+// options are the publishing options the flags select (Validate checked them).
+func (c *Config) options() slices.Options {
+	p, _ := slices.ParsePartitioning(c.Partitioning)
+	return slices.Options{Partitioning: p}
 }

@@ -14,12 +14,12 @@ import (
 
 // DryRun writes the node's ResourceSlices to w as a YAML stream, built by the
 // same path the running agent publishes through.
-func DryRun(ctx context.Context, nodeName string, b backend.Backend, w io.Writer) error {
+func DryRun(ctx context.Context, nodeName string, b backend.Backend, opts slices.Options, w io.Writer) error {
 	inv, err := b.Discover(ctx)
 	if err != nil {
 		return fmt.Errorf("discover devices with backend %s: %w", b.Name(), err)
 	}
-	res, err := slices.Build(nodeName, inv)
+	res, err := slices.BuildWith(nodeName, inv, opts)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func Run(ctx context.Context, c *Config) error {
 		defer closer.Close()
 	}
 	if c.DryRun {
-		return DryRun(ctx, c.NodeName, b, os.Stdout)
+		return DryRun(ctx, c.NodeName, b, c.options(), os.Stdout)
 	}
 	client, err := kubeClient(c)
 	if err != nil {
@@ -103,6 +103,7 @@ func Run(ctx context.Context, c *Config) error {
 		BootID:         bootID,
 		Fatal:          func(err error) { cancel(err) },
 		Metrics:        m,
+		Partitioning:   c.options().Partitioning,
 	})
 	if err != nil {
 		return err

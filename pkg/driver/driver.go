@@ -49,6 +49,8 @@ type Options struct {
 	// Metrics, if set, records prepares, published devices, partition
 	// operations and health events; nil records nothing.
 	Metrics *metrics.Metrics
+	// Partitioning is how MIG-capable GPUs are published (static when empty).
+	Partitioning slices.Partitioning
 }
 
 // Driver implements kubeletplugin.DRAPlugin.
@@ -59,6 +61,7 @@ type Driver struct {
 
 	mu        sync.RWMutex
 	published *slices.Result
+	modes     string // last logged GPU publishing modes
 
 	helper *kubeletplugin.Helper
 }
@@ -80,18 +83,23 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		return nil, fmt.Errorf("CDI spec dir %s: %w", o.CDIDir, err)
 	}
 	d.claims, err = claims.New(ctx, claims.Config{
-		DriverName: DriverName,
-		Backend:    o.Backend,
-		CDI:        w,
-		Store:      checkpoint.NewStore(o.CheckpointPath),
-		BootID:     o.BootID,
-		Devices:    d.Published,
-		Crash:      o.Crash,
+		DriverName:   DriverName,
+		Backend:      o.Backend,
+		CDI:          w,
+		Store:        checkpoint.NewStore(o.CheckpointPath),
+		BootID:       o.BootID,
+		Devices:      d.Published,
+		Crash:        o.Crash,
+		Partitioning: o.Partitioning,
 		ObservePartition: func(op claims.PartitionOp, took time.Duration, err error) {
 			o.Metrics.ObservePartition(string(op), took, err)
 		},
 	})
 	if err != nil {
+		return nil, err
+	}
+	// Recovery may have destroyed partitions; publish what is left.
+	if err := d.Refresh(ctx); err != nil {
 		return nil, err
 	}
 	o.Metrics.SetPreparedSource(d.claims.Counts)
@@ -105,13 +113,21 @@ func (d *Driver) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("discover devices with backend %s: %w", d.opts.Backend.Name(), err)
 	}
-	res, err := slices.Build(d.opts.NodeName, inv)
+	res, err := slices.BuildWith(d.opts.NodeName, inv, slices.Options{Partitioning: d.opts.Partitioning})
 	if err != nil {
 		return err
 	}
 	d.mu.Lock()
 	d.published = res
+	modes := fmt.Sprint(res.Modes)
+	changed := modes != d.modes
+	d.modes = modes
 	d.mu.Unlock()
+	if changed {
+		for _, m := range res.Modes {
+			klog.FromContext(ctx).Info("Partitionable GPU", "device", m.Device, "uuid", m.UUID, "published", m.Mode, "reason", m.Reason)
+		}
+	}
 	d.opts.Metrics.SetPublished(publishedCounts(res))
 	return nil
 }

@@ -11,7 +11,7 @@ func publishedCounts(res *slices.Result) map[metrics.DeviceKey]int {
 	out := map[metrics.DeviceKey]int{}
 	for _, e := range res.Devices {
 		k := metrics.DeviceKey{Vendor: string(e.GPU.Vendor), Model: e.GPU.Model, Type: metrics.TypeGPU}
-		if e.Partition != nil {
+		if e.Partition != nil || e.Carve != nil {
 			k.Type = metrics.TypePartition
 		}
 		out[k]++

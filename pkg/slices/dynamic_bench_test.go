@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
 	tslices "github.com/tessera-gpu/tessera/pkg/slices"
@@ -61,6 +62,7 @@ func BenchmarkFleet(b *testing.B) {
 					b.ReportMetric(perCycle/float64(n)/1e3, "us/node")
 					b.ReportMetric(float64(f.devices), "devices/node")
 					b.ReportMetric(float64(fit), "fit-nodes")
+					b.ReportMetric(f.scanned(b, ctx, claims), "scanned/node")
 				})
 			}
 		}
@@ -71,7 +73,39 @@ func BenchmarkFleet(b *testing.B) {
 type fleet struct {
 	c       *alloctest.Cluster
 	nodes   []*v1.Node
-	devices int // per node
+	devices int      // per node
+	order   []string // a node's devices in published order
+}
+
+// scanned returns how many devices per node the allocator examines beyond
+// the cheap in-use check (CEL selectors, then counters) before it finds
+// the first fit, or all free ones where none fits: what Filter's cost
+// grows with.
+func (f *fleet) scanned(b *testing.B, ctx context.Context, claims []*resourceapi.ResourceClaim) float64 {
+	a, err := f.c.NewAllocator(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0
+	for _, n := range f.nodes {
+		res, err := a.Allocate(ctx, n, claims)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stop := ""
+		if res != nil {
+			stop = res[0].Devices.Results[0].Device
+		}
+		for _, d := range f.order {
+			if !f.c.Allocated.Has(structured.MakeDeviceID(alloctest.DriverName, n.Name, d)) {
+				total++
+			}
+			if d == stop {
+				break
+			}
+		}
+	}
+	return float64(total) / float64(len(f.nodes))
 }
 
 var (
@@ -98,10 +132,10 @@ func fleetOf(b *testing.B, n int, mode tslices.Partitioning) *fleet {
 	}
 	const tmpl = "template"
 	objs, res := alloctest.PublishSimWith(b, "dgx-h100", tmpl, tslices.Options{Partitioning: mode})
-	patterns := fillPatterns(b, objs, classes, mode, min(n, 32))
+	patterns := fillPatterns(b, objs, classes, mode, 32)
 	rng := rand.New(rand.NewSource(int64(n)))
 	var all []*resourceapi.ResourceSlice
-	f := &fleet{devices: len(res.Order)}
+	f := &fleet{devices: len(res.Order), order: res.Order}
 	assigned := make([]int, n)
 	for i := range n {
 		name := fmt.Sprintf("dgx-h100-%04d", i)

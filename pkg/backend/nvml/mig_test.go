@@ -27,10 +27,7 @@ func carve(t *testing.T, d *server.Device, profile, start, size int) {
 	if ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
-	// The CI profile with the GI's slice count is the full-size CI.
-	ciID := map[uint32]int{1: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, 2: nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE,
-		3: nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE, 4: nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE, 7: nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE}[info.SliceCount]
-	ci, ret := gi.GetComputeInstanceProfileInfo(ciID, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	ci, ret := gi.GetComputeInstanceProfileInfo(fullComputeInstanceProfile[info.SliceCount], nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
 	if ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
@@ -118,5 +115,26 @@ func TestMIGInstanceWithoutHandleDegrades(t *testing.T) {
 	g := n.GPUs[0]
 	if len(g.Partitions) != 0 || g.Health.State != inventory.Unhealthy || !strings.Contains(g.Health.Reason, "without a MIG device handle") {
 		t.Errorf("partitions %+v health %+v", g.Partitions, g.Health)
+	}
+}
+
+// MaxInstances is published only where the instance count is below the
+// number of placements, i.e. a limit of its own.
+func TestMaxInstances(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		count, placements int
+		want              int
+	}{
+		{"1g.10gb: 7 of 7 placements", 7, 7, 0},
+		{"1g.10gb+me: 1 of 7 placements", 1, 7, 1},
+		{"1g.20gb: 4 of 4 placements", 4, 4, 0},
+		{"7g.80gb: 1 of 1 placement", 1, 1, 0},
+		{"count unknown (0)", 0, 7, 0},
+		{"count above placements", 9, 7, 0},
+	} {
+		if got := maxInstances(uint32(tc.count), tc.placements); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

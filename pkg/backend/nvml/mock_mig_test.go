@@ -4,10 +4,12 @@ package nvml
 
 import (
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
@@ -44,8 +46,8 @@ type migHW struct {
 	// change of mode, leaving it pending (a GPU in use, a VM platform).
 	activation nvml.Return
 
-	fail       map[string]nvml.Return
-	calls      map[string]int
+	fail        map[string]nvml.Return
+	calls       map[string]int
 	noMIGHandle bool // MIG devices never appear (a driver that lost them)
 }
 
@@ -356,4 +358,156 @@ func lowestFree(ids []int) int {
 		}
 	}
 	return n
+}
+
+// The double's rules themselves, through the NVML calls alone.
+func TestMIGHWRules(t *testing.T) {
+	gi := func(r *rig, profile, start, size int) (nvml.GpuInstance, nvml.Return) {
+		info, ret := r.d.GetGpuInstanceProfileInfo(profile)
+		if ret != nvml.SUCCESS {
+			return nil, ret
+		}
+		return r.d.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: uint32(start), Size: uint32(size)})
+	}
+	ci := func(g nvml.GpuInstance, profile int) (nvml.ComputeInstance, nvml.Return) {
+		info, ret := g.GetComputeInstanceProfileInfo(profile, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret != nvml.SUCCESS {
+			return nil, ret
+		}
+		return g.CreateComputeInstance(&info)
+	}
+	must := func(t *testing.T, ret nvml.Return) {
+		t.Helper()
+		if ret != nvml.SUCCESS {
+			t.Fatal(ret)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		rig  func(t *testing.T) *rig
+		run  func(t *testing.T, r *rig) nvml.Return
+		want nvml.Return
+	}{
+		{"GI with MIG off", h100Off, func(t *testing.T, r *rig) nvml.Return {
+			_, ret := gi(r, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 0, 1)
+			return ret
+		}, nvml.ERROR_NOT_SUPPORTED},
+		{"GI placement not in the list", h100On, func(t *testing.T, r *rig) nvml.Return {
+			_, ret := gi(r, nvml.GPU_INSTANCE_PROFILE_3_SLICE, 2, 4)
+			return ret
+		}, nvml.ERROR_INVALID_ARGUMENT},
+		{"GI overlapping another", h100On, func(t *testing.T, r *rig) nvml.Return {
+			_, ret := gi(r, nvml.GPU_INSTANCE_PROFILE_2_SLICE, 2, 2)
+			must(t, ret)
+			_, ret = gi(r, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 3, 1)
+			return ret
+		}, nvml.ERROR_INSUFFICIENT_RESOURCES},
+		{"GI beyond the profile's instance count", h100On, func(t *testing.T, r *rig) nvml.Return {
+			_, ret := gi(r, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, 0, 1)
+			must(t, ret)
+			_, ret = gi(r, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, 5, 1)
+			return ret
+		}, nvml.ERROR_INSUFFICIENT_RESOURCES},
+		{"GI beyond the GPU's compute slices", wideComputeRig, func(t *testing.T, r *rig) nvml.Return {
+			if r.hw.computeSlices != 7 {
+				t.Fatalf("GPU of %d compute slices", r.hw.computeSlices)
+			}
+			// Memory is free at 2, but 4+4 compute slices exceed 7.
+			_, ret := gi(r, nvml.GPU_INSTANCE_PROFILE_4_SLICE, 0, 2)
+			must(t, ret)
+			_, ret = gi(r, nvml.GPU_INSTANCE_PROFILE_4_SLICE, 2, 2)
+			return ret
+		}, nvml.ERROR_INSUFFICIENT_RESOURCES},
+		{"CI beyond its GI", h100On, func(t *testing.T, r *rig) nvml.Return {
+			g, ret := gi(r, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 0, 1)
+			must(t, ret)
+			_, ret = ci(g, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE)
+			must(t, ret)
+			_, ret = ci(g, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE)
+			return ret
+		}, nvml.ERROR_INSUFFICIENT_RESOURCES},
+		{"GI destroy with a CI", h100On, func(t *testing.T, r *rig) nvml.Return {
+			g, ret := gi(r, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 0, 1)
+			must(t, ret)
+			_, ret = ci(g, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE)
+			must(t, ret)
+			return g.Destroy()
+		}, nvml.ERROR_IN_USE},
+		{"GI destroyed twice", h100On, func(t *testing.T, r *rig) nvml.Return {
+			g, ret := gi(r, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 0, 1)
+			must(t, ret)
+			must(t, g.Destroy())
+			return g.Destroy()
+		}, nvml.ERROR_INVALID_ARGUMENT},
+		{"MIG devices follow the instances", h100On, func(t *testing.T, r *rig) nvml.Return {
+			g, ret := gi(r, nvml.GPU_INSTANCE_PROFILE_2_SLICE, 4, 2)
+			must(t, ret)
+			c, ret := ci(g, nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE)
+			must(t, ret)
+			dev, ret := r.d.GetMigDeviceHandleByIndex(0)
+			must(t, ret)
+			if id, _ := dev.GetGpuInstanceId(); id != 0 {
+				t.Errorf("MIG device of GI %d", id)
+			}
+			if uuid, _ := dev.GetUUID(); !strings.HasPrefix(uuid, "MIG-") {
+				t.Errorf("MIG device UUID %q", uuid)
+			}
+			must(t, c.Destroy())
+			_, ret = r.d.GetMigDeviceHandleByIndex(0)
+			return ret
+		}, nvml.ERROR_NOT_FOUND},
+		{"A100 mode change waits for a reset", a100Off, func(t *testing.T, r *rig) nvml.Return {
+			activation, ret := r.d.SetMigMode(nvml.DEVICE_MIG_ENABLE)
+			must(t, ret)
+			if cur, pending, _ := r.d.GetMigMode(); cur != nvml.DEVICE_MIG_DISABLE || pending != nvml.DEVICE_MIG_ENABLE {
+				t.Errorf("mode %d pending %d, want 0 pending 1", cur, pending)
+			}
+			if _, ret := r.d.SetMigMode(nvml.DEVICE_MIG_DISABLE); ret != nvml.SUCCESS {
+				t.Error(ret)
+			}
+			if cur, pending, _ := r.d.GetMigMode(); cur != pending {
+				t.Errorf("setting the current mode left %d pending", pending)
+			}
+			return activation
+		}, nvml.ERROR_RESET_REQUIRED},
+		{"H100 mode change applies", h100Off, func(t *testing.T, r *rig) nvml.Return {
+			activation, ret := r.d.SetMigMode(nvml.DEVICE_MIG_ENABLE)
+			must(t, ret)
+			if cur, pending, _ := r.d.GetMigMode(); cur != nvml.DEVICE_MIG_ENABLE || pending != cur {
+				t.Errorf("mode %d pending %d, want 1", cur, pending)
+			}
+			return activation
+		}, nvml.SUCCESS},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.run(t, tc.rig(t)); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func h100On(t *testing.T) *rig  { return h100Rig(t, true) }
+func h100Off(t *testing.T) *rig { return h100Rig(t, false) }
+func a100Off(t *testing.T) *rig { return a100Rig(t, false) }
+
+// wideComputeRig is an H100 with a made-up profile, 4 of the GPU's 7
+// compute slices on 2 memory slices, so compute runs out before memory.
+func wideComputeRig(t *testing.T) *rig {
+	t.Helper()
+	s, root := newMachine(t, []gpus.Config{gpus.H100_SXM5_80GB}, dgxSlots()[:1])
+	d := s.Devices[0].(*server.Device)
+	d.Config.MIGProfiles = gpus.MIGProfileConfig{
+		GpuInstanceProfiles: map[int]nvml.GpuInstanceProfileInfo{
+			nvml.GPU_INSTANCE_PROFILE_4_SLICE: {
+				Id: nvml.GPU_INSTANCE_PROFILE_4_SLICE, SliceCount: 4, InstanceCount: 4, MultiprocessorCount: 64, MemorySizeMB: 20480,
+			},
+			nvml.GPU_INSTANCE_PROFILE_7_SLICE: gpus.H100_SXM5_80GB.MIGProfiles.GpuInstanceProfiles[nvml.GPU_INSTANCE_PROFILE_7_SLICE],
+		},
+		GpuInstancePlacements: map[int][]nvml.GpuInstancePlacement{
+			nvml.GPU_INSTANCE_PROFILE_4_SLICE: {{Start: 0, Size: 2}, {Start: 2, Size: 2}, {Start: 4, Size: 2}, {Start: 6, Size: 2}},
+			nvml.GPU_INSTANCE_PROFILE_7_SLICE: {{Start: 0, Size: 8}},
+		},
+	}
+	return newRig(t, s, root, true)
 }

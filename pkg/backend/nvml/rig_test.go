@@ -75,17 +75,6 @@ func (r *rig) gpuNow(t *testing.T) inventory.GPU {
 	return inventory.GPU{}
 }
 
-func (r *rig) profile(t *testing.T, name string) inventory.PartitionProfile {
-	t.Helper()
-	for _, p := range r.gpuNow(t).Partitioning.Profiles {
-		if p.Name == name {
-			return p
-		}
-	}
-	t.Fatalf("no profile %s", name)
-	return inventory.PartitionProfile{}
-}
-
 // create carves or fails the test.
 func (r *rig) create(t *testing.T, profile string, start int) *inventory.Partition {
 	t.Helper()
