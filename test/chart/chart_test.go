@@ -133,6 +133,7 @@ var optionSets = [][]string{
 	{"backend=nvml"},
 	{"backend=amd", "privileged=false"},
 	{"backend=sim"},
+	{"partitioning=dynamic"},
 	{"logging.format=json", "logging.verbosity=5"},
 	{"metrics.port=9555"},
 	{"metrics.enabled=false", "serviceMonitor.enabled=true"},
@@ -200,6 +201,7 @@ func TestDefaults(t *testing.T) {
 		"NODE_NAME":               "fieldRef:spec.nodeName",
 		"TESSERA_BACKEND":         "auto",
 		"TESSERA_SYSFS_ROOT":      "/",
+		"TESSERA_PARTITIONING":    "static",
 		"TESSERA_KUBE_API_QPS":    "50",
 		"TESSERA_KUBE_API_BURST":  "100",
 		"TESSERA_PLUGIN_DATA_DIR": "/var/lib/kubelet/plugins/gpu.tessera.dev",
@@ -441,6 +443,17 @@ func TestOptions(t *testing.T) {
 		}
 		if _, err := chart(t).Template(ns, "backend=cuda"); err == nil || !strings.Contains(err.Error(), "backend must be auto, nvml, amd or sim") {
 			t.Errorf("backend=cuda: %v", err)
+		}
+	})
+	t.Run("partitioning", func(t *testing.T) {
+		for _, p := range []string{"static", "dynamic"} {
+			_, c := daemonSet(t, render(t, "partitioning="+p))
+			if got := env(c)["TESSERA_PARTITIONING"]; got != p {
+				t.Errorf("partitioning=%s: TESSERA_PARTITIONING=%s", p, got)
+			}
+		}
+		if _, err := chart(t).Template(ns, "partitioning=sometimes"); err == nil || !strings.Contains(err.Error(), "partitioning must be static or dynamic") {
+			t.Errorf("partitioning=sometimes: %v", err)
 		}
 	})
 	t.Run("logging", func(t *testing.T) {
