@@ -37,6 +37,19 @@ type Backend struct {
 	mu      sync.Mutex
 	handles []nvml.Device // by NVML index; nil where the lookup failed
 	closed  bool
+	// changes counts partition and mode calls by this process, failed ones
+	// too (they may have changed something): the Generation the agent polls.
+	changes uint64
+}
+
+// Generation implements backend.Generationer: it changes after every
+// partition or MIG mode call this agent makes, so the published devices
+// map to the partitions that exist. Changes made outside the agent
+// (nvidia-smi) are not seen until the agent restarts.
+func (b *Backend) Generation() (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return fmt.Sprint(b.changes), nil
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -30,6 +30,7 @@ func (b *Backend) CreatePartition(ctx context.Context, gpuUUID, profile string, 
 		"placement", fmt.Sprintf("%d:%d", placement.Start, placement.Size))
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.changes++
 	p, err := b.createPartition(ctx, logger, gpuUUID, profile, placement)
 	if err != nil {
 		return nil, fmt.Errorf("nvml: create partition %s at %d on GPU %s: %w", profile, placement.Start, gpuUUID, err)

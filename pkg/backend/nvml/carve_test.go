@@ -225,3 +225,28 @@ func TestDiscoverAfterCarves(t *testing.T) {
 		t.Errorf("partitions not distinct: %+v", got)
 	}
 }
+
+// TestGenerationChangesWithPartitionCalls: the agent republishes when the
+// generation changes, so every partition and mode call must change it.
+func TestGenerationChangesWithPartitionCalls(t *testing.T) {
+	r := h100Rig(t, true)
+	gen := func() string {
+		g, err := r.b.Generation()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	before := gen()
+	p := r.create(t, "1g.10gb", 6)
+	afterCreate := gen()
+	if afterCreate == before {
+		t.Error("generation unchanged by a carve")
+	}
+	if err := r.b.DestroyPartition(r.ctx, r.gpu, p.UUID); err != nil {
+		t.Fatal(err)
+	}
+	if gen() == afterCreate {
+		t.Error("generation unchanged by a destroy")
+	}
+}

@@ -21,6 +21,7 @@ func (b *Backend) DestroyPartition(ctx context.Context, gpuUUID, partitionUUID s
 	logger := klog.FromContext(ctx).WithValues("backend", "nvml", "gpu", gpuUUID, "uuid", partitionUUID)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.changes++
 	if err := b.destroyPartition(ctx, logger, gpuUUID, partitionUUID); err != nil {
 		return fmt.Errorf("nvml: destroy partition %s on GPU %s: %w", partitionUUID, gpuUUID, err)
 	}

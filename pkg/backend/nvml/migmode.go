@@ -25,6 +25,7 @@ func (b *Backend) SetPartitionMode(ctx context.Context, gpuUUID string, enabled 
 	logger := klog.FromContext(ctx).WithValues("backend", "nvml", "gpu", gpuUUID, "enabled", enabled)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.changes++
 	if err := b.setPartitionMode(ctx, logger, gpuUUID, enabled); err != nil {
 		return fmt.Errorf("nvml: set MIG mode %s on GPU %s: %w", onOff(enabled), gpuUUID, err)
 	}
