@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,4 +96,66 @@ func checkpointClaims(t *testing.T, node string) map[string]string {
 func specExists(node, uid string) bool {
 	m, _ := filepath.Glob(filepath.Join(cluster.CDIDir(node), "*"+uid+"*"))
 	return len(m) > 0
+}
+
+// simPartition is a partition as a node's simulated backend holds it.
+type simPartition struct {
+	gpu, profile, uuid string
+	start              int
+}
+
+type simNode struct {
+	partitions []simPartition
+	migOn      map[string]bool // GPU UUID -> MIG mode, for partitionable GPUs
+}
+
+// simState reads a node's simulated hardware state (the sim backend's
+// state.json): the partitions that exist and each GPU's MIG mode.
+func simState(t *testing.T, node string) simNode {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(cluster.NodeDir(node), "sim", "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		GPUs []struct {
+			UUID       string `json:"uuid"`
+			Enabled    *bool  `json:"partitioningEnabled"`
+			Partitions []struct {
+				Profile   string
+				UUID      string
+				Placement struct{ Start int }
+			} `json:"partitions"`
+		} `json:"gpus"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatalf("sim state of %s: %v", node, err)
+	}
+	out := simNode{migOn: map[string]bool{}}
+	for _, g := range f.GPUs {
+		if g.Enabled != nil {
+			out.migOn[g.UUID] = *g.Enabled
+		}
+		for _, p := range g.Partitions {
+			out.partitions = append(out.partitions, simPartition{gpu: g.UUID, profile: p.Profile, uuid: p.UUID, start: p.Placement.Start})
+		}
+	}
+	return out
+}
+
+// carvedUUID finds the partition carved for a dynamically published device
+// (named gpu-<n>-mig-<profile>-<start>) on its parent GPU.
+func carvedUUID(t *testing.T, node string, d resourceapi.Device) string {
+	t.Helper()
+	start, err := strconv.Atoi(d.Name[strings.LastIndex(d.Name, "-")+1:])
+	if err != nil {
+		t.Fatalf("device %s: no placement start in its name", d.Name)
+	}
+	for _, p := range simState(t, node).partitions {
+		if p.gpu == str(d, "parentUUID") && p.profile == str(d, "profile") && p.start == start {
+			return p.uuid
+		}
+	}
+	t.Errorf("device %s on %s: no partition carved for it", d.Name, node)
+	return ""
 }

@@ -25,8 +25,9 @@ var (
 	repo    string
 )
 
-// nodes: the README's default nodes plus one whose H100s include static MIG
-// instances, so the MIG scenario runs instead of being skipped.
+// nodes: the README's default nodes (one of them partitions dynamically) plus
+// one whose H100s hold static MIG instances cut in advance, so both ways to
+// serve a MIG claim run.
 var nodes = append(append([]localcluster.Node{}, localcluster.DefaultNodes...), localcluster.Node{Name: "gpu-h100-mig", Profile: "dgx-h100-mig"})
 
 func TestMain(m *testing.M) {

@@ -60,8 +60,9 @@ var checks = map[string]func(t *testing.T, pods map[string]got){
 		expectDevices(t, g, 1, func(d resourceapi.Device) bool {
 			return str(d, "type") == "partition" && str(d, "profile") == "1g.10gb" && str(d, "partitionKind") == "mig"
 		})
-		if g.placement.Node != "gpu-h100-mig" {
-			t.Errorf("landed on %s", g.placement.Node)
+		// A static instance or one carved on demand: both nodes offer 1g.10gb.
+		if n := g.placement.Node; n != "gpu-h100-mig" && n != "gpu-h100-dynamic" {
+			t.Errorf("landed on %s", n)
 		}
 	},
 	"07-tiered-inference.yaml": func(t *testing.T, pods map[string]got) {
@@ -74,6 +75,66 @@ var checks = map[string]func(t *testing.T, pods map[string]got){
 			t.Errorf("pods ran: %v", pods)
 		}
 	},
+	"09-dynamic-mig.yaml": checkDynamicMIG,
+}
+
+// afterChecks run once a scenario's pods are gone and their claims unprepared.
+var afterChecks = map[string]func(t *testing.T){
+	"09-dynamic-mig.yaml": func(t *testing.T) {
+		// Everything carved for the pods is destroyed and MIG mode is back off.
+		st := simState(t, dynamicNode)
+		if len(st.partitions) != 0 {
+			t.Errorf("partitions left on %s: %+v", dynamicNode, st.partitions)
+		}
+		for gpu, on := range st.migOn {
+			if on {
+				t.Errorf("GPU %s on %s left in MIG mode", gpu, dynamicNode)
+			}
+		}
+	},
+}
+
+const dynamicNode = "gpu-h100-dynamic"
+
+// checkDynamicMIG: the 1g.10gb and 3g.40gb pods got partitions carved on one
+// GPU of the dynamic node (they exist while the pods run), the whole-H100 pod
+// a different GPU with MIG mode off.
+func checkDynamicMIG(t *testing.T, pods map[string]got) {
+	isProfile := func(p string) func(resourceapi.Device) bool {
+		return func(d resourceapi.Device) bool { return str(d, "type") == "partition" && str(d, "profile") == p }
+	}
+	small, medium, whole := pods["notebook-1g"], pods["inference-3g"], pods["training-whole"]
+	expectDevices(t, small, 1, isProfile("1g.10gb"))
+	expectDevices(t, medium, 1, isProfile("3g.40gb"))
+	expectDevices(t, whole, 1, func(d resourceapi.Device) bool { return str(d, "type") == "gpu" && str(d, "model") == "H100" })
+	for name, g := range pods {
+		if g.placement.Node != dynamicNode {
+			t.Errorf("pod %s ran on %s, want %s", name, g.placement.Node, dynamicNode)
+		}
+	}
+	parent := str(small.devices[0], "parentUUID")
+	if p := str(medium.devices[0], "parentUUID"); p != parent {
+		t.Errorf("1g.10gb on %s, 3g.40gb on %s: the second slice opened another GPU", parent, p)
+	}
+	wholeUUID := str(whole.devices[0], "uuid")
+	if wholeUUID == parent {
+		t.Errorf("whole GPU %s is the one holding the slices", wholeUUID)
+	}
+	st := simState(t, dynamicNode)
+	var profiles []string
+	for _, p := range st.partitions {
+		if p.gpu != parent {
+			t.Errorf("partition %s %s on GPU %s, want only on %s", p.profile, p.uuid, p.gpu, parent)
+		}
+		profiles = append(profiles, p.profile)
+	}
+	sort.Strings(profiles)
+	if strings.Join(profiles, ",") != "1g.10gb,3g.40gb" {
+		t.Errorf("carved partitions %v, want 1g.10gb and 3g.40gb", profiles)
+	}
+	if !st.migOn[parent] || st.migOn[wholeUUID] {
+		t.Errorf("MIG mode: slices' GPU %v, whole GPU %v; want on, off", st.migOn[parent], st.migOn[wholeUUID])
+	}
 }
 
 func TestScenarios(t *testing.T) {
@@ -170,6 +231,9 @@ func runScenario(t *testing.T, path string, check func(*testing.T, map[string]go
 			t.Errorf("claim %s on %s not unprepared: %v", c.uid, c.node, err)
 		}
 	}
+	if after := afterChecks[filepath.Base(path)]; after != nil {
+		after(t)
+	}
 }
 
 func expectDevices(t *testing.T, g got, n int, ok func(resourceapi.Device) bool) {
@@ -206,7 +270,12 @@ func checkContainer(t *testing.T, g got) {
 			amd++
 		case str(d, "type") == "partition":
 			nvParts++
-			uuids = append(uuids, str(d, "uuid"))
+			uuid := str(d, "uuid")
+			if uuid == "" {
+				// A dynamic placement: its partition exists only since prepare.
+				uuid = carvedUUID(t, g.placement.Node, d)
+			}
+			uuids = append(uuids, uuid)
 		default:
 			nvWhole++
 			uuids = append(uuids, str(d, "uuid"))

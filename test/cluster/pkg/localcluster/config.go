@@ -11,26 +11,49 @@ import (
 )
 
 // Node is one simulated GPU node: a kubelet whose tessera-kubelet-plugin
-// runs the sim backend with Profile.
+// runs the sim backend with Profile and --partitioning=Partitioning.
 type Node struct {
 	Name    string `json:"name"`
 	Profile string `json:"profile"`
+	// Partitioning is static or dynamic; empty is the agent's default
+	// (static). The kubelet labels the node tessera.dev/partitioning.
+	Partitioning string `json:"partitioning,omitempty"`
 }
 
 // DefaultNodes are the nodes `make cluster-up` starts unless told otherwise.
-var DefaultNodes = []Node{{"gpu-h100", "dgx-h100"}, {"gpu-mi300x", "mi300x-8"}, {"gpu-mixed", "mixed-inference"}}
+var DefaultNodes = []Node{
+	{Name: "gpu-h100", Profile: "dgx-h100"},
+	{Name: "gpu-mi300x", Profile: "mi300x-8"},
+	{Name: "gpu-mixed", Profile: "mixed-inference"},
+	{Name: "gpu-h100-dynamic", Profile: "dgx-h100", Partitioning: "dynamic"},
+}
 
-// ParseNodes reads "name=profile,name=profile".
+// ParseNodes reads "name=profile[:partitioning],...", e.g.
+// "gpu-h100=dgx-h100,gpu-dyn=dgx-h100:dynamic".
 func ParseNodes(s string) ([]Node, error) {
 	var out []Node
 	for _, part := range strings.Split(s, ",") {
 		name, profile, ok := strings.Cut(strings.TrimSpace(part), "=")
+		profile, partitioning, _ := strings.Cut(profile, ":")
 		if !ok || name == "" || profile == "" {
-			return nil, fmt.Errorf("node %q: want name=profile", part)
+			return nil, fmt.Errorf("node %q: want name=profile or name=profile:dynamic", part)
 		}
-		out = append(out, Node{Name: name, Profile: profile})
+		switch partitioning {
+		case "", "static", "dynamic":
+		default:
+			return nil, fmt.Errorf("node %q: partitioning %q is not static or dynamic", part, partitioning)
+		}
+		out = append(out, Node{Name: name, Profile: profile, Partitioning: partitioning})
 	}
 	return out, nil
+}
+
+// PartitioningOf is the node's partitioning mode, static when unset.
+func (n Node) PartitioningOf() string {
+	if n.Partitioning == "" {
+		return "static"
+	}
+	return n.Partitioning
 }
 
 // Config says where things are.

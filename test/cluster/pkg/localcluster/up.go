@@ -76,7 +76,7 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 		return fmt.Errorf("apply DeviceClasses: %w", err)
 	}
 	for _, n := range c.Nodes {
-		step("node %s: fake runtime, kubelet, tessera-kubelet-plugin (%s), metrics %s", n.Name, n.Profile, MetricsURL(s, n.Name))
+		step("node %s: fake runtime, kubelet, tessera-kubelet-plugin (%s, %s partitioning), metrics %s", n.Name, n.Profile, n.PartitioningOf(), MetricsURL(s, n.Name))
 		if err := c.startNode(s, p, n); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
@@ -282,7 +282,7 @@ func (c *Config) startNode(s *State, p *pki, n Node) error {
 		"--root-dir="+c.KubeletRoot(n.Name),
 		"--cert-dir="+filepath.Join(dir, "kubelet-pki"),
 		"--hostname-override="+n.Name,
-		"--node-labels=tessera.dev/simulated="+n.Profile,
+		"--node-labels=tessera.dev/simulated="+n.Profile+",tessera.dev/partitioning="+n.PartitioningOf(),
 		"--v=2",
 	); err != nil {
 		return err
@@ -304,6 +304,7 @@ func (c *Config) StartPluginWithKubeconfig(s *State, n Node, kubeconfig string) 
 		"--node-name="+n.Name,
 		"--backend=sim",
 		"--sim-profile="+n.Profile,
+		"--partitioning="+n.PartitioningOf(),
 		"--sim-state-dir="+filepath.Join(c.NodeDir(n.Name), "sim"),
 		"--kubeconfig="+kubeconfig,
 		"--plugin-data-dir="+c.PluginDataDir(n.Name),

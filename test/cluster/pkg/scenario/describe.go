@@ -148,7 +148,8 @@ func Available(ctx context.Context, client kubernetes.Interface, attr, value str
 }
 
 // RequiresAnnotation on a pod names an attribute=value some published
-// device must have for the scenario to make sense on this cluster.
+// device must have, or node:label=value some node must carry, for the
+// scenario to make sense on this cluster.
 const RequiresAnnotation = "demo.tessera.dev/requires"
 
 // Missing returns why the scenario cannot run on this cluster, or "".
@@ -158,13 +159,24 @@ func (sc *Scenario) Missing(ctx context.Context, client kubernetes.Interface) (s
 		if !ok {
 			continue
 		}
+		if label, ok := strings.CutPrefix(req, "node:"); ok {
+			key, value, _ := strings.Cut(label, "=")
+			l, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: key + "=" + value})
+			if err != nil {
+				return "", err
+			}
+			if len(l.Items) == 0 {
+				return fmt.Sprintf("no node is labelled %s=%s (add one, e.g. NODES=...,gpu-h100-dynamic=dgx-h100:dynamic)", key, value), nil
+			}
+			continue
+		}
 		attr, value, _ := strings.Cut(req, "=")
 		found, err := Available(ctx, client, attr, value)
 		if err != nil {
 			return "", err
 		}
 		if !found {
-			return fmt.Sprintf("no node publishes a device with %s %q (the default nodes have no static MIG instances; add a node with the dgx-h100-mig profile, e.g. NODES=gpu-h100=dgx-h100-mig,gpu-mi300x=mi300x-8,gpu-mixed=mixed-inference)", attr, value), nil
+			return fmt.Sprintf("no node publishes a device with %s %q (add a node with static MIG instances, dgx-h100-mig, or dynamic partitioning, e.g. NODES=...,gpu-h100-dynamic=dgx-h100:dynamic)", attr, value), nil
 		}
 	}
 	return "", nil
