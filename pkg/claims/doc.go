@@ -15,4 +15,9 @@
 // partition they created) and UnprepareStarted claims forward; the kubelet
 // retries the prepare, which then runs from a clean state. A corrupt
 // checkpoint is moved aside and rebuilt from the claim specs on disk.
+//
+// With dynamic partitioning (Config.Partitioning) prepare also carves the
+// allocated MIG placements between PrepareStarted and the spec, and
+// unprepare destroys them; carve.go describes the records that make that
+// crash-safe, and the start-up sweep of partitions no claim owns.
 package claims
