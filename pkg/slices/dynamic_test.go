@@ -473,3 +473,89 @@ func placementsOf(pt *inventory.Partitioning) []inventory.Placement {
 	}
 	return out
 }
+
+// TestDynamicEveryMIGTableFits: on every catalogue machine with MIG GPUs
+// (A100 40GB and 80GB, H100, H200, with their +me and 1g.Ngb profiles), a
+// GPU takes through the real allocator exactly as many partitions of each
+// profile as the simulated hardware lets one carve, and every allocation
+// carves. MIG mode is turned on in the inventory first, so reset-class GPUs
+// publish their placements too.
+func TestDynamicEveryMIGTableFits(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	classes, err := alloctest.Classes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tested := map[string]bool{}
+	for _, machine := range sim.CatalogNames() {
+		m, err := sim.Profile(machine, machine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gi := -1
+		for i := range m.Node.GPUs {
+			g := &m.Node.GPUs[i]
+			g.Partitions = nil
+			if pt := g.Partitioning; pt != nil && pt.Kind == inventory.PartitionMIG {
+				pt.Enabled = true
+				if gi < 0 && !tested[g.ProductName] {
+					gi = i
+				}
+			}
+		}
+		if gi < 0 {
+			continue
+		}
+		g := m.Node.GPUs[gi]
+		tested[g.ProductName] = true
+		t.Run(machine+"/"+g.ProductName, func(t *testing.T) {
+			res, err := tslices.BuildWith(machine, m.Node.Clone(), dynamic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pr := range g.Partitioning.Profiles {
+				hw, err := sim.New(m, t.TempDir(), sim.WithBootID("boot"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := 0
+				for _, pl := range pr.Placements {
+					if _, err := hw.CreatePartition(ctx, g.UUID, pr.Name, pl); err == nil {
+						want++
+					}
+				}
+				// A second, empty GPU carves what the allocator hands out.
+				hw, err = sim.New(m, t.TempDir(), sim.WithBootID("boot"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := alloctest.NewCluster(tslices.Objects(driver, machine, res.Resources), classes)
+				n := 0
+				for ; ; n++ {
+					claim := alloctest.Claim(fmt.Sprint("c", n), req("mig.gpu.tessera.dev", 1,
+						fmt.Sprintf(profileIs, pr.Name), fmt.Sprintf(`device.attributes["gpu.tessera.dev"].parentUUID == %q`, g.UUID)))
+					got, err := c.Allocate(ctx, machine, claim)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got == nil {
+						break
+					}
+					e := res.Devices[got[0].Devices.Results[0].Device]
+					if _, err := hw.CreatePartition(ctx, g.UUID, pr.Name, e.Carve.Placement); err != nil {
+						t.Fatalf("%s: allocation %d (%s) does not carve: %v", pr.Name, n+1, e.Name, err)
+					}
+				}
+				if n != want {
+					t.Errorf("%s: %d fit through the allocator, the hardware takes %d", pr.Name, n, want)
+				}
+			}
+		})
+	}
+	for _, want := range []string{"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"} {
+		if !tested[want] {
+			t.Errorf("no catalogue machine has a %s", want)
+		}
+	}
+	t.Logf("MIG tables checked: %v", tested)
+}
