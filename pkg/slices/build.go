@@ -55,9 +55,9 @@ type item struct {
 	entry Entry
 	// Sort keys (see the package doc): group 0 is whole GPUs, 1 static
 	// partitions, 2 dynamic placements.
-	group, parent int
-	mem           int64
-	damage, start int
+	group, parent           int
+	mem                     int64
+	stranded, damage, start int
 }
 
 // BuildWith turns a node's inventory into the node's one pool of
@@ -161,6 +161,9 @@ func sortItems(items []item) {
 		}
 		if x.group == 2 && x.entry.Carve.Profile != y.entry.Carve.Profile {
 			return x.entry.Carve.Profile < y.entry.Carve.Profile
+		}
+		if x.stranded != y.stranded {
+			return x.stranded < y.stranded
 		}
 		if x.damage != y.damage {
 			return x.damage < y.damage

@@ -50,14 +50,23 @@
 // needs a reset publishes by its current mode (whole GPU, or placements
 // without the whole GPU).
 //
-// The order makes first fit pack (measured by the churn benchmark):
+// The order makes first fit pack (BenchmarkChurn, BenchmarkChurnOrders):
 //
 //  4. Dynamic placements come after everything else, grouped by parent, with
 //     parents in the reverse of rule 2: whole-GPU claims fill from one end,
 //     partitions from the other, so a GPU fills before the next opens and
 //     untouched GPUs stay whole for as long as possible.
-//  5. Within a parent, smallest profile first; within a profile, the
-//     placement that blocks the fewest placements of larger profiles first,
-//     then the highest start. On an H100 1g.10gb fills slices 6, 5, ... 0
-//     and 3g.40gb takes slice 4 first, so 4g.40gb at 0 stays possible.
+//  5. Within a parent, smallest profile first; within a profile, first the
+//     placements that strand no memory slice (leave none that every
+//     placement reaching it overlaps), then those that block the fewest
+//     placements of larger profiles, then the highest start. On an H100
+//     1g.10gb fills slices 5, 4, ... 0 and 6 last (a 1g.10gb at 6 strands
+//     slice 7), and 3g.40gb takes slice 4 first, so 4g.40gb at 0 stays
+//     possible.
+//
+// Measured with random MIG and whole-GPU claims arriving and leaving on one
+// DGX H100 at full offered load, first fit in this order places about 0.4
+// points more claims than in name order and 2 points fewer than a bound
+// that may repack every running partition; parent direction (rule 4) makes
+// no measurable difference to packing, only to where whole GPUs stay free.
 package slices

@@ -77,10 +77,35 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank, gpus
 					e.Partition = q
 				}
 			}
-			items = append(items, item{dev: d, entry: e, group: 2, parent: rank, mem: pr.MemoryBytes, damage: damage(pt, pr, pl), start: pl.Start})
+			items = append(items, item{dev: d, entry: e, group: 2, parent: rank, mem: pr.MemoryBytes, stranded: stranded(pt, pl), damage: damage(pt, pr, pl), start: pl.Start})
 		}
 	}
 	return set, items, nil
+}
+
+// stranded counts the memory slices outside pl that no placement of any
+// profile can use once pl is taken: every placement covering them overlaps
+// pl. On an H100 a 1g.10gb at slice 6 strands slice 7 (1g.10gb cannot
+// start there; only 1g.20gb at 6, 3g.40gb at 4 and 7g.80gb reach it).
+func stranded(pt *inventory.Partitioning, pl inventory.Placement) int {
+	n := 0
+	for s := 0; s < pt.MemorySlices; s++ {
+		if pl.Overlaps(inventory.Placement{Start: s, Size: 1}) {
+			continue
+		}
+		reachable := false
+		for i := range pt.Profiles {
+			for _, q := range pt.Profiles[i].Placements {
+				if q.Overlaps(inventory.Placement{Start: s, Size: 1}) && !q.Overlaps(pl) {
+					reachable = true
+				}
+			}
+		}
+		if !reachable {
+			n++
+		}
+	}
+	return n
 }
 
 // damage counts the placements of other profiles at least as large as pr

@@ -222,8 +222,8 @@ func TestDynamicWholeAndPartitionsExclude(t *testing.T) {
 		t.Fatalf("1g.10gb: %v, %v", got, err)
 	}
 	small := alloctest.Devices(got[0])[0]
-	if small != "gpu-7-mig-1g-10gb-6" {
-		t.Errorf("first 1g.10gb took %s, want gpu-7-mig-1g-10gb-6 (last GPU, slice 6)", small)
+	if small != "gpu-7-mig-1g-10gb-5" {
+		t.Errorf("first 1g.10gb took %s, want gpu-7-mig-1g-10gb-5 (last GPU, slice 5)", small)
 	}
 	if got, _ := c.Allocate(ctx, "dgx-h100", alloctest.Claim("eight", req("nvidia.gpu.tessera.dev", 8))); got != nil {
 		t.Fatalf("8 whole GPUs allocated while one holds a partition: %v", alloctest.Devices(got[0]))
@@ -264,13 +264,13 @@ func TestDynamicPackingSequence(t *testing.T) {
 	steps := []struct{ profile, want string }{
 		{"3g.40gb", "gpu-7-mig-3g-40gb-4"}, // slice 4 first: 4g.40gb at 0 stays possible
 		{"4g.40gb", "gpu-7-mig-4g-40gb-0"}, // 3g + 4g = the whole GPU, as NVIDIA documents
-		{"1g.10gb", "gpu-6-mig-1g-10gb-6"}, // gpu-7 is full; next GPU, slice 6
-		{"2g.20gb", "gpu-6-mig-2g-20gb-4"},
-		{"3g.40gb", "gpu-6-mig-3g-40gb-0"},
-		{"1g.10gb", "gpu-5-mig-1g-10gb-6"}, // gpu-6 has slice 7 left, which no 1g.10gb placement uses
-		{"1g.20gb", "gpu-5-mig-1g-20gb-4"},
-		{"1g.10gb+me", "gpu-5-mig-1g-10gb-me-3"},
-		{"1g.10gb+me", "gpu-4-mig-1g-10gb-me-6"}, // one OFA per GPU
+		{"1g.10gb", "gpu-6-mig-1g-10gb-5"}, // gpu-7 is full; next GPU, slice 5 (6 would strand 7)
+		{"2g.20gb", "gpu-6-mig-2g-20gb-2"}, // 4 is blocked by the 1g.10gb
+		{"3g.40gb", "gpu-5-mig-3g-40gb-4"}, // nothing 4 wide is left on gpu-6
+		{"1g.10gb", "gpu-6-mig-1g-10gb-4"}, // back to the fuller GPU
+		{"1g.20gb", "gpu-6-mig-1g-20gb-6"},
+		{"1g.10gb+me", "gpu-6-mig-1g-10gb-me-1"},
+		{"1g.10gb+me", "gpu-5-mig-1g-10gb-me-3"}, // one OFA per GPU
 	}
 	for i, s := range steps {
 		got, err := c.Allocate(ctx, "dgx-h100", migClaim(fmt.Sprint("s", i), s.profile))
