@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -38,16 +40,23 @@ func BenchmarkFleet(b *testing.B) {
 	}
 	mig := claimCase{"1g.10gb", func() *resourceapi.ResourceClaim { return migClaim("bench", "1g.10gb") }}
 	gpu := claimCase{"gpu", func() *resourceapi.ResourceClaim { return wholeClaim("bench") }}
+	// dynamic-name is the same devices in name order (the NVIDIA DRA
+	// driver's), to show what the order costs the scheduler.
+	modes := []struct {
+		name   string
+		mode   tslices.Partitioning
+		byName bool
+	}{{"static", tslices.Static, false}, {"dynamic", tslices.Dynamic, false}, {"dynamic-name", tslices.Dynamic, true}}
 	for _, n := range []int{10, 100, 1000} {
-		for _, mode := range []tslices.Partitioning{tslices.Static, tslices.Dynamic} {
+		for _, m := range modes {
 			cases := []claimCase{gpu}
-			if mode == tslices.Dynamic {
+			if m.mode == tslices.Dynamic {
 				// MIG slices exist only where the scheduler may carve them.
 				cases = []claimCase{mig, gpu}
 			}
 			for _, cc := range cases {
-				b.Run(fmt.Sprintf("nodes=%d/%s/claim=%s", n, mode, cc.name), func(b *testing.B) {
-					f := fleetOf(b, n, mode)
+				b.Run(fmt.Sprintf("nodes=%d/%s/claim=%s", n, m.name, cc.name), func(b *testing.B) {
+					f := fleetOf(b, n, m.mode, m.byName)
 					ctx := context.Background()
 					claims := []*resourceapi.ResourceClaim{cc.claim()}
 					fit, err := f.c.Cycle(ctx, f.nodes, claims)
@@ -156,11 +165,11 @@ var (
 // fleetOf builds (once per process, so -count reuses it) a fleet of n
 // dgx-h100 nodes published with mode, each filled by one of a few fill
 // patterns.
-func fleetOf(b *testing.B, n int, mode tslices.Partitioning) *fleet {
+func fleetOf(b *testing.B, n int, mode tslices.Partitioning, byName bool) *fleet {
 	b.Helper()
 	fleetsMu.Lock()
 	defer fleetsMu.Unlock()
-	key := fmt.Sprint(n, mode)
+	key := fmt.Sprint(n, mode, byName)
 	if f, ok := fleets[key]; ok {
 		return f
 	}
@@ -171,7 +180,12 @@ func fleetOf(b *testing.B, n int, mode tslices.Partitioning) *fleet {
 		b.Fatal(err)
 	}
 	objs, res := alloctest.PublishSimWith(b, "dgx-h100", fleetTemplate, tslices.Options{Partitioning: mode})
-	f := &fleet{devices: len(res.Order), order: res.Order, template: alloctest.NewCluster(objs, classes)}
+	order := res.Order
+	if byName {
+		objs = reorderDevices(objs, func(a, b resourceapi.Device) int { return strings.Compare(a.Name, b.Name) })
+		order = slices.Sorted(slices.Values(res.Order))
+	}
+	f := &fleet{devices: len(res.Order), order: order, template: alloctest.NewCluster(objs, classes)}
 	f.patterns = fillPatterns(b, f.template, mode, 32)
 	rng := rand.New(rand.NewSource(int64(n)))
 	var all []*resourceapi.ResourceSlice
