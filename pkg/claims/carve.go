@@ -253,6 +253,9 @@ func (m *Manager) sweepOrphans(ctx context.Context) error {
 			if err := m.destroyPartition(ctx, g.UUID, p.UUID); err != nil {
 				return fmt.Errorf("destroy orphan partition %s on GPU %s: %w", p.UUID, g.UUID, err)
 			}
+			if m.cfg.OrphanDestroyed != nil {
+				m.cfg.OrphanDestroyed()
+			}
 		}
 	}
 	return m.restoreModes(ctx, nil)

@@ -277,7 +277,12 @@ func TestDynamicStartupDestroysOrphans(t *testing.T) {
 	}
 
 	e := dynamicEnv(t, "dgx-h100-mig")
+	orphans := 0
+	e.orphanHook = func() { orphans++ }
 	_, res := e.start(nil)
+	if orphans != before {
+		t.Errorf("%d orphans reported, %d destroyed", orphans, before)
+	}
 	if n := e.totalPartitions(); n != 0 {
 		t.Fatalf("dynamic node: %d partitions left after start, want 0 (machine had %d)", n, before)
 	}

@@ -36,6 +36,8 @@ type env struct {
 	wrap func(backend.Backend) backend.Backend
 	// sim is the simulated backend of the last start.
 	sim *sim.Backend
+	// orphanHook is Config.OrphanDestroyed.
+	orphanHook func()
 }
 
 func newEnv(t *testing.T, profile string) *env {
@@ -91,7 +93,7 @@ func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
 	mgr, err := New(ctx, Config{
 		DriverName: driverName, Backend: be, CDI: w,
 		Store: checkpoint.NewStore(e.checkpointPath()), BootID: e.bootID,
-		Devices: devices, Crash: crash, Partitioning: e.partitioning,
+		Devices: devices, Crash: crash, Partitioning: e.partitioning, OrphanDestroyed: e.orphanHook,
 	})
 	if err != nil {
 		e.t.Fatalf("start manager: %v", err)

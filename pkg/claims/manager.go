@@ -49,6 +49,9 @@ type Config struct {
 	// ObservePartition, if set, is told of every backend partition call and
 	// how long it took (metrics).
 	ObservePartition func(op PartitionOp, took time.Duration, err error)
+	// OrphanDestroyed, if set, is told of each partition the start-up sweep
+	// destroyed (metrics).
+	OrphanDestroyed func()
 	// Partitioning is how the node publishes MIG GPUs; with Dynamic the
 	// manager carves at prepare, destroys at unprepare and removes
 	// partitions no claim owns at start (see carve.go).

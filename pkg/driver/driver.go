@@ -83,14 +83,15 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		return nil, fmt.Errorf("CDI spec dir %s: %w", o.CDIDir, err)
 	}
 	d.claims, err = claims.New(ctx, claims.Config{
-		DriverName:   DriverName,
-		Backend:      o.Backend,
-		CDI:          w,
-		Store:        checkpoint.NewStore(o.CheckpointPath),
-		BootID:       o.BootID,
-		Devices:      d.Published,
-		Crash:        o.Crash,
-		Partitioning: o.Partitioning,
+		DriverName:      DriverName,
+		Backend:         o.Backend,
+		CDI:             w,
+		Store:           checkpoint.NewStore(o.CheckpointPath),
+		BootID:          o.BootID,
+		Devices:         d.Published,
+		Crash:           o.Crash,
+		Partitioning:    o.Partitioning,
+		OrphanDestroyed: o.Metrics.OrphanDestroyed,
 		ObservePartition: func(op claims.PartitionOp, took time.Duration, err error) {
 			o.Metrics.ObservePartition(string(op), took, err)
 		},

@@ -41,6 +41,7 @@ type Metrics struct {
 	published         *prometheus.GaugeVec
 	partitionDuration *prometheus.HistogramVec
 	healthEvents      *prometheus.CounterVec
+	orphans           prometheus.Counter
 	prepared          *preparedCollector
 	ready             atomic.Pointer[func(context.Context) error]
 }
@@ -81,13 +82,17 @@ func New() *Metrics {
 			Namespace: namespace, Name: "health_events_total",
 			Help: "Device health events from the backend, by kind (e.g. xid, ecc, ras) and the health they reported.",
 		}, []string{"kind", "health"}),
+		orphans: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "orphan_partitions_destroyed_total",
+			Help: "Partitions on dynamically partitioned GPUs that no prepared claim owned, destroyed at start (cut by hand, or left by a crash the checkpoint could not explain).",
+		}),
 		prepared: newPreparedCollector(),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.prepareDuration, m.unprepareDuration, m.prepareErrors, m.unprepareErrors,
-		m.published, m.partitionDuration, m.healthEvents, m.prepared,
+		m.published, m.partitionDuration, m.healthEvents, m.orphans, m.prepared,
 	)
 	// Series that exist from the start, so a dashboard shows 0 rather than
 	// "no data" and increase() counts the first event.
@@ -153,6 +158,14 @@ func (m *Metrics) ObservePartition(op string, took time.Duration, err error) {
 		res = resultError
 	}
 	m.partitionDuration.WithLabelValues(op, res).Observe(took.Seconds())
+}
+
+// OrphanDestroyed counts one partition the start-up sweep destroyed.
+func (m *Metrics) OrphanDestroyed() {
+	if m == nil {
+		return
+	}
+	m.orphans.Inc()
 }
 
 // HealthEvent counts one device health event.

@@ -559,3 +559,53 @@ func TestDynamicEveryMIGTableFits(t *testing.T) {
 	}
 	t.Logf("MIG tables checked: %v", tested)
 }
+
+// TestDynamicMoreThanEightGPUs: counter sets spill into a second counter
+// slice past 8 GPUs, and every device still finds its set in the pool.
+func TestDynamicMoreThanEightGPUs(t *testing.T) {
+	m, err := sim.Profile("dgx-h100", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := m.Node.Clone()
+	for i := 0; i < 4; i++ {
+		g := inv.GPUs[i].Clone()
+		g.UUID = fmt.Sprintf("GPU-extra-%d", i)
+		g.PCIBusID = fmt.Sprintf("0001:%02x:00.0", i+1)
+		inv.GPUs = append(inv.GPUs, g)
+	}
+	res, err := tslices.BuildWith("n", inv, dynamic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := tslices.Objects(driver, "n", res.Resources)
+	sets := map[string]bool{}
+	var counterSlices []int
+	for _, s := range objs {
+		if len(s.Spec.SharedCounters) > 0 {
+			counterSlices = append(counterSlices, len(s.Spec.SharedCounters))
+		}
+		for _, cs := range s.Spec.SharedCounters {
+			sets[cs.Name] = true
+		}
+	}
+	if !slices.Equal(counterSlices, []int{8, 4}) {
+		t.Errorf("counter slices hold %v sets, want [8 4]", counterSlices)
+	}
+	for _, s := range objs {
+		for _, d := range s.Spec.Devices {
+			if !sets[d.ConsumesCounters[0].CounterSet] {
+				t.Fatalf("device %s consumes from missing set %s", d.Name, d.ConsumesCounters[0].CounterSet)
+			}
+		}
+	}
+	classes, err := alloctest.Classes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	c := alloctest.NewCluster(objs, classes)
+	if got, err := c.Allocate(ctx, "n", alloctest.Claim("all", req("nvidia.gpu.tessera.dev", 12))); err != nil || got == nil {
+		t.Fatalf("12 whole GPUs: %v, %v", got, err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
@@ -83,6 +84,13 @@ func TestDynamicRestartSweepsOrphansKeepsClaims(t *testing.T) {
 	}
 	if st := checkpointClaims(t, dynamicNode)[uid]; st != "PrepareCompleted" {
 		t.Fatalf("after restart the claim is %q", st)
+	}
+	s, err := cluster.LoadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := scrape(t, localcluster.MetricsURL(s, dynamicNode)).value("tessera_orphan_partitions_destroyed_total"); n != 1 {
+		t.Errorf("tessera_orphan_partitions_destroyed_total = %v after the restart, want 1", n)
 	}
 	uid2 := migPod(t, ns, "slice-after", dynamicNode, "1g.10gb")
 	if err := scenario.WaitRunning(ctx, client, ns, []string{"slice", "slice-after"}, 90*time.Second); err != nil {
