@@ -3,9 +3,54 @@ package driver
 import (
 	"fmt"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/tessera-gpu/tessera/pkg/slices"
 )
+
+// BenchmarkPrepareUnprepareDynamic is BenchmarkPrepareUnprepare on a node
+// with dynamic partitioning: each cycle carves the claim's MIG partitions
+// (turning MIG mode on) and destroys them (turning it off).
+func BenchmarkPrepareUnprepareDynamic(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		devices []string
+	}{
+		{"1g.10gb", []string{"gpu-7-mig-1g-10gb-5"}},
+		{"3g.40gb+4g.40gb", []string{"gpu-7-mig-3g-40gb-4", "gpu-7-mig-4g-40gb-0"}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			// No republish while measuring: every carve and destroy changes
+			// the sim's generation, and the fake clientset, which cannot
+			// generateName, re-creates all slices on each republish. A real
+			// API server sees identical slices (the pool generation stays 1
+			// in the local cluster), so this is the agent's own cost.
+			n := &node{t: b, dir: b.TempDir(), profile: "dgx-h100", partitioning: slices.Dynamic, poll: time.Hour}
+			n.client = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}})
+			n.start()
+			b.Cleanup(n.stop)
+			claim := n.addClaim("bench", tc.devices...)
+			dra := n.dra()
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := dra.NodePrepareResources(n.ctx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{claim}})
+				if err != nil || resp.Claims[claim.Uid].GetError() != "" {
+					b.Fatalf("prepare: %v %v", err, resp)
+				}
+				un, err := dra.NodeUnprepareResources(n.ctx, &drapbv1.NodeUnprepareResourcesRequest{Claims: []*drapbv1.Claim{claim}})
+				if err != nil || un.Claims[claim.Uid].GetError() != "" {
+					b.Fatalf("unprepare: %v %v", err, un)
+				}
+			}
+		})
+	}
+}
 
 // BenchmarkPrepareUnprepare measures one NodePrepareResources plus one
 // NodeUnprepareResources through the agent's real gRPC socket: claim GET from

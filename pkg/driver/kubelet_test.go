@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"path/filepath"
 	"testing"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
+	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
 // node is one simulated node with a running agent, driven over the agent's
@@ -38,6 +40,10 @@ type node struct {
 	backend *sim.Backend
 	// metrics is passed to the agent; nil (most tests) records nothing.
 	metrics *metrics.Metrics
+	// partitioning is the node's publishing mode (static when empty).
+	partitioning slices.Partitioning
+	// poll is Options.InventoryPoll (50ms when zero).
+	poll time.Duration
 }
 
 func newNode(t *testing.T, profile string) *node { return newBenchNode(t, profile) }
@@ -48,7 +54,11 @@ func newMetricsNode(t *testing.T, profile string) *node {
 }
 
 func newBenchNode(t testing.TB, profile string, m ...*metrics.Metrics) *node {
-	n := &node{t: t, dir: t.TempDir(), profile: profile}
+	return newNodeWith(t, profile, slices.Static, m...)
+}
+
+func newNodeWith(t testing.TB, profile string, p slices.Partitioning, m ...*metrics.Metrics) *node {
+	n := &node{t: t, dir: t.TempDir(), profile: profile, partitioning: p}
 	if len(m) > 0 {
 		n.metrics = m[0]
 	}
@@ -73,8 +83,8 @@ func (n *node) start() {
 	n.driver, err = New(n.ctx, Options{
 		NodeName: "node-1", Backend: n.backend, KubeClient: n.client,
 		PluginDataDir: filepath.Join(n.dir, "plugin"), RegistrarDir: filepath.Join(n.dir, "registry"),
-		CDIDir: n.cdiDir(), BootID: "boot", InventoryPoll: 50 * time.Millisecond,
-		Metrics: n.metrics,
+		CDIDir: n.cdiDir(), BootID: "boot", InventoryPoll: cmp.Or(n.poll, 50*time.Millisecond),
+		Metrics: n.metrics, Partitioning: n.partitioning,
 	})
 	if err != nil {
 		n.t.Fatal(err)
