@@ -331,3 +331,35 @@ func TestDynamicRebootRecarves(t *testing.T) {
 		t.Errorf("%d partitions, want 1", n)
 	}
 }
+
+// TestDynamicCorruptCheckpointRebuilt: a dynamic claim rebuilt from its CDI
+// spec still owns its partition (the sweep keeps it), destroys it on
+// unprepare and turns MIG mode back off.
+func TestDynamicCorruptCheckpointRebuilt(t *testing.T) {
+	e := dynamicEnv(t, "dgx-h100")
+	m, res := e.start(nil)
+	ctx := ctxFor(t)
+	claim := allocated("x", "gpu-7-mig-1g-10gb-5")
+	if _, err := m.Prepare(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.checkpointPath(), []byte(`{"checksum":"sha256:00","checkpoint":{`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = e.start(nil)
+	if n := e.totalPartitions(); n != 1 {
+		t.Fatalf("%d partitions after the rebuild, want the claim's one", n)
+	}
+	if _, err := m.Prepare(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Unprepare(ctx, "uid-x", "default", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.totalPartitions(); n != 0 {
+		t.Errorf("%d partitions after unprepare", n)
+	}
+	if e.gpuState(res.Devices["gpu-7"].GPU.UUID).Partitioning.Enabled {
+		t.Error("MIG mode left on after the rebuilt claim's partition went")
+	}
+}

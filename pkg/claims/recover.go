@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"k8s.io/klog/v2"
@@ -87,9 +88,14 @@ func (m *Manager) rebuild() (*checkpoint.Checkpoint, error) {
 			}
 			if ok && e.Carve != nil && cd.PartitionUUID != "" {
 				// A dynamic placement: the agent carved it, so unprepare
-				// must destroy it.
+				// must destroy it; and on a GPU whose mode it may switch,
+				// it switched MIG mode on for it (the record of that went
+				// with the checkpoint), so it switches it off after.
 				pl := e.Carve.Placement
 				cd.Profile, cd.Placement, cd.CreatedPartition = e.Carve.Profile, &pl, true
+				if pt := e.GPU.Partitioning; pt != nil && !pt.ModeChangeNeedsReset && !slices.Contains(cp.PartitionModeOn, e.GPU.UUID) {
+					cp.PartitionModeOn = append(cp.PartitionModeOn, e.GPU.UUID)
+				}
 			}
 			c.Devices = append(c.Devices, cd)
 		}
