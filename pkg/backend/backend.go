@@ -57,6 +57,16 @@ type Generationer interface {
 	Generation() (string, error)
 }
 
+// StrayCleaner is implemented by backends where a partition can be left
+// half made, invisible to Discover: an NVIDIA GPU instance without a compute
+// instance, after a destroy that removed the compute instance but failed on
+// the GPU instance. It holds its memory slices, so placements the scheduler
+// believes free would fail to carve. The agent calls DestroyStray at start
+// for every GPU it partitions dynamically; it returns how many it destroyed.
+type StrayCleaner interface {
+	DestroyStray(ctx context.Context, gpuUUID string) (int, error)
+}
+
 // HealthEvent reports a change in one device's health.
 type HealthEvent struct {
 	// UUID is the GPU's or the partition's UUID.

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	tslices "github.com/tessera-gpu/tessera/pkg/slices"
@@ -244,6 +245,20 @@ func (m *Manager) sweepOrphans(ctx context.Context) error {
 		g := &inv.GPUs[i]
 		if !tslices.IsDynamic(g, tslices.Dynamic) {
 			continue
+		}
+		if sc, ok := m.cfg.Backend.(backend.StrayCleaner); ok {
+			n, err := sc.DestroyStray(ctx, g.UUID)
+			if err != nil {
+				return withKind(ErrPartition, fmt.Errorf("destroy stray partitions on GPU %s: %w", g.UUID, err))
+			}
+			if n > 0 {
+				klog.FromContext(ctx).Info("Destroyed half-made partitions", "gpu", g.UUID, "count", n)
+			}
+			for range n {
+				if m.cfg.OrphanDestroyed != nil {
+					m.cfg.OrphanDestroyed()
+				}
+			}
 		}
 		for _, p := range g.Partitions {
 			if owned[p.UUID] {

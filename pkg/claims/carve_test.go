@@ -363,3 +363,40 @@ func TestDynamicCorruptCheckpointRebuilt(t *testing.T) {
 		t.Error("MIG mode left on after the rebuilt claim's partition went")
 	}
 }
+
+// stray adds a StrayCleaner with n half-made partitions on the first GPU
+// asked about.
+type stray struct {
+	backend.Backend
+	n     int
+	asked []string
+}
+
+func (s *stray) DestroyStray(_ context.Context, gpu string) (int, error) {
+	s.asked = append(s.asked, gpu)
+	n := s.n
+	s.n = 0
+	return n, nil
+}
+
+// TestDynamicStartupDestroysStrays: a backend that can hold half-made
+// partitions is asked to destroy them on every dynamic GPU, and they count
+// as orphans; a static node never asks.
+func TestDynamicStartupDestroysStrays(t *testing.T) {
+	for _, p := range []slices.Partitioning{slices.Static, slices.Dynamic} {
+		e := newEnv(t, "dgx-h100")
+		e.partitioning = p
+		var s *stray
+		e.wrap = func(b backend.Backend) backend.Backend { s = &stray{Backend: b, n: 2}; return s }
+		orphans := 0
+		e.orphanHook = func() { orphans++ }
+		e.start(nil)
+		want, wantOrphans := 8, 2
+		if p == slices.Static {
+			want, wantOrphans = 0, 0
+		}
+		if len(s.asked) != want || orphans != wantOrphans {
+			t.Errorf("%s: asked %d GPUs, %d orphans reported; want %d, %d", p, len(s.asked), orphans, want, wantOrphans)
+		}
+	}
+}
