@@ -231,16 +231,26 @@ func (m *Manager) restoreModes(ctx context.Context, gpus map[string]bool) error 
 // that no claim records: left by a crash the checkpoint cannot explain, cut
 // by hand, or surviving a lost checkpoint. Dynamic partitioning owns those
 // GPUs' layout; a partition nobody owns would block placements the
-// scheduler believes free.
+// scheduler believes free. A partition that will not go (in use outside
+// Kubernetes) is logged and left: the agent must still start, and a claim
+// for an overlapping placement then fails naming it.
 func (m *Manager) sweepOrphans(ctx context.Context) error {
 	if m.cfg.Partitioning != tslices.Dynamic {
 		return nil
 	}
+	logger := klog.FromContext(ctx)
 	inv, err := m.cfg.Backend.Discover(ctx)
 	if err != nil {
 		return fmt.Errorf("discover partitions: %w", err)
 	}
 	owned := m.ownedPartitions("")
+	destroyed := func(n int) {
+		for range n {
+			if m.cfg.OrphanDestroyed != nil {
+				m.cfg.OrphanDestroyed()
+			}
+		}
+	}
 	for i := range inv.GPUs {
 		g := &inv.GPUs[i]
 		if !tslices.IsDynamic(g, tslices.Dynamic) {
@@ -248,32 +258,30 @@ func (m *Manager) sweepOrphans(ctx context.Context) error {
 		}
 		if sc, ok := m.cfg.Backend.(backend.StrayCleaner); ok {
 			n, err := sc.DestroyStray(ctx, g.UUID)
-			if err != nil {
-				return withKind(ErrPartition, fmt.Errorf("destroy stray partitions on GPU %s: %w", g.UUID, err))
-			}
+			destroyed(n)
 			if n > 0 {
-				klog.FromContext(ctx).Info("Destroyed half-made partitions", "gpu", g.UUID, "count", n)
+				logger.Info("Destroyed half-made partitions", "gpu", g.UUID, "count", n)
 			}
-			for range n {
-				if m.cfg.OrphanDestroyed != nil {
-					m.cfg.OrphanDestroyed()
-				}
+			if err != nil {
+				logger.Error(err, "Half-made partitions left in place", "gpu", g.UUID)
 			}
 		}
 		for _, p := range g.Partitions {
 			if owned[p.UUID] {
 				continue
 			}
-			klog.FromContext(ctx).Info("Destroying partition that no prepared claim owns", "gpu", g.UUID, "profile", p.Profile, "placement", p.Placement.Start, "uuid", p.UUID)
+			logger.Info("Destroying partition that no prepared claim owns", "gpu", g.UUID, "profile", p.Profile, "placement", p.Placement.Start, "uuid", p.UUID)
 			if err := m.destroyPartition(ctx, g.UUID, p.UUID); err != nil {
-				return fmt.Errorf("destroy orphan partition %s on GPU %s: %w", p.UUID, g.UUID, err)
+				logger.Error(err, "Partition that no prepared claim owns left in place", "gpu", g.UUID, "uuid", p.UUID)
+				continue
 			}
-			if m.cfg.OrphanDestroyed != nil {
-				m.cfg.OrphanDestroyed()
-			}
+			destroyed(1)
 		}
 	}
-	return m.restoreModes(ctx, nil)
+	if err := m.restoreModes(ctx, nil); err != nil {
+		logger.Error(err, "Partition mode left as it is")
+	}
+	return nil
 }
 
 func (m *Manager) dynamic(g *inventory.GPU) bool {

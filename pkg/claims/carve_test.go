@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/slices"
 )
@@ -369,6 +370,7 @@ func TestDynamicCorruptCheckpointRebuilt(t *testing.T) {
 type stray struct {
 	backend.Backend
 	n     int
+	err   error
 	asked []string
 }
 
@@ -376,7 +378,7 @@ func (s *stray) DestroyStray(_ context.Context, gpu string) (int, error) {
 	s.asked = append(s.asked, gpu)
 	n := s.n
 	s.n = 0
-	return n, nil
+	return n, s.err
 }
 
 // TestDynamicStartupDestroysStrays: a backend that can hold half-made
@@ -387,7 +389,8 @@ func TestDynamicStartupDestroysStrays(t *testing.T) {
 		e := newEnv(t, "dgx-h100")
 		e.partitioning = p
 		var s *stray
-		e.wrap = func(b backend.Backend) backend.Backend { s = &stray{Backend: b, n: 2}; return s }
+		// Two destroyed, then a failure: counted, logged, and the agent starts.
+		e.wrap = func(b backend.Backend) backend.Backend { s = &stray{Backend: b, n: 2, err: errFault}; return s }
 		orphans := 0
 		e.orphanHook = func() { orphans++ }
 		e.start(nil)
@@ -398,5 +401,40 @@ func TestDynamicStartupDestroysStrays(t *testing.T) {
 		if len(s.asked) != want || orphans != wantOrphans {
 			t.Errorf("%s: asked %d GPUs, %d orphans reported; want %d, %d", p, len(s.asked), orphans, want, wantOrphans)
 		}
+	}
+}
+
+// undestroyable refuses to destroy one partition.
+type undestroyable struct {
+	backend.Backend
+	uuid string
+}
+
+func (u *undestroyable) DestroyPartition(ctx context.Context, gpu, uuid string) error {
+	if uuid == u.uuid {
+		return errFault
+	}
+	return u.Backend.DestroyPartition(ctx, gpu, uuid)
+}
+
+// TestDynamicStartupSurvivesUndestroyableOrphan: an orphan that will not go
+// is left and logged; the agent starts, the other orphans go, and a claim
+// for an overlapping placement fails naming the hardware's refusal.
+func TestDynamicStartupSurvivesUndestroyableOrphan(t *testing.T) {
+	e := dynamicEnv(t, "dgx-h100-mig")
+	m0, err := sim.Profile("dgx-h100-mig", nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := m0.Node.GPUs[6].Partitions[0] // 1g.10gb at 0 on gpu-6
+	e.wrap = func(b backend.Backend) backend.Backend { return &undestroyable{Backend: b, uuid: stuck.UUID} }
+	m, _ := e.start(nil)
+	if n := e.totalPartitions(); n != 1 {
+		t.Fatalf("%d partitions after start, want only the stuck one", n)
+	}
+	_, err = m.Prepare(ctxFor(t), allocated("x", "gpu-6-mig-1g-10gb-0"))
+	assertKind(t, err, ErrPartition)
+	if err == nil || !strings.Contains(err.Error(), "overlaps partition "+stuck.UUID) {
+		t.Errorf("err %v, want one naming the stuck partition", err)
 	}
 }

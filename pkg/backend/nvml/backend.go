@@ -38,7 +38,8 @@ type Backend struct {
 	handles []nvml.Device // by NVML index; nil where the lookup failed
 	closed  bool
 	// changes counts partition and mode calls by this process, failed ones
-	// too (they may have changed something): the Generation the agent polls.
+	// too (they may have changed something), and DestroyStray calls that
+	// destroyed something: the Generation the agent polls.
 	changes uint64
 }
 
@@ -173,8 +174,8 @@ func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
 	return node, nil
 }
 
-// CreatePartition, DestroyPartition and SetPartitionMode are in carve.go,
-// destroy.go and migmode.go.
+// CreatePartition, DestroyPartition, SetPartitionMode and DestroyStray are
+// in carve.go, destroy.go, migmode.go and stray.go.
 
 // WatchHealth implements backend.Backend. XID events are not watched yet:
 // it reports nothing and returns when ctx ends.

@@ -17,6 +17,11 @@ import (
 // that does not exist is not an error: the caller's goal, no such
 // partition, is met (a retry after a crash, or a GPU whose MIG mode was
 // turned off meanwhile). An unknown GPU is an error.
+//
+// If the CI is destroyed but the GI is not, the error says so, but a retry
+// returns nil: the MIG device and its UUID went with the CI. The empty GI
+// still holds its memory slices; DestroyStray (stray.go) finds and
+// destroys such GIs.
 func (b *Backend) DestroyPartition(ctx context.Context, gpuUUID, partitionUUID string) error {
 	logger := klog.FromContext(ctx).WithValues("backend", "nvml", "gpu", gpuUUID, "uuid", partitionUUID)
 	b.mu.Lock()

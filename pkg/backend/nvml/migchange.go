@@ -11,11 +11,11 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
-// What CreatePartition, DestroyPartition and SetPartitionMode share: each
-// holds b.mu for the whole change, so Discover never sees a half-carved GPU
-// and two changes to one GPU never interleave, and each starts from the GPU
-// read the way Discover reads it, so names, placements and the reset rule
-// are the ones the inventory published.
+// What CreatePartition, DestroyPartition, SetPartitionMode and DestroyStray
+// share: each holds b.mu for the whole change, so Discover never sees a
+// half-carved GPU and two changes to one GPU never interleave, and each
+// starts from the GPU read the way Discover reads it, so names, placements
+// and the reset rule are the ones the inventory published.
 
 // errUnknownGPU: no GPU with the UUID is on this node. DestroyPartition must
 // fail on it (a partition can only be absent from a GPU that exists).

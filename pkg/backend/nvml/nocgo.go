@@ -26,7 +26,10 @@ type Options struct {
 // Backend is a placeholder in builds without cgo; New never returns one.
 type Backend struct{}
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend      = (*Backend)(nil)
+	_ backend.StrayCleaner = (*Backend)(nil)
+)
 
 // New fails: this build has no NVML.
 func New(Options) (*Backend, error) { return nil, errNoCgo }
@@ -44,6 +47,7 @@ func (*Backend) CreatePartition(context.Context, string, string, inventory.Place
 }
 func (*Backend) DestroyPartition(context.Context, string, string) error { return errNoCgo }
 func (*Backend) SetPartitionMode(context.Context, string, bool) error   { return errNoCgo }
+func (*Backend) DestroyStray(context.Context, string) (int, error)      { return 0, errNoCgo }
 func (*Backend) WatchHealth(context.Context, chan<- backend.HealthEvent) error {
 	return errNoCgo
 }
