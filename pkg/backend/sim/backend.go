@@ -133,11 +133,10 @@ func (b *Backend) CreatePartition(ctx context.Context, gpuUUID, profile string, 
 	logger := klog.FromContext(ctx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	i := b.gpuIndex(gpuUUID)
-	if i < 0 {
-		return nil, fmt.Errorf("sim: no GPU with UUID %q on this node", gpuUUID)
+	g, err := b.gpu(gpuUUID)
+	if err != nil {
+		return nil, err
 	}
-	g := &b.node.GPUs[i]
 	p, err := planPartition(g, profile, placement)
 	if err != nil {
 		return nil, fmt.Errorf("sim: creating partition: %w", err)
@@ -175,11 +174,10 @@ func (b *Backend) DestroyPartition(ctx context.Context, gpuUUID, partitionUUID s
 	logger := klog.FromContext(ctx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	i := b.gpuIndex(gpuUUID)
-	if i < 0 {
-		return fmt.Errorf("sim: no GPU with UUID %q on this node", gpuUUID)
+	g, err := b.gpu(gpuUUID)
+	if err != nil {
+		return err
 	}
-	g := &b.node.GPUs[i]
 	k := slices.IndexFunc(g.Partitions, func(p inventory.Partition) bool { return p.UUID == partitionUUID })
 	if k < 0 {
 		logger.V(4).Info("Partition to destroy does not exist", "gpu", gpuUUID, "uuid", partitionUUID)
@@ -205,11 +203,10 @@ func (b *Backend) DestroyPartition(ctx context.Context, gpuUUID, partitionUUID s
 func (b *Backend) SetPartitionMode(ctx context.Context, gpuUUID string, enabled bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	i := b.gpuIndex(gpuUUID)
-	if i < 0 {
-		return fmt.Errorf("sim: no GPU with UUID %q on this node", gpuUUID)
+	g, err := b.gpu(gpuUUID)
+	if err != nil {
+		return err
 	}
-	g := &b.node.GPUs[i]
 	pt := g.Partitioning
 	switch {
 	case pt == nil:
@@ -241,8 +238,13 @@ func (b *Backend) Generation() (string, error) {
 	return fmt.Sprint(b.changes), nil
 }
 
-func (b *Backend) gpuIndex(uuid string) int {
-	return slices.IndexFunc(b.node.GPUs, func(g inventory.GPU) bool { return g.UUID == uuid })
+// gpu returns the live GPU with uuid; the caller holds mu.
+func (b *Backend) gpu(uuid string) (*inventory.GPU, error) {
+	i := slices.IndexFunc(b.node.GPUs, func(g inventory.GPU) bool { return g.UUID == uuid })
+	if i < 0 {
+		return nil, fmt.Errorf("sim: no GPU with UUID %q on this node", uuid)
+	}
+	return &b.node.GPUs[i], nil
 }
 
 // save persists the current state; the caller holds mu (or is New).

@@ -53,8 +53,8 @@ func (b *Backend) InjectHealth(ev backend.HealthEvent) {
 		ev.Time = time.Now()
 	}
 	b.mu.Lock()
-	if i := b.gpuIndex(ev.UUID); i >= 0 {
-		b.node.GPUs[i].Health = ev.Health
+	if g, err := b.gpu(ev.UUID); err == nil {
+		g.Health = ev.Health
 	}
 	ws := make([]*watcher, 0, len(b.watchers))
 	for w := range b.watchers {
