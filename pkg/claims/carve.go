@@ -88,9 +88,7 @@ func (m *Manager) setMode(ctx context.Context, g *inventory.GPU, on bool) error 
 	}
 	recorded := false
 	if on && !slices.Contains(m.cp.PartitionModeOn, g.UUID) {
-		prev := m.cp.Clone()
-		m.cp.PartitionModeOn = append(m.cp.PartitionModeOn, g.UUID)
-		if err := m.save(prev); err != nil {
+		if err := m.recordModeOn(g.UUID, true); err != nil {
 			return err
 		}
 		recorded = true
@@ -98,20 +96,31 @@ func (m *Manager) setMode(ctx context.Context, g *inventory.GPU, on bool) error 
 	if err := m.cfg.Backend.SetPartitionMode(ctx, g.UUID, on); err != nil {
 		if recorded {
 			// The switch changes nothing when it fails; neither does the record.
-			prev := m.cp.Clone()
-			m.cp.PartitionModeOn = slices.DeleteFunc(m.cp.PartitionModeOn, func(s string) bool { return s == g.UUID })
-			_ = m.save(prev) // a stale entry only makes a later restore check this GPU
+			_ = m.recordModeOn(g.UUID, false) // a stale entry only makes a later restore check this GPU
 		}
 		return withKind(ErrPartition, fmt.Errorf("turn partition mode %s on GPU %s: %w", onOff(on), g.UUID, err))
 	}
 	g.Partitioning.Enabled = on
 	klog.FromContext(ctx).Info("Switched partition mode", "gpu", g.UUID, "mode", onOff(on))
-	if !on && slices.Contains(m.cp.PartitionModeOn, g.UUID) {
-		prev := m.cp.Clone()
-		m.cp.PartitionModeOn = slices.DeleteFunc(m.cp.PartitionModeOn, func(s string) bool { return s == g.UUID })
-		return m.save(prev)
+	if !on {
+		return m.recordModeOn(g.UUID, false)
 	}
 	return nil
+}
+
+// recordModeOn adds gpu to, or removes it from, the GPUs whose partition
+// mode the agent turned on, and saves the checkpoint if that changed it.
+func (m *Manager) recordModeOn(gpu string, on bool) error {
+	if slices.Contains(m.cp.PartitionModeOn, gpu) == on {
+		return nil
+	}
+	prev := m.cp.Clone()
+	if on {
+		m.cp.PartitionModeOn = append(m.cp.PartitionModeOn, gpu)
+	} else {
+		m.cp.PartitionModeOn = slices.DeleteFunc(m.cp.PartitionModeOn, func(s string) bool { return s == gpu })
+	}
+	return m.save(prev)
 }
 
 func onOff(on bool) string {
@@ -218,9 +227,7 @@ func (m *Manager) restoreModes(ctx context.Context, gpus map[string]bool) error 
 			}
 			klog.FromContext(ctx).Info("Switched partition mode", "gpu", u, "mode", "off")
 		}
-		prev := m.cp.Clone()
-		m.cp.PartitionModeOn = slices.DeleteFunc(m.cp.PartitionModeOn, func(s string) bool { return s == u })
-		if err := m.save(prev); err != nil {
+		if err := m.recordModeOn(u, false); err != nil {
 			return err
 		}
 	}
