@@ -65,14 +65,6 @@ func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
 		be = e.wrap(b)
 	}
 	opts := slices.Options{Partitioning: e.partitioning}
-	inv, err := b.Discover(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	res, err := slices.BuildWith(nodeName, inv, opts)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	// Like the agent, which republishes when the backend's generation
 	// changes, the manager sees the node as it is now.
 	devices := func() *slices.Result {
@@ -86,6 +78,7 @@ func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
 		}
 		return r
 	}
+	res := devices()
 	w, err := cdi.NewWriter(cdi.Options{SpecDir: e.cdiDir(), DevRoot: b.DevRoot(), DeviceNumbers: b.DeviceNumbers})
 	if err != nil {
 		e.t.Fatal(err)
