@@ -5,10 +5,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
-
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/slices"
@@ -31,23 +27,8 @@ func BenchmarkPrepareUnprepareDynamic(b *testing.B) {
 			// generateName, re-creates all slices on each republish. A real
 			// API server sees identical slices (the pool generation stays 1
 			// in the local cluster), so this is the agent's own cost.
-			n := &node{t: b, dir: b.TempDir(), profile: "dgx-h100", partitioning: slices.Dynamic, poll: time.Hour}
-			n.client = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}})
-			n.start()
-			b.Cleanup(n.stop)
-			claim := n.addClaim("bench", tc.devices...)
-			dra := n.dra()
-			b.ReportAllocs()
-			for b.Loop() {
-				resp, err := dra.NodePrepareResources(n.ctx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{claim}})
-				if err != nil || resp.Claims[claim.Uid].GetError() != "" {
-					b.Fatalf("prepare: %v %v", err, resp)
-				}
-				un, err := dra.NodeUnprepareResources(n.ctx, &drapbv1.NodeUnprepareResourcesRequest{Claims: []*drapbv1.Claim{claim}})
-				if err != nil || un.Claims[claim.Uid].GetError() != "" {
-					b.Fatalf("unprepare: %v %v", err, un)
-				}
-			}
+			n := launch(b, &node{profile: "dgx-h100", partitioning: slices.Dynamic, poll: time.Hour})
+			benchPrepareUnprepare(b, n, tc.devices...)
 		})
 	}
 }
@@ -59,25 +40,29 @@ func BenchmarkPrepareUnprepareDynamic(b *testing.B) {
 func BenchmarkPrepareUnprepare(b *testing.B) {
 	for _, gpus := range []int{1, 8} {
 		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {
-			n := newBenchNode(b, "dgx-h100")
 			var devices []string
 			for i := 0; i < gpus; i++ {
 				devices = append(devices, fmt.Sprintf("gpu-%d", i))
 			}
-			claim := n.addClaim("bench", devices...)
-			dra := n.dra()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				resp, err := dra.NodePrepareResources(n.ctx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{claim}})
-				if err != nil || resp.Claims[claim.Uid].GetError() != "" {
-					b.Fatalf("prepare: %v %v", err, resp)
-				}
-				un, err := dra.NodeUnprepareResources(n.ctx, &drapbv1.NodeUnprepareResourcesRequest{Claims: []*drapbv1.Claim{claim}})
-				if err != nil || un.Claims[claim.Uid].GetError() != "" {
-					b.Fatalf("unprepare: %v %v", err, un)
-				}
-			}
+			benchPrepareUnprepare(b, newBenchNode(b, "dgx-h100"), devices...)
 		})
+	}
+}
+
+// benchPrepareUnprepare times prepare plus unprepare of one claim for
+// devices on n.
+func benchPrepareUnprepare(b *testing.B, n *node, devices ...string) {
+	claim := n.addClaim("bench", devices...)
+	dra := n.dra()
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := dra.NodePrepareResources(n.ctx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{claim}})
+		if err != nil || resp.Claims[claim.Uid].GetError() != "" {
+			b.Fatalf("prepare: %v %v", err, resp)
+		}
+		un, err := dra.NodeUnprepareResources(n.ctx, &drapbv1.NodeUnprepareResourcesRequest{Claims: []*drapbv1.Claim{claim}})
+		if err != nil || un.Claims[claim.Uid].GetError() != "" {
+			b.Fatalf("unprepare: %v %v", err, un)
+		}
 	}
 }

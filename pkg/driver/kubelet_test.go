@@ -54,14 +54,17 @@ func newMetricsNode(t *testing.T, profile string) *node {
 }
 
 func newBenchNode(t testing.TB, profile string, m ...*metrics.Metrics) *node {
-	return newNodeWith(t, profile, slices.Static, m...)
-}
-
-func newNodeWith(t testing.TB, profile string, p slices.Partitioning, m ...*metrics.Metrics) *node {
-	n := &node{t: t, dir: t.TempDir(), profile: profile, partitioning: p}
+	n := &node{profile: profile}
 	if len(m) > 0 {
 		n.metrics = m[0]
 	}
+	return launch(t, n)
+}
+
+// launch starts n (profile and options set by the caller) with its own
+// directory and fake API server, and stops it when the test ends.
+func launch(t testing.TB, n *node) *node {
+	n.t, n.dir = t, t.TempDir()
 	n.client = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}})
 	n.start()
 	t.Cleanup(n.stop)
