@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
@@ -20,36 +18,10 @@ import (
 // profile and returns the claim's UID.
 func migPod(t *testing.T, ns, name, node, profile string) string {
 	t.Helper()
-	ctx := context.Background()
-	claim := &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-			Name: "slice", Exactly: &resourceapi.ExactDeviceRequest{
-				DeviceClassName: "mig.gpu.tessera.dev",
-				Selectors:       []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["gpu.tessera.dev"].profile == "` + profile + `"`}}},
-			},
-		}}}},
-	}
-	c, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimName := name
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PodSpec{
-			NodeSelector:   map[string]string{"kubernetes.io/hostname": node},
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "slice", ResourceClaimName: &claimName}},
-			Containers: []corev1.Container{{
-				Name: "work", Image: "registry.k8s.io/pause:3.10",
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "slice"}}},
-			}},
-		},
-	}
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return string(c.UID)
+	return claimPod(t, ns, name, node, resourceapi.ExactDeviceRequest{
+		DeviceClassName: "mig.gpu.tessera.dev",
+		Selectors:       []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["gpu.tessera.dev"].profile == "` + profile + `"`}}},
+	})
 }
 
 // TestDynamicRestartSweepsOrphansKeepsClaims: a partition cut while the

@@ -18,11 +18,18 @@ import (
 // returns the claim's UID.
 func gpuPod(t *testing.T, ns, name, node string) string {
 	t.Helper()
+	return claimPod(t, ns, name, node, resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.tessera.dev"})
+}
+
+// claimPod creates a pod on node with its own claim for one request and
+// returns the claim's UID.
+func claimPod(t *testing.T, ns, name, node string, req resourceapi.ExactDeviceRequest) string {
+	t.Helper()
 	ctx := context.Background()
 	claim := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-			Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.tessera.dev"},
+			Name: "gpu", Exactly: &req,
 		}}}},
 	}
 	c, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
