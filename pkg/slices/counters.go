@@ -2,6 +2,8 @@ package slices
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -124,7 +126,7 @@ func newCounterPlan(g *inventory.GPU) (*counterPlan, error) {
 			engineNames[e] = true
 		}
 	}
-	for _, e := range sortedKeys(engineNames) {
+	for _, e := range slices.Sorted(maps.Keys(engineNames)) {
 		capacity := g.Engines[e]
 		for _, pr := range pt.Profiles {
 			capacity = max(capacity, pr.Engines[e]) // a whole-GPU profile shows the GPU's count
@@ -252,13 +254,4 @@ func kebab(s string) string {
 		}
 	}
 	return b.String()
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
