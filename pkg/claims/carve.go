@@ -260,7 +260,7 @@ func (m *Manager) sweepOrphans(ctx context.Context) error {
 	}
 	for i := range inv.GPUs {
 		g := &inv.GPUs[i]
-		if !tslices.IsDynamic(g, tslices.Dynamic) {
+		if !m.dynamic(g) {
 			continue
 		}
 		if sc, ok := m.cfg.Backend.(backend.StrayCleaner); ok {
