@@ -58,7 +58,8 @@ func (n Node) PartitioningOf() string {
 
 // Config says where things are.
 type Config struct {
-	// Dir holds all cluster state; Down removes nothing outside it.
+	// Dir holds all cluster state but the nodes' socket dirs (RunDir);
+	// Down removes nothing outside these.
 	Dir string
 	// BinDir holds etcd, kube-*, kubelet, kubectl and fake-runtime.
 	BinDir string
@@ -97,8 +98,8 @@ func (c *Config) CDIDir(node string) string { return filepath.Join(c.NodeDir(nod
 // RecordDir is where a node's fake runtime records containers.
 func (c *Config) RecordDir(node string) string { return filepath.Join(c.NodeDir(node), "records") }
 
-// KubeletRoot is a node's kubelet --root-dir.
-func (c *Config) KubeletRoot(node string) string { return filepath.Join(c.NodeDir(node), "kubelet") }
+// KubeletRoot is a node's kubelet --root-dir (in its short RunDir).
+func (c *Config) KubeletRoot(node string) string { return filepath.Join(c.RunDir(node), "kubelet") }
 
 // PluginDataDir is the node plugin's socket and checkpoint directory.
 func (c *Config) PluginDataDir(node string) string {

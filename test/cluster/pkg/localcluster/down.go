@@ -8,8 +8,9 @@ import (
 )
 
 // Down stops every process of the state file (nodes first, etcd last),
-// restores the sysctls the kubelets changed and unmounts what they mounted
-// under Dir. It is safe to run twice and with no cluster at all.
+// restores the sysctls the kubelets changed, unmounts what they mounted under
+// Dir and removes the nodes' run dirs. It is safe to run twice and with no
+// cluster at all.
 func (c *Config) Down(out io.Writer) error {
 	s, err := c.LoadState()
 	if err != nil {
@@ -27,6 +28,14 @@ func (c *Config) Down(out io.Writer) error {
 	}
 	errs = append(errs, restoreSysctls(s.Sysctls)...)
 	errs = append(errs, unmountAll(c.Dir)...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, n := range s.Nodes {
+		if err := c.removeRunDir(n.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}

@@ -252,14 +252,17 @@ containerRuntimeEndpoint: unix://%s
 `, s.Ports["kubelet-"+n.Name], s.Ports["kubelet-healthz-"+n.Name], p.path("ca.crt"), filepath.Join(c.NodeDir(n.Name), "pod-logs"), c.criSocket(n.Name))
 }
 
-func (c *Config) criSocket(node string) string { return filepath.Join(c.NodeDir(node), "cri.sock") }
+func (c *Config) criSocket(node string) string { return filepath.Join(c.RunDir(node), "cri.sock") }
 
 func (c *Config) startNode(s *State, p *pki, n Node) error {
 	dir := c.NodeDir(n.Name)
-	for _, d := range []string{dir, c.CDIDir(n.Name), c.RecordDir(n.Name), c.KubeletRoot(n.Name)} {
+	for _, d := range []string{dir, c.CDIDir(n.Name), c.RecordDir(n.Name)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
+	}
+	if err := c.makeRunDir(n.Name); err != nil {
+		return err
 	}
 	if _, err := c.start(s, "fake-runtime-"+n.Name, c.bin("fake-runtime"),
 		"--socket="+c.criSocket(n.Name), "--cdi-spec-dir="+c.CDIDir(n.Name), "--record-dir="+c.RecordDir(n.Name)); err != nil {
