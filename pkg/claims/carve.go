@@ -239,19 +239,22 @@ func (m *Manager) restoreModes(ctx context.Context, gpus map[string]bool) error 
 // by hand, or surviving a lost checkpoint. Dynamic partitioning owns those
 // GPUs' layout; a partition nobody owns would block placements the
 // scheduler believes free. A partition that will not go (in use outside
-// Kubernetes) is logged and left: the agent must still start, and a claim
-// for an overlapping placement then fails naming it.
-func (m *Manager) sweepOrphans(ctx context.Context) error {
+// Kubernetes) is logged and left: the agent must still start. The driver
+// then withholds its slices from the scheduler (Holds) and retries the
+// sweep (SweepOrphans) until it goes.
+func (m *Manager) sweepOrphans(ctx context.Context) (int, error) {
 	if m.cfg.Partitioning != tslices.Dynamic {
-		return nil
+		return 0, nil
 	}
 	logger := klog.FromContext(ctx)
 	inv, err := m.cfg.Backend.Discover(ctx)
 	if err != nil {
-		return fmt.Errorf("discover partitions: %w", err)
+		return 0, fmt.Errorf("discover partitions: %w", err)
 	}
 	owned := m.ownedPartitions("")
+	total := 0
 	destroyed := func(n int) {
+		total += n
 		for range n {
 			if m.cfg.OrphanDestroyed != nil {
 				m.cfg.OrphanDestroyed()
@@ -288,7 +291,18 @@ func (m *Manager) sweepOrphans(ctx context.Context) error {
 	if err := m.restoreModes(ctx, nil); err != nil {
 		logger.Error(err, "Partition mode left as it is")
 	}
-	return nil
+	return total, nil
+}
+
+// SweepOrphans runs the start-up sweep again while the agent runs, between
+// claim operations, and returns how many partitions it destroyed. The
+// driver calls it while partitions nobody holds are withheld: one that
+// would not go at start (in use outside Kubernetes) may go once its user
+// exits, and its slices return to the scheduler.
+func (m *Manager) SweepOrphans(ctx context.Context) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sweepOrphans(ctx)
 }
 
 func (m *Manager) dynamic(g *inventory.GPU) bool {
@@ -302,4 +316,24 @@ func findGPU(n *inventory.Node, uuid string) *inventory.GPU {
 		}
 	}
 	return nil
+}
+
+// Holds reports whether a claim in the checkpoint holds partition p of GPU
+// gpu: records its UUID, or is carving it (its device names p's profile and
+// placement and has no partition yet). The driver publishes with it so a
+// partition nobody holds is withheld from the scheduler (slices.Options.Held).
+func (m *Manager) Holds(gpu string, p *inventory.Partition) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.cp.Claims {
+		for _, d := range c.Devices {
+			if p.UUID != "" && d.PartitionUUID == p.UUID {
+				return true
+			}
+			if d.PartitionUUID == "" && d.Placement != nil && d.GPUUUID == gpu && d.Profile == p.Profile && *d.Placement == p.Placement {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -438,3 +438,39 @@ func TestDynamicStartupSurvivesUndestroyableOrphan(t *testing.T) {
 		t.Errorf("err %v, want one naming the stuck partition", err)
 	}
 }
+
+// TestHolds: a partition is held by the claim that recorded it and by one
+// whose prepare carved it but stopped before recording it; one cut by hand
+// is held by nobody, so the driver withholds its slices.
+func TestHolds(t *testing.T) {
+	e := dynamicEnv(t, "dgx-h100")
+	m, res := e.start(crashAt(StepPartitionCarved))
+	ctx := ctxFor(t)
+	if _, err := m.Prepare(ctx, allocated("x", "gpu-7-mig-1g-10gb-6")); !errors.Is(err, ErrInjected) {
+		t.Fatalf("err %v, want the injected stop", err)
+	}
+	m.cfg.Crash = nil
+	if _, err := m.Prepare(ctx, allocated("y", "gpu-7-mig-3g-40gb-0")); err != nil {
+		t.Fatal(err)
+	}
+	gpu := res.Devices["gpu-7"].GPU.UUID
+	if _, err := e.sim.CreatePartition(ctx, gpu, "1g.10gb", inventory.Placement{Start: 4, Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	g := e.gpuState(gpu)
+	want := map[int]bool{6: true, 0: true, 4: false} // by placement start
+	if len(g.Partitions) != len(want) {
+		t.Fatalf("GPU has %d partitions, want %d", len(g.Partitions), len(want))
+	}
+	for i := range g.Partitions {
+		p := &g.Partitions[i]
+		if got := m.Holds(gpu, p); got != want[p.Placement.Start] {
+			t.Errorf("Holds(%s at %d) = %v, want %v", p.Profile, p.Placement.Start, got, want[p.Placement.Start])
+		}
+	}
+	// The same placement on another GPU is nobody's.
+	other := res.Devices["gpu-6"].GPU.UUID
+	if m.Holds(other, &inventory.Partition{UUID: "MIG-elsewhere", Profile: "1g.10gb", Placement: inventory.Placement{Start: 6, Size: 1}}) {
+		t.Error("a partition at the carving claim's placement on another GPU is held")
+	}
+}

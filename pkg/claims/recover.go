@@ -59,7 +59,7 @@ func (m *Manager) recover(ctx context.Context) error {
 	if err := m.cfg.Store.Save(m.cp); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
-	if err := m.sweepOrphans(ctx); err != nil {
+	if _, err := m.sweepOrphans(ctx); err != nil {
 		return err
 	}
 	return m.removeOrphanSpecs(ctx)

@@ -51,6 +51,10 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Partitioning is how MIG-capable GPUs are published (static when empty).
 	Partitioning slices.Partitioning
+	// OrphanRetry is how often, on a dynamic node, partitions that no claim
+	// holds and that the start-up sweep could not destroy are tried again;
+	// one minute when zero.
+	OrphanRetry time.Duration
 }
 
 // Driver implements kubeletplugin.DRAPlugin.
@@ -114,7 +118,11 @@ func (d *Driver) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("discover devices with backend %s: %w", d.opts.Backend.Name(), err)
 	}
-	res, err := slices.BuildWith(d.opts.NodeName, inv, slices.Options{Partitioning: d.opts.Partitioning})
+	opts := slices.Options{Partitioning: d.opts.Partitioning}
+	if d.claims != nil {
+		opts.Held = d.claims.Holds
+	}
+	res, err := slices.BuildWith(d.opts.NodeName, inv, opts)
 	if err != nil {
 		return err
 	}
@@ -125,8 +133,12 @@ func (d *Driver) Refresh(ctx context.Context) error {
 	d.modes = modes
 	d.mu.Unlock()
 	if changed {
+		logger := klog.FromContext(ctx)
 		for _, m := range res.Modes {
-			klog.FromContext(ctx).Info("Partitionable GPU", "device", m.Device, "uuid", m.UUID, "published", m.Mode, "reason", m.Reason)
+			logger.Info("Partitionable GPU", "device", m.Device, "uuid", m.UUID, "published", m.Mode, "reason", m.Reason)
+			if len(m.Withheld) > 0 {
+				logger.Info("Partitions no claim holds: their memory slices are withheld from the scheduler until they are gone", "device", m.Device, "partitions", m.Withheld)
+			}
 		}
 	}
 	d.opts.Metrics.SetPublished(publishedCounts(res))

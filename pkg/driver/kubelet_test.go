@@ -12,15 +12,20 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/slices"
@@ -44,6 +49,10 @@ type node struct {
 	partitioning slices.Partitioning
 	// poll is Options.InventoryPoll (50ms when zero).
 	poll time.Duration
+	// orphanRetry is Options.OrphanRetry (50ms when zero).
+	orphanRetry time.Duration
+	// wrap, if set, wraps the simulated backend the agent is given.
+	wrap func(backend.Backend) backend.Backend
 }
 
 func newNode(t *testing.T, profile string) *node { return newBenchNode(t, profile) }
@@ -66,6 +75,7 @@ func newBenchNode(t testing.TB, profile string, m ...*metrics.Metrics) *node {
 func launch(t testing.TB, n *node) *node {
 	n.t, n.dir = t, t.TempDir()
 	n.client = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}})
+	n.client.PrependReactor("create", "*", generateName)
 	n.start()
 	t.Cleanup(n.stop)
 	return n
@@ -83,11 +93,15 @@ func (n *node) start() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
+	var b backend.Backend = n.backend
+	if n.wrap != nil {
+		b = n.wrap(b)
+	}
 	n.driver, err = New(n.ctx, Options{
-		NodeName: "node-1", Backend: n.backend, KubeClient: n.client,
+		NodeName: "node-1", Backend: b, KubeClient: n.client,
 		PluginDataDir: filepath.Join(n.dir, "plugin"), RegistrarDir: filepath.Join(n.dir, "registry"),
 		CDIDir: n.cdiDir(), BootID: "boot", InventoryPoll: cmp.Or(n.poll, 50*time.Millisecond),
-		Metrics: n.metrics, Partitioning: n.partitioning,
+		Metrics: n.metrics, Partitioning: n.partitioning, OrphanRetry: cmp.Or(n.orphanRetry, 50*time.Millisecond),
 	})
 	if err != nil {
 		n.t.Fatal(err)
@@ -103,6 +117,21 @@ func (n *node) stop() {
 		n.cancel()
 		n.driver = nil
 	}
+}
+
+// generateName gives created objects a name from their generateName, as
+// the API server does and the fake clientset does not: without it every
+// ResourceSlice of a pool is named "" and all but one are lost.
+func generateName(a k8stesting.Action) (bool, runtime.Object, error) {
+	obj := a.(k8stesting.CreateAction).GetObject()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return false, nil, err
+	}
+	if m.GetName() == "" && m.GetGenerateName() != "" {
+		m.SetName(m.GetGenerateName() + utilrand.String(5))
+	}
+	return false, nil, nil
 }
 
 func (n *node) cdiDir() string { return filepath.Join(n.dir, "cdi") }

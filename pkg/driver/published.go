@@ -18,3 +18,13 @@ func publishedCounts(res *slices.Result) map[metrics.DeviceKey]int {
 	}
 	return out
 }
+
+// withholds reports whether res withholds any partition from the scheduler.
+func withholds(res *slices.Result) bool {
+	for _, m := range res.Modes {
+		if len(m.Withheld) > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
 // Start registers with the kubelet, publishes the node's ResourceSlices and
@@ -40,6 +41,13 @@ func (d *Driver) Start(ctx context.Context) error {
 			every = 5 * time.Second
 		}
 		go d.watchInventory(ctx, g, every)
+	}
+	if d.opts.Partitioning == slices.Dynamic {
+		every := d.opts.OrphanRetry
+		if every <= 0 {
+			every = time.Minute
+		}
+		go d.retryWithheld(ctx, every)
 	}
 	res := d.Published()
 	if err := helper.PublishResources(ctx, res.Resources); err != nil {

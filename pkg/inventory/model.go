@@ -91,6 +91,16 @@ type Partitioning struct {
 	Profiles      []PartitionProfile
 }
 
+// Profile returns the profile named name, or nil if the table has none.
+func (pt *Partitioning) Profile(name string) *PartitionProfile {
+	for i := range pt.Profiles {
+		if pt.Profiles[i].Name == name {
+			return &pt.Profiles[i]
+		}
+	}
+	return nil
+}
+
 // PartitionProfile is one entry of the vendor's partition profile table.
 type PartitionProfile struct {
 	Name          string // 1g.10gb, 1g.10gb+me, 3g.40gb

@@ -89,10 +89,11 @@ func BuildWith(nodeName string, n *inventory.Node, opts Options) (*Result, error
 			res.Modes = append(res.Modes, mode)
 		}
 		if dyn {
-			set, its, err := dynamicDevices(name, g, fabrics[gi], rank[gi], len(order))
+			set, its, withheld, err := dynamicDevices(name, g, fabrics[gi], rank[gi], opts.Held)
 			if err != nil {
 				return nil, fmt.Errorf("node %s: %w", nodeName, err)
 			}
+			res.Modes[len(res.Modes)-1].Withheld = withheld
 			counterSets = append(counterSets, set)
 			items = append(items, its...)
 			continue

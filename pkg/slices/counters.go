@@ -44,11 +44,15 @@ type candidate struct {
 	use  func(pr *inventory.PartitionProfile) int64
 }
 
-// consumption returns the counters a placement of pr at pl takes.
+// consumption returns the counters a placement of pr at pl takes; with pr
+// nil (a profile the table lacks), only its memory slices.
 func (c *counterPlan) consumption(pr *inventory.PartitionProfile, pl inventory.Placement) map[string]resourceapi.Counter {
 	out := map[string]resourceapi.Counter{}
 	for k := pl.Start; k < pl.Start+pl.Size; k++ {
 		out[memorySliceCounter(k)] = counter(1)
+	}
+	if pr == nil {
+		return out
 	}
 	for _, x := range c.extras {
 		if v := x.use(pr); v > 0 {

@@ -44,19 +44,22 @@ func dynamicGPU(g *inventory.GPU, p Partitioning) (bool, GPUMode) {
 
 // dynamicDevices returns g's counter set (named like the GPU device) and
 // its devices: the whole GPU consuming every counter, unless MIG mode is
-// pinned on, and every profile at every placement consuming its share.
-func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank, gpus int) (resourceapi.CounterSet, []item, error) {
+// pinned on, and every profile at every placement consuming its share. The
+// counters of partitions held reports nobody holds are withheld from the
+// set; their UUIDs are returned.
+func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, held func(string, *inventory.Partition) bool) (resourceapi.CounterSet, []item, []string, error) {
 	pt := g.Partitioning
 	plan, err := planCounters(g)
 	if err != nil {
-		return resourceapi.CounterSet{}, nil, err
+		return resourceapi.CounterSet{}, nil, nil, err
 	}
 	set := resourceapi.CounterSet{Name: name, Counters: plan.all()}
+	withheld := withhold(set.Counters, plan, g, held)
 	var items []item
 	if !pt.ModeChangeNeedsReset || !pt.Enabled {
 		d, err := wholeGPUDevice(name, g, f)
 		if err != nil {
-			return set, nil, fmt.Errorf("device %s (%s): %w", name, g.PCIBusID, err)
+			return set, nil, nil, fmt.Errorf("device %s (%s): %w", name, g.PCIBusID, err)
 		}
 		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: plan.all()}}
 		items = append(items, item{dev: d, entry: Entry{Name: name, GPU: g}, group: 0, parent: rank})
@@ -68,7 +71,7 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank, gpus
 			pname := PartitionName(name, p)
 			d, err := partitionDevice(pname, g, &p, f)
 			if err != nil {
-				return set, nil, fmt.Errorf("device %s: %w", pname, err)
+				return set, nil, nil, fmt.Errorf("device %s: %w", pname, err)
 			}
 			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: plan.consumption(pr, pl)}}
 			e := Entry{Name: pname, GPU: g, Carve: &Carve{Profile: pr.Name, Placement: pl}}
@@ -80,7 +83,31 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank, gpus
 			items = append(items, item{dev: d, entry: e, group: 2, parent: rank, mem: pr.MemoryBytes, stranded: stranded(pt, pl), damage: damage(pt, pr, pl), start: pl.Start})
 		}
 	}
-	return set, items, nil
+	return set, items, withheld, nil
+}
+
+// withhold takes from counters what each partition of g that held says
+// nobody holds consumes, never going below zero, and returns their UUIDs.
+// The published devices stay the same, so names and allocations are stable;
+// only the placements overlapping such a partition (and the whole GPU)
+// become unallocatable until it is gone.
+func withhold(counters map[string]resourceapi.Counter, plan *counterPlan, g *inventory.GPU, held func(string, *inventory.Partition) bool) []string {
+	if held == nil {
+		return nil
+	}
+	var uuids []string
+	for i := range g.Partitions {
+		p := &g.Partitions[i]
+		if held(g.UUID, p) {
+			continue
+		}
+		uuids = append(uuids, p.UUID)
+		for name, use := range plan.consumption(g.Partitioning.Profile(p.Profile), p.Placement) {
+			have, take := counters[name].Value, use.Value
+			counters[name] = counter(max(have.Value()-take.Value(), 0))
+		}
+	}
+	return uuids
 }
 
 // stranded counts the memory slices outside pl that no placement of any

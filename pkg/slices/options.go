@@ -33,6 +33,14 @@ func ParsePartitioning(s string) (Partitioning, error) {
 // Options tune Build.
 type Options struct {
 	Partitioning Partitioning
+	// Held reports whether a claim holds partition p of GPU gpu (or is
+	// carving it). On a dynamic GPU, what a partition nobody holds takes (a
+	// stuck orphan the start-up sweep could not destroy, one cut by hand) is
+	// withheld from the GPU's counter set, so the scheduler stops choosing
+	// placements the hardware would refuse. Held partitions need nothing:
+	// their claims' allocations already consume their counters. Nil means
+	// every partition is held (the build before the checkpoint is read).
+	Held func(gpu string, p *inventory.Partition) bool
 }
 
 // Carve is what prepare must cut for a dynamically published partition.
@@ -48,4 +56,7 @@ type GPUMode struct {
 	// Mode is "whole", "partitions", "whole+partitions" (static) or
 	// "dynamic"; Reason says why a MIG-capable GPU is not dynamic.
 	Mode, Reason string
+	// Withheld names the partitions of a dynamic GPU that no claim holds:
+	// the counters they take are withheld from its counter set.
+	Withheld []string
 }

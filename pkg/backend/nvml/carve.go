@@ -67,15 +67,14 @@ func (r *gpuReader) migPlan(profile string, placement inventory.Placement) (giPr
 	if err != nil {
 		return giProfile{}, placement, err
 	}
-	i := slices.IndexFunc(pt.Profiles, func(p inventory.PartitionProfile) bool { return p.Name == profile })
-	if i < 0 {
+	pp := pt.Profile(profile)
+	if pp == nil {
 		var names []string
 		for _, p := range pt.Profiles {
 			names = append(names, p.Name)
 		}
 		return giProfile{}, placement, fmt.Errorf("the GPU has no MIG profile %q (it has: %s)", profile, strings.Join(names, ", "))
 	}
-	pp := pt.Profiles[i]
 	at := placement
 	if at.Size == 0 {
 		at.Size = pp.MemorySlices

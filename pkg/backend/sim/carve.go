@@ -26,11 +26,10 @@ func planPartition(g *inventory.GPU, profile string, placement inventory.Placeme
 	if !pt.Enabled {
 		return inventory.Partition{}, fmt.Errorf("GPU %s (%s): %s partitioning is not enabled", g.UUID, g.ProductName, pt.Kind)
 	}
-	i := slices.IndexFunc(pt.Profiles, func(p inventory.PartitionProfile) bool { return p.Name == profile })
-	if i < 0 {
+	pr := pt.Profile(profile)
+	if pr == nil {
 		return inventory.Partition{}, fmt.Errorf("GPU %s (%s) has no partition profile %q (it has: %s)", g.UUID, g.ProductName, profile, profileNames(pt))
 	}
-	pr := &pt.Profiles[i]
 	size := pr.MemorySlices
 	if placement.Size != 0 && placement.Size != size {
 		return inventory.Partition{}, fmt.Errorf("GPU %s: profile %s is %d slices wide, not %d", g.UUID, profile, size, placement.Size)
@@ -96,10 +95,8 @@ func sortPartitions(ps []inventory.Partition) {
 }
 
 func computeSlicesOf(pt *inventory.Partitioning, profile string) int {
-	for _, p := range pt.Profiles {
-		if p.Name == profile {
-			return p.ComputeSlices
-		}
+	if pr := pt.Profile(profile); pr != nil {
+		return pr.ComputeSlices
 	}
 	return 0
 }
