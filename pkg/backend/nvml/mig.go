@@ -172,31 +172,26 @@ func (r *gpuReader) migInstances(profiles []giProfile) ([]inventory.Partition, e
 	}
 	var parts []inventory.Partition
 	var missing []string
-	for _, prof := range profiles {
-		gis, ret := r.h.GetGpuInstances(&prof.info)
-		if err := check("nvmlDeviceGetGpuInstances("+prof.name+")", ret); err != nil {
-			return parts, fmt.Errorf("MIG instances: %w", err)
+	err = r.eachGPUInstance(profiles, func(prof giProfile, gi nvml.GpuInstance) error {
+		giInfo, ret := gi.GetInfo()
+		if err := check("nvmlGpuInstanceGetInfo", ret); err != nil {
+			return fmt.Errorf("MIG instances (%s): %w", prof.name, err)
 		}
-		for _, gi := range gis {
-			giInfo, ret := gi.GetInfo()
-			if err := check("nvmlGpuInstanceGetInfo", ret); err != nil {
-				return parts, fmt.Errorf("MIG instances (%s): %w", prof.name, err)
-			}
-			cis, err := computeInstances(gi)
-			if err != nil {
-				return parts, fmt.Errorf("MIG instances (%s, GI %d): %w", prof.name, giInfo.Id, err)
-			}
-			for _, ci := range cis {
-				key := [2]int{int(giInfo.Id), int(ci.info.Id)}
-				dev, ok := devices[key]
-				if !ok {
-					missing = append(missing, fmt.Sprintf("GI %d CI %d", key[0], key[1]))
-					continue
-				}
-				parts = append(parts, migPartition(prof, giInfo, ci, dev))
-			}
+		cis, err := computeInstances(gi)
+		if err != nil {
+			return fmt.Errorf("MIG instances (%s, GI %d): %w", prof.name, giInfo.Id, err)
 		}
-	}
+		for _, ci := range cis {
+			key := [2]int{int(giInfo.Id), int(ci.info.Id)}
+			dev, ok := devices[key]
+			if !ok {
+				missing = append(missing, fmt.Sprintf("GI %d CI %d", key[0], key[1]))
+				continue
+			}
+			parts = append(parts, migPartition(prof, giInfo, ci, dev))
+		}
+		return nil
+	})
 	// NVML returns instances in no documented order; publish by slot.
 	sort.Slice(parts, func(a, b int) bool {
 		if parts[a].Placement.Start != parts[b].Placement.Start {
@@ -205,9 +200,31 @@ func (r *gpuReader) migInstances(profiles []giProfile) ([]inventory.Partition, e
 		return parts[a].ComputeInstanceID < parts[b].ComputeInstanceID
 	})
 	if len(missing) > 0 {
-		return parts, fmt.Errorf("MIG instances without a MIG device handle: %v", missing)
+		err = errors.Join(err, fmt.Errorf("MIG instances without a MIG device handle: %v", missing))
 	}
-	return parts, nil
+	return parts, err
+}
+
+// eachGPUInstance calls fn for every GPU instance of the GPU, profile row
+// by row (NVML lists GIs only per profile). A GI fn fails on is reported
+// after the rest are walked: Discover keeps the partitions it could read,
+// and a stray sweep still destroys the GIs it can. A row that cannot be
+// listed ends the walk: that failure is the GPU's, not one GI's, and
+// repeating it per row would only bury the cause.
+func (r *gpuReader) eachGPUInstance(rows []giProfile, fn func(giProfile, nvml.GpuInstance) error) error {
+	var errs []error
+	for _, prof := range rows {
+		gis, ret := r.h.GetGpuInstances(&prof.info)
+		if err := check("nvmlDeviceGetGpuInstances("+prof.name+")", ret); err != nil {
+			return errors.Join(append(errs, fmt.Errorf("MIG instances: %w", err))...)
+		}
+		for _, gi := range gis {
+			if err := fn(prof, gi); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // migPartition is one compute instance as a partition: profile and

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
@@ -57,12 +59,12 @@ func (b *Backend) migReader(ctx context.Context, uuid string) (*gpuReader, error
 // including GIs without a compute instance, which hold slices too.
 func (r *gpuReader) gpuInstanceCount(rows []giProfile) (int, error) {
 	n := 0
-	for _, prof := range rows {
-		gis, ret := r.h.GetGpuInstances(&prof.info)
-		if err := check("nvmlDeviceGetGpuInstances("+prof.name+")", ret); err != nil {
-			return 0, err
-		}
-		n += len(gis)
+	err := r.eachGPUInstance(rows, func(giProfile, nvml.GpuInstance) error {
+		n++
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	return n, nil
 }

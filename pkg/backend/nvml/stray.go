@@ -64,24 +64,14 @@ func (b *Backend) destroyStray(ctx context.Context, logger klog.Logger, gpuUUID 
 		return 0, err
 	}
 	n := 0
-	var errs []error
-	for _, prof := range rows {
-		gis, ret := r.h.GetGpuInstances(&prof.info)
-		if err := check("nvmlDeviceGetGpuInstances("+prof.name+")", ret); err != nil {
-			errs = append(errs, err)
-			continue
+	err = r.eachGPUInstance(rows, func(prof giProfile, gi nvml.GpuInstance) error {
+		destroyed, err := destroyIfStray(logger, prof, gi)
+		if destroyed {
+			n++
 		}
-		for _, gi := range gis {
-			destroyed, err := destroyIfStray(logger, prof, gi)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if destroyed {
-				n++
-			}
-		}
-	}
-	return n, errors.Join(errs...)
+		return err
+	})
+	return n, err
 }
 
 // destroyIfStray destroys gi if it has no compute instance. A GI that
