@@ -103,9 +103,13 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Recovery may have destroyed partitions; publish what is left.
-	if err := d.Refresh(ctx); err != nil {
-		return nil, err
+	// On a dynamic node recovery may have destroyed partitions, and what it
+	// could not destroy is withheld (it needs the checkpoint, read just
+	// now): build again. A static node's recovery changes no partition.
+	if o.Partitioning == slices.Dynamic {
+		if err := d.Refresh(ctx); err != nil {
+			return nil, err
+		}
 	}
 	o.Metrics.SetPreparedSource(d.claims.Counts)
 	d.health = newHealthHub(d.Published, o.Metrics)
