@@ -43,16 +43,6 @@ type Backend struct {
 	changes uint64
 }
 
-// Generation implements backend.Generationer: it changes after every
-// partition or MIG mode call this agent makes, so the published devices
-// map to the partitions that exist. Changes made outside the agent
-// (nvidia-smi) are not seen until the agent restarts.
-func (b *Backend) Generation() (string, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return fmt.Sprint(b.changes), nil
-}
-
 var _ backend.Backend = (*Backend)(nil)
 
 // New opens the NVML session. A host without libnvidia-ml is a startup

@@ -20,6 +20,8 @@
 //	carve.go     CreatePartition: GI + full-size CI, rolled back on failure
 //	destroy.go   DestroyPartition: CI, then its GI
 //	migmode.go   SetPartitionMode: never a GPU reset, no pending change left
+//	stray.go     DestroyStray: GPU instances left without a compute instance
+//	generation.go Generation: this agent's changes and MIG state made by hand
 //	profile.go   nvidia-smi style MIG profile names (pure)
 //	model.go     product name -> short model (pure)
 //	pci.go       PCI bus ID normalisation (pure)
