@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 )
 
@@ -12,18 +13,11 @@ import (
 // by hand), and republishes once one goes so its slices return to the
 // scheduler.
 func (d *Driver) retryWithheld(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := d.sweepWithheld(ctx); err != nil {
 			klog.FromContext(ctx).Error(err, "Retry partitions no claim holds")
 		}
-	}
+	}, every)
 }
 
 // sweepWithheld is one retry: nothing to do unless a partition is withheld.

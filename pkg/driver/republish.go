@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
@@ -25,36 +26,30 @@ func (d *Driver) Republish(ctx context.Context) error {
 }
 
 // watchInventory republishes whenever a backend that can change under the
-// agent reports a new generation. Polling is cheap (one small read) and
-// needs nothing from the backend beyond Generation.
+// agent reports a new generation. Polling is cheap (a sysfs read, a few
+// NVML queries per GPU) and needs nothing from the backend beyond
+// Generation.
 func (d *Driver) watchInventory(ctx context.Context, g backend.Generationer, every time.Duration) {
 	logger := klog.FromContext(ctx)
 	last, err := g.Generation()
 	if err != nil {
 		logger.Error(err, "Read inventory generation")
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		cur, err := g.Generation()
 		if err != nil {
 			logger.Error(err, "Read inventory generation")
-			continue
+			return
 		}
 		if cur == last {
-			continue
+			return
 		}
 		logger.Info("Inventory changed", "generation", cur, "previous", last)
 		if err := d.Republish(ctx); err != nil {
 			// Keep the old generation so the next tick tries again.
 			logger.Error(err, "Republish after inventory change")
-			continue
+			return
 		}
 		last = cur
-	}
+	}, every)
 }
