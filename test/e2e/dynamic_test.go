@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
@@ -43,7 +45,7 @@ func TestDynamicRestartSweepsOrphansKeepsClaims(t *testing.T) {
 	owned := before[0]
 
 	restartPlugin(t, dynamicNode, func() {
-		addOrphan(t, dynamicNode, owned.gpu, owned.start)
+		addOrphan(t, dynamicNode, owned.gpu, owned.start, false)
 		if n := len(simState(t, dynamicNode).partitions); n != 2 {
 			t.Fatalf("orphan not written: %d partitions", n)
 		}
@@ -86,9 +88,33 @@ func TestDynamicRestartSweepsOrphansKeepsClaims(t *testing.T) {
 	}
 }
 
-// addOrphan writes a 1g.10gb partition at a free slice of gpu into the
-// node's simulated state (the plugin is down, so nothing else writes it).
-func addOrphan(t *testing.T, node, gpu string, taken int) {
+// addOrphan writes a 1g.10gb partition at a free slice of gpu (0, or 1
+// when taken is 0) into the node's simulated state, as `nvidia-smi mig
+// -cgi 1g.10gb -C` would cut it, and returns its UUID and start. With
+// inUse, a process outside Kubernetes holds it, so it cannot be destroyed.
+// The plugin must be down (nothing else writes the state then).
+func addOrphan(t *testing.T, node, gpu string, taken int, inUse bool) (string, int) {
+	t.Helper()
+	const uuid = "MIG-0e2e0000-0000-4000-8000-000000000001"
+	start := 0
+	if taken == 0 {
+		start = 1
+	}
+	editSimGPU(t, node, gpu, func(g map[string]any) {
+		parts, _ := g["partitions"].([]any)
+		g["partitions"] = append(parts, map[string]any{
+			"Kind": "mig", "Profile": "1g.10gb", "Placement": map[string]any{"Start": start, "Size": 1},
+			"UUID": uuid, "GPUInstanceID": 7 + start, "ComputeInstanceID": 0,
+		})
+		if inUse {
+			g["inUse"] = []any{uuid}
+		}
+	})
+	return uuid, start
+}
+
+// editSimGPU rewrites one GPU of a node's simulated state (plugin down).
+func editSimGPU(t *testing.T, node, gpu string, edit func(map[string]any)) {
 	t.Helper()
 	path := filepath.Join(cluster.NodeDir(node), "sim", "state.json")
 	data, err := os.ReadFile(path)
@@ -99,20 +125,15 @@ func addOrphan(t *testing.T, node, gpu string, taken int) {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
 	}
-	start := 0
-	if taken == 0 {
-		start = 1
-	}
+	found := false
 	for _, g := range doc["gpus"].([]any) {
-		g := g.(map[string]any)
-		if g["uuid"] != gpu {
-			continue
+		if g := g.(map[string]any); g["uuid"] == gpu {
+			edit(g)
+			found = true
 		}
-		parts, _ := g["partitions"].([]any)
-		g["partitions"] = append(parts, map[string]any{
-			"Kind": "mig", "Profile": "1g.10gb", "Placement": map[string]any{"Start": start, "Size": 1},
-			"UUID": "MIG-0e2e0000-0000-4000-8000-000000000001", "GPUInstanceID": 7 + start, "ComputeInstanceID": 0,
-		})
+	}
+	if !found {
+		t.Fatalf("no GPU %s in %s", gpu, path)
 	}
 	out, err := json.Marshal(doc)
 	if err != nil {
@@ -121,4 +142,136 @@ func addOrphan(t *testing.T, node, gpu string, taken int) {
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDynamicStuckOrphanWithheld: a partition no claim owns that cannot be
+// destroyed (a process outside Kubernetes holds it) survives the plugin's
+// start-up sweep. Its memory slice is then published as used up in its
+// GPU's counter set, so the real scheduler fills the GPU around it and
+// every pod runs; without that it would pick the blocked placement and the
+// pod's prepare would fail forever. Once the process lets go, the plugin
+// destroys it and turns MIG mode back off.
+func TestDynamicStuckOrphanWithheld(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	migPod(t, ns, "first", dynamicNode, "1g.10gb")
+	if err := scenario.WaitRunning(ctx, client, ns, []string{"first"}, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	before := simState(t, dynamicNode).partitions
+	if len(before) != 1 {
+		t.Fatalf("partitions while the pod runs: %+v, want one", before)
+	}
+	owned := before[0]
+	var stuck string
+	var stuckAt int
+	restartPlugin(t, dynamicNode, func() {
+		stuck, stuckAt = addOrphan(t, dynamicNode, owned.gpu, owned.start, true)
+	})
+	set := gpuDeviceName(t, dynamicNode, owned.gpu)
+	slice := fmt.Sprintf("memory-slice-%d", stuckAt)
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		v, ok := counterValue(t, dynamicNode, set, slice)
+		return ok && v == 0, fmt.Sprintf("counter %s/%s = %d (published %v), want 0", set, slice, v, ok)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slicesHas(simState(t, dynamicNode).partitions, stuck) {
+		t.Fatal("the held orphan was destroyed")
+	}
+
+	// The GPU the first slice opened takes the next 1g.10gb slices; with
+	// the first and the stuck one there, 5 more fit and the 6th opens
+	// another GPU. All must run.
+	names := []string{"first"}
+	for i := range 6 {
+		name := fmt.Sprintf("more-%d", i)
+		migPod(t, ns, name, dynamicNode, "1g.10gb")
+		names = append(names, name)
+	}
+	if err := scenario.WaitRunning(ctx, client, ns, names, 120*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	onGPU := 0
+	for _, p := range simState(t, dynamicNode).partitions {
+		if p.gpu == owned.gpu {
+			onGPU++
+		}
+	}
+	if onGPU != 7 {
+		t.Errorf("%d partitions on %s (the stuck one included), want 7: the GPU filled around it", onGPU, set)
+	}
+
+	deleteAll(t, ns)
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		return len(checkpointClaims(t, dynamicNode)) == 0, "claims still prepared"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	restartPlugin(t, dynamicNode, func() {
+		editSimGPU(t, dynamicNode, owned.gpu, func(g map[string]any) { delete(g, "inUse") })
+	})
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		st := simState(t, dynamicNode)
+		return len(st.partitions) == 0 && !st.migOn[owned.gpu], fmt.Sprintf("partitions %+v, MIG on %v", st.partitions, st.migOn[owned.gpu])
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := scenario.Poll(ctx, 30*time.Second, func() (bool, string) {
+		v, ok := counterValue(t, dynamicNode, set, slice)
+		return ok && v == 1, fmt.Sprintf("counter %s/%s = %d", set, slice, v)
+	}); err != nil {
+		t.Error(err)
+	}
+	s, err := cluster.LoadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := scrape(t, localcluster.MetricsURL(s, dynamicNode)).value("tessera_orphan_partitions_destroyed_total"); n != 1 {
+		t.Errorf("tessera_orphan_partitions_destroyed_total = %v after the last restart, want 1", n)
+	}
+}
+
+// gpuDeviceName is the published name (gpu-<n>) of the whole GPU with uuid.
+func gpuDeviceName(t *testing.T, node, uuid string) string {
+	t.Helper()
+	l, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range l.Items {
+		for _, d := range s.Spec.Devices {
+			if str(d, "type") == "gpu" && str(d, "uuid") == uuid {
+				return d.Name
+			}
+		}
+	}
+	t.Fatalf("GPU %s is not published on %s", uuid, node)
+	return ""
+}
+
+// counterValue reads one counter of a published counter set.
+func counterValue(t *testing.T, node, set, counter string) (int64, bool) {
+	t.Helper()
+	l, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range l.Items {
+		for _, cs := range s.Spec.SharedCounters {
+			if c, ok := cs.Counters[counter]; ok && cs.Name == set {
+				return c.Value.Value(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func slicesHas(ps []simPartition, uuid string) bool {
+	for _, p := range ps {
+		if p.uuid == uuid {
+			return true
+		}
+	}
+	return false
 }

@@ -30,9 +30,10 @@ type Backend struct {
 	logger   klog.Logger
 
 	mu       sync.Mutex
-	node     inventory.Node // current state; GPUs in machine file order
-	serial   uint64         // partitions created so far (seeds UUIDs)
-	changes  uint64         // creates and destroys by this process (Generation)
+	node     inventory.Node  // current state; GPUs in machine file order
+	serial   uint64          // partitions created so far (seeds UUIDs)
+	changes  uint64          // creates and destroys by this process (Generation)
+	inUse    map[string]bool // partition UUIDs held outside the driver (state.go)
 	watchers map[*watcher]struct{}
 }
 
@@ -79,11 +80,11 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 	b.devs = &devTree{root: filepath.Join(stateDir, "dev")}
 
 	b.node = *m.Node.Clone()
-	gpus, serial := loadState(b.logger, stateDir, m, b.bootID)
+	gpus, serial, inUse := loadState(b.logger, stateDir, m, b.bootID)
 	if gpus != nil {
 		b.node.GPUs = gpus
 	}
-	b.serial = serial
+	b.serial, b.inUse = serial, inUse
 	if err := b.save(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
@@ -183,6 +184,9 @@ func (b *Backend) DestroyPartition(ctx context.Context, gpuUUID, partitionUUID s
 		logger.V(4).Info("Partition to destroy does not exist", "gpu", gpuUUID, "uuid", partitionUUID)
 		return nil
 	}
+	if b.inUse[partitionUUID] {
+		return fmt.Errorf("sim: partition %s on GPU %s is in use by a process outside the driver (NVML would return IN_USE)", partitionUUID, gpuUUID)
+	}
 	before := g.Partitions
 	gone := before[k]
 	g.Partitions = slices.Delete(slices.Clone(before), k, k+1)
@@ -254,6 +258,11 @@ func (b *Backend) save() error {
 		sg := stateGPU{UUID: g.UUID, Partitions: g.Partitions}
 		if g.Partitioning != nil {
 			sg.PartitioningEnabled = &g.Partitioning.Enabled
+		}
+		for _, p := range g.Partitions {
+			if b.inUse[p.UUID] {
+				sg.InUse = append(sg.InUse, p.UUID)
+			}
 		}
 		doc.GPUs = append(doc.GPUs, sg)
 	}

@@ -40,46 +40,57 @@ type stateGPU struct {
 	// files from before SetPartitionMode, meaning the machine file's.
 	PartitioningEnabled *bool                 `json:"partitioningEnabled,omitempty"`
 	Partitions          []inventory.Partition `json:"partitions"`
+	// InUse lists partitions (by UUID) a process outside the driver holds
+	// open: destroying them fails, as NVML's does with IN_USE. Only a hand
+	// edit while the agent is down sets it (tests, demos); it goes with
+	// the partition.
+	InUse []string `json:"inUse,omitempty"`
 }
 
 // loadState returns the GPUs to start with, partition mode and partitions
 // restored (nil: the machine file's), and the serial to continue from. It
 // never fails: whatever is wrong with the file is logged and the machine
 // file's state is used.
-func loadState(logger klog.Logger, dir string, m *Machine, bootID string) (gpus []inventory.GPU, serial uint64) {
+func loadState(logger klog.Logger, dir string, m *Machine, bootID string) (gpus []inventory.GPU, serial uint64, inUse map[string]bool) {
 	p := filepath.Join(dir, stateFileName)
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		logger.V(2).Info("No partition state yet, starting from the machine file", "path", p)
-		return nil, 0
+		return nil, 0, nil
 	}
 	if err != nil {
 		logger.Error(err, "Reading partition state, starting from the machine file", "path", p)
-		return nil, 0
+		return nil, 0, nil
 	}
 	var doc stateDoc
 	if err := json.Unmarshal(data, &doc); err != nil {
 		logger.Error(err, "Partition state is corrupt, starting from the machine file", "path", p)
-		return nil, 0
+		return nil, 0, nil
 	}
 	switch {
 	case doc.Version != stateVersion:
 		logger.Info("Partition state has another version, starting from the machine file", "path", p, "version", doc.Version)
-		return nil, 0
+		return nil, 0, nil
 	case doc.BootID != bootID:
 		logger.Info("Host rebooted since the partition state was written, starting from the machine file", "path", p)
-		return nil, 0
+		return nil, 0, nil
 	case doc.Machine != m.Name || doc.NodeName != m.NodeName:
 		logger.Info("Partition state belongs to another machine, starting from the machine file", "path", p, "stateMachine", doc.Machine, "stateNode", doc.NodeName)
-		return nil, 0
+		return nil, 0, nil
 	}
 	gpus, err = replayState(m, &doc)
 	if err != nil {
 		logger.Error(err, "Partition state does not fit the machine, starting from the machine file", "path", p)
-		return nil, 0
+		return nil, 0, nil
+	}
+	inUse = map[string]bool{}
+	for _, sg := range doc.GPUs {
+		for _, u := range sg.InUse {
+			inUse[u] = true
+		}
 	}
 	logger.V(2).Info("Restored partition state", "path", p)
-	return gpus, doc.Serial
+	return gpus, doc.Serial, inUse
 }
 
 // replayState checks the stored partitions against the machine with the

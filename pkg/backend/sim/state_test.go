@@ -207,3 +207,50 @@ func contains(s []string, v string) bool {
 	}
 	return false
 }
+
+// TestInUsePartitionRefusesDestroy: a partition listed in a GPU's inUse
+// (a process outside the driver holds it) cannot be destroyed, across
+// restarts, while its neighbours can; another boot clears it with the
+// partitions.
+func TestInUsePartitionRefusesDestroy(t *testing.T) {
+	ctx := context.Background()
+	m := mustProfile(t, "dgx-h100-mig")
+	dir := t.TempDir()
+	if _, err := New(m, dir, WithBootID("boot-1"), testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	g6 := m.Node.GPUs[6]
+	held, free := g6.Partitions[0].UUID, g6.Partitions[1].UUID
+	var doc stateDoc
+	data, _ := os.ReadFile(filepath.Join(dir, stateFileName))
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc.GPUs[6].InUse = []string{held}
+	if err := os.WriteFile(filepath.Join(dir, stateFileName), mustJSON(&doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for restart := range 2 {
+		b, err := New(m, dir, WithBootID("boot-1"), testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = b.DestroyPartition(ctx, g6.UUID, held)
+		if err == nil || !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), held) {
+			t.Fatalf("start %d: destroy of the held partition: %v, want an in-use error naming it", restart, err)
+		}
+		if restart == 0 {
+			if err := b.DestroyPartition(ctx, g6.UUID, free); err != nil {
+				t.Fatalf("destroy of a free neighbour: %v", err)
+			}
+		}
+	}
+	b, err := New(m, dir, WithBootID("boot-2"), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DestroyPartition(ctx, g6.UUID, held); err != nil {
+		t.Errorf("after a reboot the partition is the machine file's again and free: %v", err)
+	}
+}
