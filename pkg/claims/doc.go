@@ -18,6 +18,8 @@
 //
 // With dynamic partitioning (Config.Partitioning) prepare also carves the
 // allocated MIG placements between PrepareStarted and the spec, and
-// unprepare destroys them; carve.go describes the records that make that
-// crash-safe, and the start-up sweep of partitions no claim owns.
+// unprepare destroys them: carve.go (carving and the records that make it
+// crash-safe), release.go (destroying and turning MIG mode back off),
+// sweep.go (partitions no claim holds: destroyed at start and on retry,
+// and Holds, which the driver publishes with).
 package claims
