@@ -3,6 +3,7 @@
 package nvml
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -24,7 +25,7 @@ func (b *Backend) Generation() (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return "", fmt.Errorf("nvml: backend is closed")
+		return "", errors.New("nvml: backend is closed")
 	}
 	b.refreshHandles()
 	h := fnv.New64a()
@@ -36,8 +37,8 @@ func (b *Backend) Generation() (string, error) {
 
 // migFingerprint is one GPU's MIG state as a string: "-" without a handle,
 // "none" without MIG, "off", or "on:" and its MIG device UUIDs. A read
-// that fails gives "?" plus the failing call, so a GPU that keeps failing
-// does not make every poll look like a change, and its recovery does.
+// that fails gives "?" and the error, so a GPU that keeps failing does not
+// make every poll look like a change, and its recovery does.
 func migFingerprint(d nvml.Device) string {
 	if d == nil {
 		return "-"
@@ -47,29 +48,19 @@ func migFingerprint(d nvml.Device) string {
 		if notSupported(err) {
 			return "none"
 		}
-		return "?mode"
+		return "?" + err.Error()
 	}
 	if cur != nvml.DEVICE_MIG_ENABLE {
 		return "off"
 	}
-	n, ret := d.GetMaxMigDeviceCount()
-	if ret != nvml.SUCCESS {
-		return "?count"
-	}
 	var uuids []string
-	for i := 0; i < n; i++ {
-		md, ret := d.GetMigDeviceHandleByIndex(i)
-		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
-			continue
-		}
-		if ret != nvml.SUCCESS {
-			return "?handle"
-		}
+	err := eachMIGDevice(d, func(_ int, md nvml.Device) error {
 		u, ret := md.GetUUID()
-		if ret != nvml.SUCCESS {
-			return "?uuid"
-		}
 		uuids = append(uuids, u)
+		return check("nvmlDeviceGetUUID(MIG)", ret)
+	})
+	if err != nil {
+		return "?" + err.Error()
 	}
 	slices.Sort(uuids)
 	return "on:" + strings.Join(uuids, ",")

@@ -295,27 +295,15 @@ type migDevice struct {
 }
 
 // migDevices maps (GI id, CI id) to the MIG device handles of the GPU.
-// Indices without a device (NOT_FOUND) are gaps, not errors.
 func (r *gpuReader) migDevices() (map[[2]int]migDevice, error) {
-	n, ret := r.h.GetMaxMigDeviceCount()
-	if err := check("nvmlDeviceGetMaxMigDeviceCount", ret); err != nil {
-		return nil, fmt.Errorf("MIG devices: %w", err)
-	}
 	out := map[[2]int]migDevice{}
-	for i := 0; i < n; i++ {
-		d, ret := r.h.GetMigDeviceHandleByIndex(i)
-		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
-			continue
-		}
-		if err := check(fmt.Sprintf("nvmlDeviceGetMigDeviceHandleByIndex(%d)", i), ret); err != nil {
-			return nil, fmt.Errorf("MIG devices: %w", err)
-		}
+	err := eachMIGDevice(r.h, func(i int, d nvml.Device) error {
 		gi, ret1 := d.GetGpuInstanceId()
 		ci, ret2 := d.GetComputeInstanceId()
 		uuid, ret3 := d.GetUUID()
 		for _, e := range []error{check("nvmlDeviceGetGpuInstanceId", ret1), check("nvmlDeviceGetComputeInstanceId", ret2), check("nvmlDeviceGetUUID(MIG)", ret3)} {
 			if e != nil {
-				return nil, fmt.Errorf("MIG device %d: %w", i, e)
+				return fmt.Errorf("MIG device %d: %w", i, e)
 			}
 		}
 		md := migDevice{uuid: uuid}
@@ -323,6 +311,33 @@ func (r *gpuReader) migDevices() (map[[2]int]migDevice, error) {
 			md.attrs = &a
 		}
 		out[[2]int{gi, ci}] = md
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// eachMIGDevice calls fn with the index and handle of every MIG device of
+// h, stopping at the first error. Indices without a device (NOT_FOUND,
+// INVALID_ARGUMENT) are gaps, not errors.
+func eachMIGDevice(h nvml.Device, fn func(int, nvml.Device) error) error {
+	n, ret := h.GetMaxMigDeviceCount()
+	if err := check("nvmlDeviceGetMaxMigDeviceCount", ret); err != nil {
+		return fmt.Errorf("MIG devices: %w", err)
+	}
+	for i := 0; i < n; i++ {
+		d, ret := h.GetMigDeviceHandleByIndex(i)
+		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+			continue
+		}
+		if err := check(fmt.Sprintf("nvmlDeviceGetMigDeviceHandleByIndex(%d)", i), ret); err != nil {
+			return fmt.Errorf("MIG devices: %w", err)
+		}
+		if err := fn(i, d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
