@@ -240,7 +240,7 @@ func pluginAsAgent(t *testing.T, ctx context.Context) {
 	if err := cluster.WriteKubeconfigAs(kc, localcluster.ServiceAccountIdentity(chartNS, chartSA, nodeA)); err != nil {
 		t.Fatal(err)
 	}
-	before := publishedDevices(t, ctx, nodeA)
+	before := publishedDevices(t, nodeA)
 	s, err := cluster.LoadState()
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func pluginAsAgent(t *testing.T, ctx context.Context) {
 		if ok, msg := localcluster.PoolPublished(ctx, client, nodeA); !ok {
 			return false, msg
 		}
-		n := publishedDevices(t, ctx, nodeA)
+		n := publishedDevices(t, nodeA)
 		return n == before, fmt.Sprintf("%d devices published, %d before", n, before)
 	}); err != nil {
 		t.Fatalf("plugin as the agent did not republish: %v\n%s", err, logSince(logPath, offset))
@@ -311,14 +311,10 @@ func logSince(path string, offset int64) string {
 	return string(data[offset:])
 }
 
-func publishedDevices(t *testing.T, ctx context.Context, node string) int {
+func publishedDevices(t *testing.T, node string) int {
 	t.Helper()
-	l, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, s := range l.Items {
+	for _, s := range nodeSlices(t, node) {
 		if s.Spec.Driver == "gpu.tessera.dev" {
 			n += len(s.Spec.Devices)
 		}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
@@ -34,15 +33,7 @@ func migPod(t *testing.T, ns, name, node, profile string) string {
 func TestDynamicRestartSweepsOrphansKeepsClaims(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	uid := migPod(t, ns, "slice", dynamicNode, "1g.10gb")
-	if err := scenario.WaitRunning(ctx, client, ns, []string{"slice"}, 90*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	before := simState(t, dynamicNode).partitions
-	if len(before) != 1 {
-		t.Fatalf("partitions while the pod runs: %+v, want one", before)
-	}
-	owned := before[0]
+	uid, owned := runningSlice(t, ns, "slice")
 
 	restartPlugin(t, dynamicNode, func() {
 		addOrphan(t, dynamicNode, owned.gpu, owned.start, false)
@@ -86,6 +77,22 @@ func TestDynamicRestartSweepsOrphansKeepsClaims(t *testing.T) {
 	if len(st.partitions) != 0 || st.migOn[owned.gpu] {
 		t.Errorf("after the pods: partitions %+v, MIG on %v; want none, off", st.partitions, st.migOn[owned.gpu])
 	}
+}
+
+// runningSlice runs a pod named name with a 1g.10gb slice on the dynamic
+// node, which must hold no other partition, and returns its claim's UID and
+// the partition carved for it.
+func runningSlice(t *testing.T, ns, name string) (string, simPartition) {
+	t.Helper()
+	uid := migPod(t, ns, name, dynamicNode, "1g.10gb")
+	if err := scenario.WaitRunning(context.Background(), client, ns, []string{name}, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ps := simState(t, dynamicNode).partitions
+	if len(ps) != 1 {
+		t.Fatalf("partitions while the pod runs: %+v, want one", ps)
+	}
+	return uid, ps[0]
 }
 
 // addOrphan writes a 1g.10gb partition at a free slice of gpu (0, or 1
@@ -154,15 +161,7 @@ func editSimGPU(t *testing.T, node, gpu string, edit func(map[string]any)) {
 func TestDynamicStuckOrphanWithheld(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	migPod(t, ns, "first", dynamicNode, "1g.10gb")
-	if err := scenario.WaitRunning(ctx, client, ns, []string{"first"}, 90*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	before := simState(t, dynamicNode).partitions
-	if len(before) != 1 {
-		t.Fatalf("partitions while the pod runs: %+v, want one", before)
-	}
-	owned := before[0]
+	_, owned := runningSlice(t, ns, "first")
 	var stuck string
 	var stuckAt int
 	restartPlugin(t, dynamicNode, func() {
@@ -235,11 +234,7 @@ func TestDynamicStuckOrphanWithheld(t *testing.T) {
 // gpuDeviceName is the published name (gpu-<n>) of the whole GPU with uuid.
 func gpuDeviceName(t *testing.T, node, uuid string) string {
 	t.Helper()
-	l, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range l.Items {
+	for _, s := range nodeSlices(t, node) {
 		for _, d := range s.Spec.Devices {
 			if str(d, "type") == "gpu" && str(d, "uuid") == uuid {
 				return d.Name
@@ -253,11 +248,7 @@ func gpuDeviceName(t *testing.T, node, uuid string) string {
 // counterValue reads one counter of a published counter set.
 func counterValue(t *testing.T, node, set, counter string) (int64, bool) {
 	t.Helper()
-	l, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range l.Items {
+	for _, s := range nodeSlices(t, node) {
 		for _, cs := range s.Spec.SharedCounters {
 			if c, ok := cs.Counters[counter]; ok && cs.Name == set {
 				return c.Value.Value(), true

@@ -40,14 +40,20 @@ func namespace(t *testing.T) string {
 	return name
 }
 
-// device looks a published device up by pool and name.
-func device(t *testing.T, pool, name string) resourceapi.Device {
+// nodeSlices lists the ResourceSlices published for node.
+func nodeSlices(t *testing.T, node string) []resourceapi.ResourceSlice {
 	t.Helper()
-	l, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + pool})
+	l, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range l.Items {
+	return l.Items
+}
+
+// device looks a published device up by pool and name.
+func device(t *testing.T, pool, name string) resourceapi.Device {
+	t.Helper()
+	for _, s := range nodeSlices(t, pool) {
 		for _, d := range s.Spec.Devices {
 			if d.Name == name {
 				return d

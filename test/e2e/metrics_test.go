@@ -12,7 +12,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
@@ -123,12 +122,8 @@ type check struct {
 // ResourceSlices, by vendor, model and type.
 func checkPublished(t *testing.T, node string, m samples) {
 	t.Helper()
-	l, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
-		t.Fatal(err)
-	}
 	inSlices := map[[3]string]float64{}
-	for _, sl := range l.Items {
+	for _, sl := range nodeSlices(t, node) {
 		for _, d := range sl.Spec.Devices {
 			inSlices[[3]string{str(d, "vendor"), str(d, "model"), str(d, "type")}]++
 		}
