@@ -28,11 +28,7 @@ func PublishSimWith(t testing.TB, profile, node string, opts slices.Options) ([]
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := sim.New(m, t.TempDir(), sim.WithBootID("boot"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := b.Discover(context.Background())
+	inv, err := NewSim(t, m).Discover(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,4 +37,15 @@ func PublishSimWith(t testing.TB, profile, node string, opts slices.Options) ([]
 		t.Fatal(err)
 	}
 	return slices.Objects(DriverName, node, res.Resources), res
+}
+
+// NewSim starts a simulated backend for m with its own state directory and
+// a fixed boot id, as the tests here need it.
+func NewSim(t testing.TB, m *sim.Machine) *sim.Backend {
+	t.Helper()
+	b, err := sim.New(m, t.TempDir(), sim.WithBootID("boot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

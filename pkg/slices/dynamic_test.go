@@ -202,10 +202,8 @@ func TestDynamicEveryProfileFitsAsTheTableSays(t *testing.T) {
 
 func profileOf(t *testing.T, res *tslices.Result, name string) inventory.PartitionProfile {
 	for _, e := range res.Devices {
-		for _, p := range e.GPU.Partitioning.Profiles {
-			if p.Name == name {
-				return p
-			}
+		if pr := e.GPU.Partitioning.Profile(name); pr != nil {
+			return *pr
 		}
 	}
 	t.Fatalf("no profile %s", name)
@@ -370,10 +368,7 @@ func migBackend(t *testing.T, ctx context.Context, machine string) *sim.Backend 
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := sim.New(m, t.TempDir(), sim.WithBootID("boot"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := alloctest.NewSim(t, m)
 	inv, _ := b.Discover(ctx)
 	for _, g := range inv.GPUs {
 		for _, p := range g.Partitions {
@@ -514,10 +509,7 @@ func TestDynamicEveryMIGTableFits(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, pr := range g.Partitioning.Profiles {
-				hw, err := sim.New(m, t.TempDir(), sim.WithBootID("boot"))
-				if err != nil {
-					t.Fatal(err)
-				}
+				hw := alloctest.NewSim(t, m)
 				want := 0
 				for _, pl := range pr.Placements {
 					if _, err := hw.CreatePartition(ctx, g.UUID, pr.Name, pl); err == nil {
@@ -525,10 +517,7 @@ func TestDynamicEveryMIGTableFits(t *testing.T) {
 					}
 				}
 				// A second, empty GPU carves what the allocator hands out.
-				hw, err = sim.New(m, t.TempDir(), sim.WithBootID("boot"))
-				if err != nil {
-					t.Fatal(err)
-				}
+				hw = alloctest.NewSim(t, m)
 				c := alloctest.NewCluster(tslices.Objects(driver, machine, res.Resources), classes)
 				n := 0
 				for ; ; n++ {
