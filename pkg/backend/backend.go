@@ -47,6 +47,9 @@ type Backend interface {
 
 	// WatchHealth sends health events until ctx ends, then returns.
 	WatchHealth(ctx context.Context, events chan<- HealthEvent) error
+
+	// Sharer applies time-slicing and MPS settings (sharing.go).
+	Sharer
 }
 
 // Generationer is implemented by backends whose inventory can change while

@@ -51,3 +51,11 @@ func (*Backend) DestroyStray(context.Context, string) (int, error)      { return
 func (*Backend) WatchHealth(context.Context, chan<- backend.HealthEvent) error {
 	return errNoCgo
 }
+func (*Backend) SetTimeSlice(context.Context, string, backend.TimeSlice) error { return errNoCgo }
+func (*Backend) StartMPS(context.Context, backend.MPSDaemonSpec) (*backend.MPSDaemon, error) {
+	return nil, errNoCgo
+}
+func (*Backend) StopMPS(context.Context, string) error { return errNoCgo }
+func (*Backend) MPSDaemons(context.Context) ([]backend.MPSDaemonState, error) {
+	return nil, errNoCgo
+}
