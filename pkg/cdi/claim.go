@@ -2,6 +2,7 @@ package cdi
 
 import (
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
 // ClaimDevice is one allocated device of a claim, as the claims package
@@ -13,6 +14,12 @@ type ClaimDevice struct {
 	GPU inventory.GPU
 	// Partition is nil for a whole GPU.
 	Partition *inventory.Partition
+	// Sharing is how the device is shared (nil: not configured); recorded
+	// in the spec.
+	Sharing *sharing.Settings
+	// MPSPipeDir is the host directory of the claim's MPS daemon's pipes,
+	// set for a device under MPS: its containers mount it.
+	MPSPipeDir string
 }
 
 // ClaimRef names a ResourceClaim.

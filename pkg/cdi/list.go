@@ -1,6 +1,7 @@
 package cdi
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,8 @@ import (
 	"strings"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
 // ErrBadSpec marks, in ListClaimSpecs' error, a claim spec file that could
@@ -30,6 +33,8 @@ type RecordedDevice struct {
 	// GPUUUID and PartitionUUID (empty for a whole GPU) say what the device
 	// was, so recovery can find partitions to destroy on unprepare.
 	GPUUUID, PartitionUUID string
+	// Sharing is the device's recorded sharing settings, nil for none.
+	Sharing *sharing.Settings
 }
 
 // ListClaimSpecs reads every Tessera claim spec in the spec directory, to
@@ -95,14 +100,21 @@ func (w *Writer) readClaimSpec(uid string) (RecordedClaim, error) {
 		if s := d.Annotations[annCDIDeviceIDs]; s != "" {
 			ids = strings.Split(s, ",")
 		}
-		rc.Devices = append(rc.Devices, RecordedDevice{
+		rd := RecordedDevice{
 			Request:       d.Annotations[annRequest],
 			Pool:          d.Annotations[annPool],
 			Device:        d.Annotations[annDevice],
 			CDIDeviceIDs:  ids,
 			GPUUUID:       d.Annotations[annGPUUUID],
 			PartitionUUID: d.Annotations[annPartitionUUID],
-		})
+		}
+		if js, ok := d.Annotations[annSharing]; ok {
+			rd.Sharing = &sharing.Settings{}
+			if err := json.Unmarshal([]byte(js), rd.Sharing); err != nil {
+				return RecordedClaim{}, fmt.Errorf("CDI spec %s device %s: sharing annotation: %w", path, rd.Device, err)
+			}
+		}
+		rc.Devices = append(rc.Devices, rd)
 	}
 	if len(rc.Devices) == 0 {
 		return RecordedClaim{}, fmt.Errorf("CDI spec %s records no devices", path)

@@ -63,6 +63,9 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 		if v := vendorIx.lookup(d); v != "" {
 			ids[i] = append(ids[i], v)
 		}
+		if d.Sharing.IsMPS() {
+			ids[i] = append(ids[i], qualified(mpsDeviceName(claim.UID)))
+		}
 
 		ann := map[string]string{
 			annVendor:       string(d.GPU.Vendor),
@@ -74,6 +77,13 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 		}
 		if d.Partition != nil {
 			ann[annPartitionUUID] = d.Partition.UUID
+		}
+		if d.Sharing != nil {
+			js, err := json.Marshal(d.Sharing)
+			if err != nil {
+				return nil, nil, fmt.Errorf("device %s/%s: sharing: %w", d.Pool, d.Device, err)
+			}
+			ann[annSharing] = string(js)
 		}
 		devNodes, err := w.deviceNodes(nodes)
 		if err != nil {
@@ -101,6 +111,14 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 			Annotations:    map[string]string{annVendor: string(v)},
 			ContainerEdits: cdispec.ContainerEdits{Env: env, DeviceNodes: devNodes},
 		})
+	}
+
+	mps, err := mpsDevice(claim.UID, devs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if mps != nil {
+		spec.Devices = append(spec.Devices, *mps)
 	}
 
 	// The lowest version that expresses the spec, so that runtimes with

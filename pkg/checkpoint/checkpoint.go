@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
 // CurrentVersion is the checkpoint format this code reads and writes.
@@ -56,6 +57,11 @@ type Device struct {
 	// a crash between carve and save still finds what to destroy.
 	Profile   string               `json:"profile,omitempty"`
 	Placement *inventory.Placement `json:"placement,omitempty"`
+	// Sharing is what the claim's config asked of this device, saved with
+	// PrepareStarted before anything is applied: rollback stops the claim's
+	// MPS daemon if any device is under MPS, and gives a GPU its default
+	// time-slice back once no claim holds an interval on it.
+	Sharing *sharing.Settings `json:"sharing,omitempty"`
 }
 
 // Claim is one claim's entry.
@@ -116,6 +122,10 @@ func (c *Claim) clone() *Claim {
 			if d.Placement != nil {
 				p := *d.Placement
 				d.Placement = &p
+			}
+			if d.Sharing != nil {
+				s := *d.Sharing
+				d.Sharing = &s
 			}
 			out.Devices[i] = d
 		}

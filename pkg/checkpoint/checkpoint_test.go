@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
+	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 30, 45, 123456789, time.UTC)
@@ -16,7 +19,8 @@ func sample() *Checkpoint {
 		UID: "uid-a", Namespace: "ns-a", Name: "train", State: PrepareCompleted, Updated: t0,
 		Devices: []Device{
 			{Request: "gpus", Pool: "node-1", Device: "gpu-0", GPUUUID: "GPU-0", CDIDeviceIDs: []string{"k8s.gpu.tessera.dev/claim=uid-a-0-gpu-0", "k8s.gpu.tessera.dev/claim=uid-a-common-nvidia"}},
-			{Request: "mig", Pool: "node-1", Device: "gpu-1-mig", GPUUUID: "GPU-1", PartitionUUID: "MIG-1", CreatedPartition: true},
+			{Request: "mig", Pool: "node-1", Device: "gpu-1-mig", GPUUUID: "GPU-1", PartitionUUID: "MIG-1", CreatedPartition: true,
+				Sharing: &sharing.Settings{Strategy: v1alpha1.MPS, MPSActiveThreadPercentage: 50}},
 		},
 	}
 	cp.Claims["uid-b"] = &Claim{UID: "uid-b", Namespace: "ns-b", Name: "infer", State: PrepareStarted, Updated: t0.Add(time.Second)}
@@ -35,6 +39,7 @@ func TestClone(t *testing.T) {
 	c.Claims["uid-a"].State = UnprepareStarted
 	c.Claims["uid-a"].Devices[0].Device = "changed"
 	c.Claims["uid-a"].Devices[0].CDIDeviceIDs[0] = "changed"
+	c.Claims["uid-a"].Devices[1].Sharing.MPSActiveThreadPercentage = 10
 	delete(c.Claims, "uid-b")
 	if !reflect.DeepEqual(orig, sample()) {
 		t.Error("changing the clone changed the original")

@@ -25,6 +25,9 @@ var (
 	// ErrPartition: carving or destroying a partition, or switching a GPU's
 	// partition mode, failed in the backend.
 	ErrPartition = errors.New("partition")
+	// ErrSharing: setting a time-slice interval or starting or stopping an
+	// MPS daemon failed in the backend.
+	ErrSharing = errors.New("sharing")
 )
 
 // kindError marks err as one of the kinds above without changing its

@@ -22,6 +22,7 @@ type Step string
 const (
 	StepPrepareStarted    Step = "prepare-started-saved"
 	StepPartitionCarved   Step = "partition-carved"
+	StepSharingApplied    Step = "sharing-applied"
 	StepSpecWritten       Step = "spec-written"
 	StepPrepareCompleted  Step = "prepare-completed-saved"
 	StepUnprepareStarted  Step = "unprepare-started-saved"
@@ -52,6 +53,9 @@ type Config struct {
 	// OrphanDestroyed, if set, is told of each partition the start-up sweep
 	// destroyed (metrics).
 	OrphanDestroyed func()
+	// MPSRestarted, if set, is told how many MPS daemons of prepared claims
+	// were found dead and started again (metrics).
+	MPSRestarted func(n int)
 	// Partitioning is how the node publishes MIG GPUs; with Dynamic the
 	// manager carves at prepare, destroys at unprepare and removes
 	// partitions no claim owns at start (see carve.go).
@@ -139,7 +143,7 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "uid", claim.UID)
 
 	if c, ok := m.cp.Claims[ref.UID]; ok && c.State == checkpoint.PrepareCompleted && !lostPartitions(c) {
-		if err := m.ensureSpec(ref, c); err != nil {
+		if err := m.ensureSpec(ctx, ref, c); err != nil {
 			return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 		}
 		logger.V(4).Info("Claim already prepared")
@@ -160,10 +164,13 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 	if err := m.checkConflicts(ref, devs); err != nil {
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
+	if err := m.checkIntervals(ref.UID, devs); err != nil {
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+	}
 
 	entry := &checkpoint.Claim{UID: ref.UID, Namespace: ref.Namespace, Name: ref.Name, State: checkpoint.PrepareStarted, Updated: m.cfg.Now()}
 	for _, d := range devs {
-		cd := checkpoint.Device{Request: d.dev.Request, Pool: d.dev.Pool, Device: d.dev.Device, GPUUUID: d.dev.GPU.UUID}
+		cd := checkpoint.Device{Request: d.dev.Request, Pool: d.dev.Pool, Device: d.dev.Device, GPUUUID: d.dev.GPU.UUID, Sharing: d.dev.Sharing}
 		switch {
 		case d.carve != nil:
 			pl := d.carve.Placement
@@ -188,6 +195,17 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 		}
 		m.abandon(ctx, entry)
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+	}
+
+	if err := m.applySharing(ctx, ref.UID, devs); err != nil {
+		if errors.Is(err, ErrInjected) {
+			return nil, err
+		}
+		m.abandon(ctx, entry)
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+	}
+	if err := m.crash(StepSharingApplied); err != nil {
+		return nil, err
 	}
 
 	ids, err := m.cfg.CDI.WriteClaimSpec(ref, cdiDevices(devs))
@@ -263,9 +281,16 @@ func (m *Manager) rollback(ctx context.Context, c *checkpoint.Claim) error {
 			return err
 		}
 	}
-	// Partitions go even when the spec could not: the entry stays and the
-	// next attempt removes the spec, but hardware is not held meanwhile.
+	// The daemon and partitions go even when the spec could not: the entry
+	// stays and the next attempt removes the spec, but hardware is not held
+	// meanwhile. The daemon first: it holds the partitions it serves.
+	if err := m.stopDaemon(ctx, c); err != nil {
+		return err
+	}
 	if err := m.releasePartitions(ctx, c); err != nil {
+		return err
+	}
+	if err := m.restoreIntervals(ctx, c); err != nil {
 		return err
 	}
 	if specErr != nil {
@@ -279,15 +304,32 @@ func (m *Manager) rollback(ctx context.Context, c *checkpoint.Claim) error {
 	return m.crash(StepUnprepareFinished)
 }
 
-// ensureSpec rewrites a prepared claim's spec if it is gone (a reboot clears
-// /var/run/cdi while the checkpoint on disk survives).
-func (m *Manager) ensureSpec(ref cdi.ClaimRef, c *checkpoint.Claim) error {
+// ensureSpec makes sure a prepared claim's MPS daemon runs (adopted, or
+// started again if it died) and rewrites the claim's spec if it is gone (a
+// reboot clears /var/run/cdi while the checkpoint on disk survives).
+func (m *Manager) ensureSpec(ctx context.Context, ref cdi.ClaimRef, c *checkpoint.Claim) error {
+	pipeDir := ""
+	if usesMPS(c) {
+		d, err := m.startRecordedDaemon(ctx, c)
+		if err != nil {
+			return err
+		}
+		if !d.Adopted && m.cfg.MPSRestarted != nil {
+			m.cfg.MPSRestarted(1)
+		}
+		pipeDir = d.PipeDir
+	}
 	if specExists(m.cfg.CDI.SpecPath(ref.UID)) {
 		return nil
 	}
 	devs, err := m.resolveRecorded(c)
 	if err != nil {
 		return err
+	}
+	for i := range devs {
+		if devs[i].Sharing.IsMPS() {
+			devs[i].MPSPipeDir = pipeDir
+		}
 	}
 	ids, err := m.cfg.CDI.WriteClaimSpec(ref, devs)
 	if err != nil {

@@ -74,7 +74,7 @@ func TestPrepareErrors(t *testing.T) {
 		{allocated("ghost", "gpu-0", "gpu-42"), []string{"default/ghost", "gpu-42", "not on this node"}},
 		{foreignPool, []string{"default/elsewhere", "node-2/gpu-0"}},
 		{allocated("thief", "gpu-3"), []string{"default/thief", "gpu-3", "in use by claim default/holder"}},
-		{withConfig, []string{"default/configured", "config[0].opaque", "gpu.tessera.dev/v1alpha1"}},
+		{withConfig, []string{"default/configured", "status.allocation.devices.config[0].opaque.parameters (from claim): apiVersion: Required value", "gpu.tessera.dev/v1alpha1"}},
 		{unallocated, []string{"default/pending", "not allocated"}},
 	}
 	for _, tc := range tests {

@@ -62,6 +62,11 @@ func (m *Manager) recover(ctx context.Context) error {
 	if _, err := m.sweepOrphans(ctx); err != nil {
 		return err
 	}
+	if _, err := m.ensureSharing(ctx); err != nil {
+		// A daemon that will not start fails its claim's next prepare, not
+		// the agent: the other claims must keep being served.
+		logger.Error(err, "Restoring sharing settings of prepared claims")
+	}
 	return m.removeOrphanSpecs(ctx)
 }
 
@@ -78,7 +83,7 @@ func (m *Manager) rebuild() (*checkpoint.Checkpoint, error) {
 	for _, r := range recs {
 		c := &checkpoint.Claim{UID: r.Claim.UID, Namespace: r.Claim.Namespace, Name: r.Claim.Name, State: checkpoint.PrepareCompleted, Updated: m.cfg.Now()}
 		for _, d := range r.Devices {
-			cd := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: d.CDIDeviceIDs, GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID}
+			cd := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: d.CDIDeviceIDs, GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID, Sharing: d.Sharing}
 			e, ok := pub.Devices[d.Device]
 			if ok && cd.GPUUUID == "" {
 				cd.GPUUUID = e.GPU.UUID

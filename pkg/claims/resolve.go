@@ -9,7 +9,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
@@ -48,9 +47,6 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 	if claim.Status.Allocation == nil {
 		return nil, ErrNotAllocated
 	}
-	if err := checkConfig(claim, m.cfg.DriverName); err != nil {
-		return nil, err
-	}
 	pub := m.cfg.Devices()
 	var out []planned
 	var missing []string
@@ -74,6 +70,9 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 	if len(missing) > 0 {
 		return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("allocated device(s) not on this node (pool %s): %s", pub.Pool, strings.Join(missing, ", ")))
 	}
+	if err := m.resolveSharing(claim, out); err != nil {
+		return nil, withKind(ErrConfigRejected, err)
+	}
 	return out, nil
 }
 
@@ -89,7 +88,7 @@ func (m *Manager) resolveRecorded(c *checkpoint.Claim) ([]cdi.ClaimDevice, error
 		if d.PartitionUUID != "" && (e.Partition == nil || e.Partition.UUID != d.PartitionUUID) {
 			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s: partition %s is gone", d.Pool, d.Device, d.PartitionUUID))
 		}
-		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition})
+		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition, Sharing: d.Sharing})
 	}
 	return out, nil
 }
@@ -170,17 +169,4 @@ func plannedFootprint(d planned) footprint {
 func specExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-// checkConfig rejects opaque configuration addressed to this driver: this
-// version defines no parameters, and silently ignoring them would run the
-// workload with settings its author did not get.
-func checkConfig(claim *resourceapi.ResourceClaim, driver string) error {
-	for i, c := range claim.Status.Allocation.Devices.Config {
-		if c.Opaque == nil || c.Opaque.Driver != driver {
-			continue
-		}
-		return withKind(ErrConfigRejected, fmt.Errorf("status.allocation.devices.config[%d].opaque: this version of %s defines no %s/%s configuration kinds (requests %v)", i, driver, v1alpha1.Group, v1alpha1.Version, c.Requests))
-	}
-	return nil
 }
