@@ -55,6 +55,9 @@ type Options struct {
 	// holds and that the start-up sweep could not destroy are tried again;
 	// one minute when zero.
 	OrphanRetry time.Duration
+	// SharingCheck is how often the MPS daemons of prepared claims are
+	// checked and started again if one died; 30s when zero.
+	SharingCheck time.Duration
 }
 
 // Driver implements kubeletplugin.DRAPlugin.
@@ -96,6 +99,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		Crash:           o.Crash,
 		Partitioning:    o.Partitioning,
 		OrphanDestroyed: o.Metrics.OrphanDestroyed,
+		MPSRestarted:    o.Metrics.MPSRestarted,
 		ObservePartition: func(op claims.PartitionOp, took time.Duration, err error) {
 			o.Metrics.ObservePartition(string(op), took, err)
 		},
@@ -112,6 +116,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		}
 	}
 	o.Metrics.SetPreparedSource(d.claims.Counts)
+	o.Metrics.SetSharingSource(d.claims.SharingCounts)
 	d.health = newHealthHub(d.Published, o.Metrics)
 	return d, nil
 }

@@ -21,6 +21,7 @@ var reasonKinds = []struct {
 	{claims.ErrCDI, metrics.ReasonCDIWrite},
 	{claims.ErrCheckpoint, metrics.ReasonCheckpoint},
 	{claims.ErrPartition, metrics.ReasonPartition},
+	{claims.ErrSharing, metrics.ReasonSharing},
 }
 
 // errorReason is the metrics reason for a prepare or unprepare error; ""

@@ -49,6 +49,11 @@ func (d *Driver) Start(ctx context.Context) error {
 		}
 		go d.retryWithheld(ctx, every)
 	}
+	every := d.opts.SharingCheck
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	go d.watchSharing(ctx, every)
 	res := d.Published()
 	if err := helper.PublishResources(ctx, res.Resources); err != nil {
 		helper.Stop()

@@ -43,6 +43,8 @@ type Metrics struct {
 	healthEvents      *prometheus.CounterVec
 	orphans           prometheus.Counter
 	prepared          *preparedCollector
+	sharing           *sharingCollector
+	mpsRestarts       prometheus.Counter
 	ready             atomic.Pointer[func(context.Context) error]
 }
 
@@ -87,12 +89,18 @@ func New() *Metrics {
 			Help: "Partitions on dynamically partitioned GPUs that no prepared claim owned, destroyed at start (cut by hand, or left by a crash the checkpoint could not explain).",
 		}),
 		prepared: newPreparedCollector(),
+		sharing:  newSharingCollector(),
+		mpsRestarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "mps_daemon_restarts_total",
+			Help: "MPS control daemons of prepared claims found not running (died, or lost to a reboot) and started again by the agent.",
+		}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.prepareDuration, m.unprepareDuration, m.prepareErrors, m.unprepareErrors,
 		m.published, m.partitionDuration, m.healthEvents, m.orphans, m.prepared,
+		m.sharing, m.mpsRestarts,
 	)
 	// Series that exist from the start, so a dashboard shows 0 rather than
 	// "no data" and increase() counts the first event.

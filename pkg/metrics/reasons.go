@@ -11,6 +11,7 @@ const (
 	ReasonCDIWrite        = "cdi_write"
 	ReasonCheckpoint      = "checkpoint"
 	ReasonPartition       = "partition"
+	ReasonSharing         = "sharing"
 	ReasonOther           = "other"
 	resultSuccess         = "success"
 	resultError           = "error"
@@ -22,7 +23,7 @@ const (
 // that rate() and increase() see the first error.
 var Reasons = []string{
 	ReasonNotAllocated, ReasonDeviceNotOnNode, ReasonDeviceInUse, ReasonConfigRejected,
-	ReasonCDIWrite, ReasonCheckpoint, ReasonPartition, ReasonOther,
+	ReasonCDIWrite, ReasonCheckpoint, ReasonPartition, ReasonSharing, ReasonOther,
 }
 
 // Partition operations, the `operation` label.
