@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the binaries of the local test cluster (see "The local cluster" in
-# DESIGN.md) into _output/cluster-bin/, and reuses them while nothing they
+# docs/design.md) into _output/cluster-bin/, and reuses them while nothing they
 # are built from has changed:
 #
 #   kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl

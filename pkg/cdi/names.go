@@ -12,7 +12,7 @@ const (
 	// Vendor and Class make up the CDI kind of Tessera's per-claim specs.
 	Vendor = "k8s.gpu.tessera.dev"
 	Class  = "claim"
-	// Kind is the CDI kind, fixed in DESIGN.md.
+	// Kind is the CDI kind, fixed in docs/design.md.
 	Kind = Vendor + "/" + Class
 
 	// DefaultSpecDir is where container runtimes look for generated specs.

@@ -227,7 +227,7 @@ func TestEveryMachineFitsExactly(t *testing.T) {
 }
 
 // TestSlicesRespectAPILimits checks every catalogue machine against the
-// resource.k8s.io/v1 limits in shared/DESIGN.md.
+// resource.k8s.io/v1 limits in docs/design.md.
 func TestSlicesRespectAPILimits(t *testing.T) {
 	for _, profile := range sim.CatalogNames() {
 		t.Run(profile, func(t *testing.T) {

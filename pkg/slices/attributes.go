@@ -14,7 +14,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/topology"
 )
 
-// Attribute names of the schema in shared/DESIGN.md (domain gpu.tessera.dev,
+// Attribute names of the schema in docs/design.md (domain gpu.tessera.dev,
 // which is the driver name, so CEL reaches them unqualified).
 const (
 	AttrType              = "type"

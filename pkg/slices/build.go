@@ -13,7 +13,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/topology"
 )
 
-// API limits of resource.k8s.io/v1 (shared/DESIGN.md).
+// API limits of resource.k8s.io/v1 (docs/design.md).
 const (
 	// MaxDevicesPerSlice is 64, not the API's 128 for plain devices: a slice
 	// with taints (device health) or list attributes is limited to 64, and

@@ -30,7 +30,7 @@ const (
 // engines such as the one OFA a +me profile takes, per-profile instance
 // caps) become counters only where they bind: a limit that no set of
 // non-overlapping placements can exceed would cost the scheduler time on
-// every device and change nothing (shared/DESIGN.md), so it is left out.
+// every device and change nothing (docs/design.md), so it is left out.
 type counterPlan struct {
 	names    []string // in publishing order
 	capacity map[string]int64

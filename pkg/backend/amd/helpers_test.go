@@ -13,7 +13,7 @@ import (
 
 // sharedMI308X is the real KFD capture of an 8x MI308X host in CPX mode,
 // from ROCm/k8s-device-plugin testdata (see its SOURCE.md).
-const sharedMI308X = "../../../../shared/fixtures/amd/mi308x-cpx"
+var sharedMI308X = fixture("mi308x-cpx")
 
 func fixture(name string) string { return filepath.Join(fixturesDir, name) }
 

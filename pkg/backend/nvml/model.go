@@ -3,7 +3,7 @@ package nvml
 import "strings"
 
 // knownModels are the short, stable model names of the schema's `model`
-// attribute (shared/DESIGN.md). NVML's product names carry vendor, brand,
+// attribute (docs/design.md). NVML's product names carry vendor, brand,
 // form factor and memory size in varying order ("NVIDIA H100 80GB HBM3",
 // "NVIDIA A100-SXM4-40GB", "Tesla T4"), so a name is split into tokens and
 // the first token that is a known model wins. Matching whole tokens keeps

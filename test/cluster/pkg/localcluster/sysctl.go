@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// kubeletSysctls are the sysctls a kubelet sets at start (DESIGN.md); Up
+// kubeletSysctls are the sysctls a kubelet sets at start (docs/design.md); Up
 // saves them and Down puts them back.
 var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
 
