@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -15,6 +16,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/mps/standin"
 	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
@@ -38,7 +40,26 @@ type env struct {
 	sim *sim.Backend
 	// orphanHook is Config.OrphanDestroyed.
 	orphanHook func()
+	// mps gives the simulator MPS daemons: the stand-in control program,
+	// played by this test binary (TestMain).
+	mps bool
+	// mpsRestarted is Config.MPSRestarted.
+	mpsRestarted func(int)
 }
+
+// TestMain lets the test binary be the simulator's MPS control program
+// (pkg/mps/standin), so daemons in these tests are real processes.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "mps-control" {
+		os.Exit(standin.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	// A race-enabled binary sleeps a second at exit by default; every MPS
+	// control command is one such exit.
+	_ = os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	os.Exit(m.Run())
+}
+
+func (e *env) mpsRoot() string { return filepath.Join(e.dir, "mps") }
 
 func newEnv(t *testing.T, profile string) *env {
 	return &env{t: t, dir: t.TempDir(), profile: profile, bootID: "boot-1"}
@@ -55,7 +76,16 @@ func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	b, err := sim.New(m, filepath.Join(e.dir, "sim"), sim.WithBootID(e.bootID))
+	opts := []sim.Option{sim.WithBootID(e.bootID)}
+	if e.mps {
+		exe, err := os.Executable()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		opts = append(opts, sim.WithMPS(e.mpsRoot(), []string{exe, "mps-control"}))
+		e.t.Cleanup(e.stopDaemons)
+	}
+	b, err := sim.New(m, filepath.Join(e.dir, "sim"), opts...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -64,7 +94,7 @@ func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
 	if e.wrap != nil {
 		be = e.wrap(b)
 	}
-	opts := slices.Options{Partitioning: e.partitioning}
+	pubOpts := slices.Options{Partitioning: e.partitioning}
 	// Like the agent, which republishes when the backend's generation
 	// changes, the manager sees the node as it is now.
 	devices := func() *slices.Result {
@@ -72,7 +102,7 @@ func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		r, err := slices.BuildWith(nodeName, inv, opts)
+		r, err := slices.BuildWith(nodeName, inv, pubOpts)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -87,6 +117,7 @@ func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
 		DriverName: driverName, Backend: be, CDI: w,
 		Store: checkpoint.NewStore(e.checkpointPath()), BootID: e.bootID,
 		Devices: devices, Crash: crash, Partitioning: e.partitioning, OrphanDestroyed: e.orphanHook,
+		MPSRestarted: e.mpsRestarted,
 	})
 	if err != nil {
 		e.t.Fatalf("start manager: %v", err)
