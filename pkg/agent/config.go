@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/tessera-gpu/tessera/pkg/flagenv"
 	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
@@ -65,22 +65,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 
 // ApplyEnv sets every flag not given on the command line from TESSERA_<FLAG>.
 func ApplyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
-	var errs []string
-	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed {
-			return
-		}
-		env := "TESSERA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := lookup(env); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Sprintf("%s=%q: %v", env, v, err))
-			}
-		}
-	})
-	if len(errs) > 0 {
-		return fmt.Errorf("environment: %s", strings.Join(errs, "; "))
-	}
-	return nil
+	return flagenv.Apply(fs, "TESSERA_", lookup)
 }
 
 // Validate checks the flags and fills defaults that depend on others.

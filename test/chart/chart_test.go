@@ -144,6 +144,12 @@ var optionSets = [][]string{
 	{"image.repository=registry.example/tessera", "image.tag=dev", "image.pullPolicy=Always"},
 	{"sysfsRoot=/host", "kubeAPI.qps=20", "kubeAPI.burst=40"},
 	{"cdi.dir=/run/cdi", "cdi.vendorDirs={/etc/cdi,/run/cdi}"},
+	{"webhook.enabled=false"},
+	{"webhook.certManager.enabled=true"},
+	{"webhook.certManager.enabled=true", "webhook.certManager.issuerRef.kind=ClusterIssuer", "webhook.certManager.issuerRef.name=ca"},
+	{"webhook.replicas=3", "webhook.port=8443", "webhook.timeoutSeconds=10"},
+	{"webhook.image.repository=registry.example/webhook", "webhook.image.tag=dev", "webhook.image.pullPolicy=Always"},
+	{"webhook.nodeSelector.role=infra", "webhook.tolerations[0].operator=Exists", "webhook.podAnnotations.a=b"},
 }
 
 func TestEveryOptionRenders(t *testing.T) {
@@ -161,22 +167,26 @@ func TestDefaults(t *testing.T) {
 		"ClusterRole/tessera",
 		"ClusterRoleBinding/tessera",
 		"DaemonSet/tessera",
+		"Deployment/tessera-webhook",
 		"DeviceClass/amd.gpu.tessera.dev",
 		"DeviceClass/gpu.tessera.dev",
 		"DeviceClass/mig.gpu.tessera.dev",
 		"DeviceClass/nvidia.gpu.tessera.dev",
 		"DeviceClass/xcp.gpu.tessera.dev",
+		"Secret/tessera-webhook-tls",
 		"Service/tessera-metrics",
+		"Service/tessera-webhook",
 		"ServiceAccount/tessera",
 		"ValidatingAdmissionPolicy/tessera-node-slices",
 		"ValidatingAdmissionPolicyBinding/tessera-node-slices",
+		"ValidatingWebhookConfiguration/tessera-webhook",
 	}
 	if got := kinds(objs); !reflect.DeepEqual(got, want) {
 		t.Fatalf("rendered\n%v\nwant\n%v", got, want)
 	}
 	for _, o := range objs {
 		switch o.GetKind() {
-		case "ServiceAccount", "DaemonSet", "Service":
+		case "ServiceAccount", "DaemonSet", "Service", "Deployment", "Secret":
 			if o.GetNamespace() != ns {
 				t.Errorf("%s/%s in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), ns)
 			}
@@ -279,8 +289,11 @@ func TestDefaults(t *testing.T) {
 }
 
 // agentFlags: the agent's flags, from pkg/agent/config.go.
-var agentFlags = func() map[string]bool {
-	data, err := os.ReadFile(filepath.Join(repo, "pkg/agent/config.go"))
+var agentFlags = flagsOf("pkg/agent/config.go")
+
+// flagsOf reads the flag names a Config.AddFlags in file registers.
+func flagsOf(file string) map[string]bool {
+	data, err := os.ReadFile(filepath.Join(repo, file))
 	if err != nil {
 		panic(err)
 	}
@@ -289,7 +302,7 @@ var agentFlags = func() map[string]bool {
 		m[s[1]] = true
 	}
 	return m
-}()
+}
 
 // TestClusterRole: exactly what the agent calls, nothing more (see
 // templates/rbac.yaml for where each call is).
@@ -484,7 +497,7 @@ func TestOptions(t *testing.T) {
 		if c.LivenessProbe != nil || c.ReadinessProbe != nil || len(c.Ports) != 0 {
 			t.Error("probes or ports without metrics")
 		}
-		if n := len(helmchart.Find(objs, "Service", "")) + len(helmchart.Find(objs, "ServiceMonitor", "")); n != 0 {
+		if n := len(helmchart.Find(objs, "Service", "tessera-metrics")) + len(helmchart.Find(objs, "ServiceMonitor", "")); n != 0 {
 			t.Errorf("Service or ServiceMonitor without metrics: %v", kinds(objs))
 		}
 	})
@@ -611,7 +624,7 @@ func TestValuesDocumented(t *testing.T) {
 }
 
 // freeForm: maps whose keys are the user's (documented as one value).
-var freeForm = map[string]bool{"resources": true, "probes.liveness": true, "probes.readiness": true, "updateStrategy": true}
+var freeForm = map[string]bool{"resources": true, "probes.liveness": true, "probes.readiness": true, "updateStrategy": true, "webhook.resources": true}
 
 // inFreeForm: line i is a setting inside a free-form block (a probe's
 // settings, resources, updateStrategy), which the block's comment covers.

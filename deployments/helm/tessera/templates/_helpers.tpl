@@ -43,3 +43,27 @@ app.kubernetes.io/component: kubelet-plugin
 {{- define "tessera.registrarDir" -}}
 {{- printf "%s/plugins_registry" (trimSuffix "/" .Values.kubeletDir) }}
 {{- end }}
+
+{{/* The admission webhook: its Deployment, Service and configuration are
+named <fullname>-webhook, and labelled as component webhook so that the
+agent's selectors never match its pods. */}}
+{{- define "tessera.webhook.fullname" -}}
+{{- printf "%s-webhook" (include "tessera.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "tessera.webhook.tlsSecretName" -}}
+{{- printf "%s-webhook-tls" (include "tessera.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "tessera.webhook.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "tessera.webhook.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "tessera.webhook.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tessera.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+{{- end }}

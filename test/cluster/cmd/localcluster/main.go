@@ -27,6 +27,7 @@ func run() error {
 	dir := fs.String("dir", "", "cluster state directory (default <repo>/_output/cluster)")
 	binDir := fs.String("bin-dir", "", "cluster binaries (default <repo>/_output/cluster-bin)")
 	plugin := fs.String("plugin", "", "tessera-kubelet-plugin binary (default <repo>/bin/tessera-kubelet-plugin)")
+	webhook := fs.String("webhook", "", "tessera-webhook binary (default <repo>/bin/tessera-webhook)")
 	nodes := fs.String("nodes", "", "nodes as name=profile,... (default gpu-h100=dgx-h100,gpu-mi300x=mi300x-8,gpu-mixed=mixed-inference)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: localcluster [flags] up|down")
@@ -48,7 +49,7 @@ func run() error {
 	for _, f := range []struct {
 		flag *string
 		dst  *string
-	}{{dir, &c.Dir}, {binDir, &c.BinDir}, {plugin, &c.PluginBin}} {
+	}{{dir, &c.Dir}, {binDir, &c.BinDir}, {plugin, &c.PluginBin}, {webhook, &c.WebhookBin}} {
 		if *f.flag != "" {
 			if *f.dst, err = filepath.Abs(*f.flag); err != nil {
 				return err

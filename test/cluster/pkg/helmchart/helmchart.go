@@ -78,6 +78,18 @@ func (c *Chart) Template(namespace string, sets ...string) ([]byte, error) {
 	return c.run(args...)
 }
 
+// TemplateOnCluster renders the chart as release in namespace the way an
+// install or upgrade does: helm's lookup reads the cluster of kubeconfig
+// (`helm template --dry-run=server`), which also refuses objects another
+// release or no release owns.
+func (c *Chart) TemplateOnCluster(kubeconfig, release, namespace string, sets ...string) ([]byte, error) {
+	args := []string{"template", release, c.Dir, "--namespace", namespace, "--dry-run=server", "--kubeconfig", kubeconfig}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	return c.run(args...)
+}
+
 // Render is Template, decoded.
 func (c *Chart) Render(namespace string, sets ...string) ([]*unstructured.Unstructured, error) {
 	data, err := c.Template(namespace, sets...)

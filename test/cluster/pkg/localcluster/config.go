@@ -65,6 +65,11 @@ type Config struct {
 	BinDir string
 	// PluginBin is the tessera-kubelet-plugin binary.
 	PluginBin string
+	// WebhookBin is the tessera-webhook binary.
+	WebhookBin string
+	// Chart is the Helm chart directory; its webhook configuration is the
+	// one registered (helm is BinDir's).
+	Chart string
 	// DeviceClasses is the YAML file of DeviceClasses to apply.
 	DeviceClasses string
 	Nodes         []Node
@@ -72,12 +77,15 @@ type Config struct {
 
 // ForRepo is the configuration `make cluster-up` and `make demo` use: state
 // in <repo>/_output/cluster, binaries from `make build` and
-// hack/build-cluster-bins.sh, the shipped DeviceClasses, the default nodes.
+// hack/build-cluster-bins.sh, the shipped DeviceClasses and chart, the
+// default nodes.
 func ForRepo(repo string) *Config {
 	return &Config{
 		Dir:           filepath.Join(repo, "_output/cluster"),
 		BinDir:        filepath.Join(repo, "_output/cluster-bin"),
 		PluginBin:     filepath.Join(repo, "bin/tessera-kubelet-plugin"),
+		WebhookBin:    filepath.Join(repo, "bin/tessera-webhook"),
+		Chart:         filepath.Join(repo, "deployments/helm/tessera"),
 		DeviceClasses: filepath.Join(repo, "deployments/deviceclasses/deviceclasses.yaml"),
 		Nodes:         DefaultNodes,
 	}

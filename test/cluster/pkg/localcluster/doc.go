@@ -1,7 +1,9 @@
 // Package localcluster runs a real Kubernetes control plane and one real
 // kubelet per simulated GPU node on 127.0.0.1, without containers: etcd,
-// kube-apiserver, kube-scheduler and kube-controller-manager, and per node a
-// kubelet, its fake container runtime and its tessera-kubelet-plugin.
+// kube-apiserver, kube-scheduler and kube-controller-manager, Tessera's
+// admission webhook (tessera-webhook, registered with the chart's own
+// webhook configuration), and per node a kubelet, its fake container runtime
+// and its tessera-kubelet-plugin.
 //
 // All state lives under one directory (pki, etcd data, node dirs, logs, a
 // state file with every pid, port, saved sysctl), except each node's socket

@@ -34,6 +34,20 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 	}()
 	start := time.Now()
 	s := &State{Ports: map[string]int{}, Nodes: c.Nodes, Sysctls: readSysctls()}
+	if err := c.saveState(s); err != nil {
+		return err
+	}
+	p, err := c.makePKI()
+	if err != nil {
+		return fmt.Errorf("generate PKI: %w", err)
+	}
+	// The webhook binds port 0 and holds it before the other ports are
+	// chosen: those are free when chosen but held only once their
+	// component starts, and the webhook's bind could take one of them.
+	// It is registered once the API server runs.
+	if err := c.startWebhookProcess(ctx, s); err != nil {
+		return err
+	}
 	for _, name := range c.portNames() {
 		if s.Ports[name], err = freePort(); err != nil {
 			return err
@@ -41,10 +55,6 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 	}
 	if err := c.saveState(s); err != nil {
 		return err
-	}
-	p, err := c.makePKI()
-	if err != nil {
-		return fmt.Errorf("generate PKI: %w", err)
 	}
 	if err := c.writeAdminKubeconfig(p, s); err != nil {
 		return err
@@ -75,6 +85,10 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 	if err := c.applyDeviceClasses(ctx, client); err != nil {
 		return fmt.Errorf("apply DeviceClasses: %w", err)
 	}
+	if err := c.registerWebhook(ctx, s); err != nil {
+		return err
+	}
+	step("tessera-webhook on %s, registered with the chart's webhook configuration", WebhookURL(s))
 	for _, n := range c.Nodes {
 		step("node %s: fake runtime, kubelet, tessera-kubelet-plugin (%s, %s partitioning), metrics %s", n.Name, n.Profile, n.PartitioningOf(), MetricsURL(s, n.Name))
 		if err := c.startNode(s, p, n); err != nil {
@@ -108,8 +122,10 @@ func (c *Config) procByName(s *State, name string) Proc {
 
 func (c *Config) bin(name string) string { return filepath.Join(c.BinDir, name) }
 
+func (c *Config) pkiPath(name string) string { return filepath.Join(c.Dir, "pki", name) }
+
 func (c *Config) makePKI() (*pki, error) {
-	p, err := newPKI(filepath.Join(c.Dir, "pki"))
+	p, err := newPKI(c.pkiPath(""))
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +138,9 @@ func (c *Config) makePKI() (*pki, error) {
 		{"admin", "tessera-admin", []string{"system:masters"}, nil},
 		{"scheduler", "system:kube-scheduler", nil, nil},
 		{"controller-manager", "system:kube-controller-manager", nil, nil},
+		// The webhook's serving certificate: the API server calls it at
+		// https://127.0.0.1:<port> and trusts the cluster CA.
+		{"webhook", "tessera-webhook", nil, []string{"127.0.0.1"}},
 	}
 	for _, n := range c.Nodes {
 		issue = append(issue, struct {
@@ -214,7 +233,7 @@ func (c *Config) startControllers(s *State, p *pki) error {
 }
 
 // kubeletConfig is a KubeletConfiguration for a kubelet that shares the
-// host with others and runs no real containers (DESIGN.md).
+// host with others and runs no real containers (docs/design.md).
 func (c *Config) kubeletConfig(s *State, p *pki, n Node) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
