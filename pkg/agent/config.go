@@ -31,6 +31,9 @@ type Config struct {
 	VendorCDIDirs  []string
 	MetricsAddress string
 	Partitioning   string
+	MPSRoot        string
+	MPSControl     string
+	NvidiaSMI      string
 }
 
 // DefaultMetricsAddress is on by default so that the chart's metrics Service
@@ -60,6 +63,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.VendorCDIDirs, "vendor-cdi-dirs", []string{"/etc/cdi", "/var/run/cdi"}, "Where to look for the node's NVIDIA CDI spec (nvidia-ctk cdi generate); its device IDs are returned with each claim's so driver libraries reach the container. Backend nvml only.")
 	fs.StringVar(&c.CheckpointPath, "checkpoint", "", "Checkpoint file. Default <plugin-data-dir>/checkpoint.json.")
 	fs.StringVar(&c.Partitioning, "partitioning", string(slices.Static), "How MIG-capable GPUs are published: static (the partitions that exist, cut by an operator) or dynamic (every MIG profile at every placement with shared counters; the driver carves the allocated one at prepare, destroys it at unprepare, and destroys partitions no claim owns at start). GPUs whose MIG mode change needs a reset (A100 class) publish by their current mode either way.")
+	fs.StringVar(&c.MPSRoot, "mps-root", "", "Directory of the MPS control daemons the agent runs, one per claim with its pipes and logs (mounted into the claim's containers). Default /var/run/tessera/mps; backend sim: <sim-state-dir>/mps.")
+	fs.StringVar(&c.MPSControl, "mps-control", "", "MPS control program and its leading arguments, space-separated. Default nvidia-cuda-mps-control; backend sim: the stand-in \"tessera-sim mps-control\" from the agent binary's directory.")
+	fs.StringVar(&c.NvidiaSMI, "nvidia-smi", "nvidia-smi", "nvidia-smi binary that sets time-slice intervals (compute-policy), which NVML has no call for (backend nvml).")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", DefaultMetricsAddress, "host:port serving Prometheus /metrics and /healthz. Empty disables them. A port in use stops the agent at start.")
 }
 

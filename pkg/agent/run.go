@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -28,7 +30,15 @@ func NewBackend(ctx context.Context, c *Config) (backend.Backend, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--sim-profile: %w", err)
 		}
-		return sim.New(m, c.SimStateDir, sim.WithLogger(logger))
+		control, err := c.simMPSControl()
+		if err != nil {
+			return nil, err
+		}
+		root := c.MPSRoot
+		if root == "" {
+			root = filepath.Join(c.SimStateDir, "mps")
+		}
+		return sim.New(m, c.SimStateDir, sim.WithLogger(logger), sim.WithMPS(root, control))
 	case "amd":
 		b, err := amd.New(amd.Options{SysfsRoot: c.SysfsRoot, Logger: logger})
 		if err != nil {
@@ -42,6 +52,19 @@ func NewBackend(ctx context.Context, c *Config) (backend.Backend, error) {
 	default:
 		return nil, fmt.Errorf("--backend=%q: unknown backend; want sim, nvml, amd or auto", c.Backend)
 	}
+}
+
+// simMPSControl is --mps-control for the simulator: by default its stand-in,
+// tessera-sim, which `make build` puts beside the agent.
+func (c *Config) simMPSControl() ([]string, error) {
+	if c.MPSControl != "" {
+		return strings.Fields(c.MPSControl), nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("--mps-control: find the stand-in beside the agent: %w", err)
+	}
+	return []string{filepath.Join(filepath.Dir(exe), "tessera-sim"), "mps-control"}, nil
 }
 
 // autoBackend picks nvml when libnvidia-ml loads, else amd when the KFD

@@ -74,6 +74,12 @@ type GPU struct {
 
 	// Health is the last known health of the GPU.
 	Health Health
+
+	// TimeSlice is the compute time-slice interval set on the GPU when it
+	// is not the default, by backend.TimeSlice's name (Short, Medium,
+	// Long). Empty: the default, or unknown where the backend cannot read
+	// it back (nvml: NVML has no call for it).
+	TimeSlice string
 }
 
 // Partitioning is a GPU's partition capability and current mode.

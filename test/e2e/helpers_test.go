@@ -113,6 +113,8 @@ type simPartition struct {
 type simNode struct {
 	partitions []simPartition
 	migOn      map[string]bool // GPU UUID -> MIG mode, for partitionable GPUs
+	// timeSlice is each GPU's compute time-slice interval ("": the default).
+	timeSlice map[string]string
 }
 
 // simState reads a node's simulated hardware state (the sim backend's
@@ -127,6 +129,7 @@ func simState(t *testing.T, node string) simNode {
 		GPUs []struct {
 			UUID       string `json:"uuid"`
 			Enabled    *bool  `json:"partitioningEnabled"`
+			TimeSlice  string `json:"timeSlice"`
 			Partitions []struct {
 				Profile   string
 				UUID      string
@@ -137,8 +140,9 @@ func simState(t *testing.T, node string) simNode {
 	if err := json.Unmarshal(data, &f); err != nil {
 		t.Fatalf("sim state of %s: %v", node, err)
 	}
-	out := simNode{migOn: map[string]bool{}}
+	out := simNode{migOn: map[string]bool{}, timeSlice: map[string]string{}}
 	for _, g := range f.GPUs {
+		out.timeSlice[g.UUID] = g.TimeSlice
 		if g.Enabled != nil {
 			out.migOn[g.UUID] = *g.Enabled
 		}

@@ -75,11 +75,31 @@ var checks = map[string]func(t *testing.T, pods map[string]got){
 			t.Errorf("pods ran: %v", pods)
 		}
 	},
-	"09-dynamic-mig.yaml": checkDynamicMIG,
+	"09-dynamic-mig.yaml":        checkDynamicMIG,
+	"10-time-sliced-t4.yaml":     checkTimeSliced,
+	"11-mps-two-containers.yaml": checkMPS,
+}
+
+// outcome is what a scenario's pods and objects ended up as, for checks
+// that need more than the running pods.
+type outcome struct {
+	pods map[string]got
+	// rejected is the API server's refusal per object ("kind name") meant
+	// to be refused; prepareFailed the kubelet's event per pod whose claims
+	// the driver was meant to refuse.
+	rejected, prepareFailed map[string]string
+}
+
+// outcomeChecks are checks of scenarios where something is meant to be refused.
+var outcomeChecks = map[string]func(t *testing.T, o outcome){
+	"12-mps-on-mi300x.yaml":      checkMPSOnAMD,
+	"13-bad-config-refused.yaml": checkRefused,
 }
 
 // afterChecks run once a scenario's pods are gone and their claims unprepared.
 var afterChecks = map[string]func(t *testing.T){
+	"10-time-sliced-t4.yaml":     afterTimeSliced,
+	"11-mps-two-containers.yaml": afterMPS,
 	"09-dynamic-mig.yaml": func(t *testing.T) {
 		// Everything carved for the pods is destroyed and MIG mode is back off.
 		st := simState(t, dynamicNode)
@@ -145,17 +165,18 @@ func TestScenarios(t *testing.T) {
 	sort.Strings(files)
 	for _, f := range files {
 		check, ok := checks[filepath.Base(f)]
-		if !ok {
+		ocheck, ook := outcomeChecks[filepath.Base(f)]
+		if !ok && !ook {
 			t.Errorf("demo scenario %s has no end-to-end check", filepath.Base(f))
 			continue
 		}
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
-			runScenario(t, f, check)
+			runScenario(t, f, check, ocheck)
 		})
 	}
 }
 
-func runScenario(t *testing.T, path string, check func(*testing.T, map[string]got)) {
+func runScenario(t *testing.T, path string, check func(*testing.T, map[string]got), ocheck func(*testing.T, outcome)) {
 	ctx := context.Background()
 	ns := namespace(t)
 	sc, err := scenario.Load(path)
@@ -169,9 +190,11 @@ func runScenario(t *testing.T, path string, check func(*testing.T, map[string]go
 		t.Fatal(err)
 	}
 	pods := map[string]got{}
+	o := outcome{pods: pods, rejected: sc.Rejected, prepareFailed: map[string]string{}}
 	var running []string
 	for _, p := range sc.Pods {
-		if scenario.ExpectsUnschedulable(p) {
+		switch {
+		case scenario.ExpectsUnschedulable(p):
 			msg, err := scenario.WaitUnschedulable(ctx, client, ns, p.Name, 90*time.Second)
 			if err != nil {
 				t.Fatal(err)
@@ -179,9 +202,15 @@ func runScenario(t *testing.T, path string, check func(*testing.T, map[string]go
 			if !strings.Contains(msg, "cannot allocate all claims") {
 				t.Errorf("scheduler's reason %q does not say the claims cannot be allocated", msg)
 			}
-			continue
+		case scenario.ExpectsPrepareFailure(p):
+			msg, err := scenario.WaitPrepareFailed(ctx, client, ns, p.Name, 90*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.prepareFailed[p.Name] = msg
+		default:
+			running = append(running, p.Name)
 		}
-		running = append(running, p.Name)
 	}
 	if err := scenario.WaitRunning(ctx, client, ns, running, 120*time.Second); err != nil {
 		t.Fatal(err)
@@ -218,7 +247,12 @@ func runScenario(t *testing.T, path string, check func(*testing.T, map[string]go
 		checkContainer(t, g)
 		pods[name] = g
 	}
-	check(t, pods)
+	if check != nil {
+		check(t, pods)
+	}
+	if ocheck != nil {
+		ocheck(t, o)
+	}
 
 	if err := sc.Delete(ctx, client, ns, 120*time.Second); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/mps"
 )
 
 // Options configure New.
@@ -24,6 +25,16 @@ type Options struct {
 	// empty), for PCIe roots and NUMA nodes, which NVML does not report.
 	SysfsRoot string
 	Logger    klog.Logger
+
+	// NvidiaSMI is the nvidia-smi that SetTimeSlice runs ("nvidia-smi",
+	// looked up in PATH, when empty).
+	NvidiaSMI string
+	// MPSControl is the argv of NVIDIA's MPS control program
+	// (["nvidia-cuda-mps-control"] when empty).
+	MPSControl []string
+	// MPSRoot holds one directory per MPS daemon, its pipes and logs
+	// ("/var/run/tessera/mps" when empty; created on first use).
+	MPSRoot string
 }
 
 // Backend is the NVIDIA backend. It holds one NVML session from New to
@@ -33,6 +44,8 @@ type Backend struct {
 	lib    nvml.Interface
 	sys    sysfs
 	logger klog.Logger
+	smi    string       // nvidia-smi (sharing.go)
+	mps    *mps.Manager // MPS control daemons (sharing.go)
 
 	mu      sync.Mutex
 	handles []nvml.Device // by NVML index; nil where the lookup failed
@@ -57,10 +70,24 @@ func New(o Options) (*Backend, error) {
 		root = "/"
 	}
 	logger := klog.LoggerWithValues(o.Logger, "backend", "nvml")
+	smi, control, mpsRoot := o.NvidiaSMI, o.MPSControl, o.MPSRoot
+	if smi == "" {
+		smi = defaultNvidiaSMI
+	}
+	if len(control) == 0 {
+		control = defaultMPSControl
+	}
+	if mpsRoot == "" {
+		mpsRoot = defaultMPSRoot
+	}
+	daemons, err := mps.New(mps.Config{Root: mpsRoot, Control: control, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("nvml: %w", err)
+	}
 	if err := initLib(lib); err != nil {
 		return nil, err
 	}
-	b := &Backend{lib: lib, sys: sysfs{root: root}, logger: logger}
+	b := &Backend{lib: lib, sys: sysfs{root: root}, logger: logger, smi: smi, mps: daemons}
 	n, ret := lib.DeviceGetCount()
 	if err := check("nvmlDeviceGetCount", ret); err != nil {
 		_ = lib.Shutdown()

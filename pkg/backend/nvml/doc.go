@@ -21,6 +21,7 @@
 //	destroy.go   DestroyPartition: CI, then its GI
 //	migmode.go   SetPartitionMode: never a GPU reset, no pending change left
 //	stray.go     DestroyStray: GPU instances left without a compute instance
+//	sharing.go   backend.Sharer: nvidia-smi compute-policy, MPS daemons (pkg/mps)
 //	generation.go Generation: this agent's changes and MIG state made by hand
 //	profile.go   nvidia-smi style MIG profile names (pure)
 //	model.go     product name -> short model (pure)

@@ -19,8 +19,11 @@ var errNoCgo = errors.New("the nvml backend needs a cgo build (CGO_ENABLED=1) on
 // Options mirrors the cgo build's Options, less the library handle (whose
 // type only exists with cgo), so callers compile the same in both builds.
 type Options struct {
-	SysfsRoot string
-	Logger    klog.Logger
+	SysfsRoot  string
+	Logger     klog.Logger
+	NvidiaSMI  string
+	MPSControl []string
+	MPSRoot    string
 }
 
 // Backend is a placeholder in builds without cgo; New never returns one.

@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/host"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/mps"
 )
 
 var _ backend.Backend = (*Backend)(nil)
@@ -35,6 +36,11 @@ type Backend struct {
 	changes  uint64          // creates and destroys by this process (Generation)
 	inUse    map[string]bool // partition UUIDs held outside the driver (state.go)
 	watchers map[*watcher]struct{}
+
+	// mpsRoot and mpsControl configure mps (WithMPS); nil mps: no MPS.
+	mpsRoot    string
+	mpsControl []string
+	mps        *mps.Manager
 }
 
 // Option configures New.
@@ -47,6 +53,14 @@ func WithBootID(id string) Option { return func(b *Backend) { b.bootID = id } }
 // WithLogger sets the logger New and the backend's background work use;
 // calls that take a context log through klog.FromContext instead.
 func WithLogger(l klog.Logger) Option { return func(b *Backend) { b.logger = l } }
+
+// WithMPS lets the backend run MPS control daemons (sharing.go): one per
+// claim under root, with control as the control program's argv, e.g.
+// ["/usr/local/bin/tessera-sim", "mps-control"] for the stand-in (pkg/mps/standin).
+// Without it StartMPS fails.
+func WithMPS(root string, control []string) Option {
+	return func(b *Backend) { b.mpsRoot, b.mpsControl = root, slices.Clone(control) }
+}
 
 // New starts a backend for m that keeps its state in stateDir (created if
 // missing): state.json and the device tree under dev/. Partitions recorded
@@ -78,6 +92,11 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("sim: creating state directory: %w", err)
 	}
 	b.devs = &devTree{root: filepath.Join(stateDir, "dev")}
+	if b.mpsRoot != "" || b.mpsControl != nil {
+		if b.mps, err = mps.New(mps.Config{Root: b.mpsRoot, Control: b.mpsControl, Logger: b.logger}); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+	}
 
 	b.node = *m.Node.Clone()
 	gpus, serial, inUse := loadState(b.logger, stateDir, m, b.bootID)
@@ -255,7 +274,7 @@ func (b *Backend) gpu(uuid string) (*inventory.GPU, error) {
 func (b *Backend) save() error {
 	doc := stateDoc{Version: stateVersion, BootID: b.bootID, Machine: b.machine.Name, NodeName: b.machine.NodeName, Serial: b.serial}
 	for _, g := range b.node.GPUs {
-		sg := stateGPU{UUID: g.UUID, Partitions: g.Partitions}
+		sg := stateGPU{UUID: g.UUID, Partitions: g.Partitions, TimeSlice: g.TimeSlice}
 		if g.Partitioning != nil {
 			sg.PartitioningEnabled = &g.Partitioning.Enabled
 		}

@@ -11,14 +11,16 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/fsutil"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
-// Partition state lives in stateDir/state.json with the boot id it was
-// written under. Like MIG instances on real hardware, partitions outlive the
-// process (a driver restart) but not a reboot: a file from another boot, or
-// for another machine, is ignored and the machine file's partitions return.
+// Partition state (and time-slice intervals, sharing.go) lives in
+// stateDir/state.json with the boot id it was written under. Like MIG
+// instances on real hardware, partitions outlive the process (a driver
+// restart) but not a reboot: a file from another boot, or for another
+// machine, is ignored and the machine file's partitions return.
 
 const (
 	stateFileName = "state.json"
@@ -45,6 +47,10 @@ type stateGPU struct {
 	// edit while the agent is down sets it (tests, demos); it goes with
 	// the partition.
 	InUse []string `json:"inUse,omitempty"`
+	// TimeSlice is the GPU's compute time-slice interval when not the
+	// default (inventory.GPU.TimeSlice); absent in older files. Like the
+	// driver's compute policy it lasts until a reboot.
+	TimeSlice string `json:"timeSlice,omitempty"`
 }
 
 // loadState returns the GPUs to start with, partition mode and partitions
@@ -112,6 +118,15 @@ func replayState(m *Machine, doc *stateDoc) ([]inventory.GPU, error) {
 				return nil, fmt.Errorf("GPU %s: state sets a partition mode on a GPU that cannot be partitioned", g.UUID)
 			}
 			g.Partitioning.Enabled = *sg.PartitioningEnabled
+		}
+		if sg.TimeSlice != "" {
+			ts, err := parseTimeSlice(sg.TimeSlice)
+			if err != nil || ts != backend.TimeSliceDefault && g.Vendor != inventory.VendorNVIDIA {
+				return nil, fmt.Errorf("GPU %s: time-slice interval %q cannot be set on it", g.UUID, sg.TimeSlice)
+			}
+			if ts != backend.TimeSliceDefault { // the default is kept as no value
+				g.TimeSlice = sg.TimeSlice
+			}
 		}
 		g.Partitions = nil
 		for _, sp := range sg.Partitions {

@@ -135,6 +135,10 @@ func TestStateResetCases(t *testing.T) {
 			d.GPUs[0].Partitions = []inventory.Partition{{Profile: "3g.40gb", Placement: inventory.Placement{Start: 0, Size: 4}, UUID: "MIG-a"}}
 			return mustJSON(d)
 		}},
+		{"unknown time-slice interval", func(_ string, d *stateDoc) []byte {
+			d.GPUs[0].TimeSlice = "Forever"
+			return mustJSON(d)
+		}},
 		{"duplicate UUID", func(_ string, d *stateDoc) []byte {
 			d.GPUs[7].Partitions[1].UUID = d.GPUs[7].Partitions[0].UUID
 			return mustJSON(d)

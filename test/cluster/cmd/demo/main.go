@@ -6,9 +6,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -125,17 +127,27 @@ func show(ctx context.Context, c *localcluster.Config, client kubernetes.Interfa
 			fmt.Printf("  cleanup: %v\n", err)
 		}
 	}()
+	for _, what := range slices.Sorted(maps.Keys(sc.Rejected)) {
+		fmt.Printf("  %s refused at admission; the API server says:\n    %s\n", what, sc.Rejected[what])
+	}
 	var running []string
 	for _, p := range sc.Pods {
-		if scenario.ExpectsUnschedulable(p) {
+		switch {
+		case scenario.ExpectsUnschedulable(p):
 			msg, err := scenario.WaitUnschedulable(ctx, client, namespace, p.Name, 60*time.Second)
 			if err != nil {
 				return err
 			}
 			fmt.Printf("  pod %s stays Pending; the scheduler says:\n    %s\n", p.Name, msg)
-			continue
+		case scenario.ExpectsPrepareFailure(p):
+			msg, err := scenario.WaitPrepareFailed(ctx, client, namespace, p.Name, 60*time.Second)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("  pod %s is scheduled but its node refuses the claim; the kubelet's event says:\n    %s\n", p.Name, msg)
+		default:
+			running = append(running, p.Name)
 		}
-		running = append(running, p.Name)
 	}
 	if err := scenario.WaitRunning(ctx, client, namespace, running, 90*time.Second); err != nil {
 		return err

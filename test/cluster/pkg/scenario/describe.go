@@ -21,6 +21,18 @@ func ExpectsUnschedulable(p *corev1.Pod) bool {
 	return p.Annotations[ExpectAnnotation] == "unschedulable"
 }
 
+// ExpectsPrepareFailure reports whether a pod is meant to be scheduled but
+// have its claims refused by the node's driver (it stays ContainerCreating).
+func ExpectsPrepareFailure(p *corev1.Pod) bool {
+	return p.Annotations[ExpectAnnotation] == "prepare-fails"
+}
+
+// ExpectsRejected reports whether an object is meant to be refused by the
+// API server (admission) when the scenario creates it.
+func ExpectsRejected(o metav1.Object) bool {
+	return o.GetAnnotations()[ExpectAnnotation] == "rejected"
+}
+
 // Comment returns the leading comment block of the scenario file.
 func (sc *Scenario) Comment() string {
 	data, err := os.ReadFile(sc.Path)

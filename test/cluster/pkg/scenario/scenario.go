@@ -42,6 +42,9 @@ type Scenario struct {
 	Pods      []*corev1.Pod
 	Templates []*resourceapi.ResourceClaimTemplate
 	Claims    []*resourceapi.ResourceClaim
+	// Rejected is filled by Apply: for each object annotated to be refused
+	// at admission ("kind name"), the API server's message.
+	Rejected map[string]string
 }
 
 // Load reads a scenario file: Pods, ResourceClaimTemplates and ResourceClaims.
@@ -83,16 +86,21 @@ func Load(path string) (*Scenario, error) {
 	}
 }
 
-// Apply creates the scenario's objects in namespace ns.
+// Apply creates the scenario's objects in namespace ns. An object
+// annotated to be rejected must be refused by the API server; its message
+// goes into sc.Rejected.
 func (sc *Scenario) Apply(ctx context.Context, client kubernetes.Interface, ns string) error {
+	sc.Rejected = map[string]string{}
 	for _, t := range sc.Templates {
-		if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, t.DeepCopy(), metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create ResourceClaimTemplate %s: %w", t.Name, err)
+		_, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, t.DeepCopy(), metav1.CreateOptions{})
+		if err := sc.created("ResourceClaimTemplate", t, err); err != nil {
+			return err
 		}
 	}
 	for _, c := range sc.Claims {
-		if _, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, c.DeepCopy(), metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create ResourceClaim %s: %w", c.Name, err)
+		_, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, c.DeepCopy(), metav1.CreateOptions{})
+		if err := sc.created("ResourceClaim", c, err); err != nil {
+			return err
 		}
 	}
 	for _, p := range sc.Pods {
@@ -101,6 +109,38 @@ func (sc *Scenario) Apply(ctx context.Context, client kubernetes.Interface, ns s
 		}
 	}
 	return nil
+}
+
+// created checks the outcome of creating o against what it expects.
+func (sc *Scenario) created(kind string, o metav1.Object, err error) error {
+	switch {
+	case ExpectsRejected(o) && err == nil:
+		return fmt.Errorf("create %s %s: admitted, but the scenario expects the API server to refuse it", kind, o.GetName())
+	case ExpectsRejected(o):
+		sc.Rejected[kind+" "+o.GetName()] = err.Error()
+	case err != nil:
+		return fmt.Errorf("create %s %s: %w", kind, o.GetName(), err)
+	}
+	return nil
+}
+
+// WaitPrepareFailed waits for the kubelet to report that it could not
+// prepare a pod's claims and returns the event's message (the driver's
+// error).
+func WaitPrepareFailed(ctx context.Context, client kubernetes.Interface, ns, pod string, timeout time.Duration) (string, error) {
+	var msg string
+	err := Poll(ctx, timeout, func() (bool, string) {
+		evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod + ",reason=FailedPrepareDynamicResources"})
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(evs.Items) == 0 {
+			return false, "no FailedPrepareDynamicResources event yet"
+		}
+		msg = evs.Items[0].Message
+		return true, ""
+	})
+	return msg, err
 }
 
 // Delete removes the scenario's objects and waits until the pods and the
@@ -223,7 +263,14 @@ func Describe(ctx context.Context, client kubernetes.Interface, ns, pod string, 
 		return nil, err
 	}
 	out := &Placement{Pod: pod, Node: p.Spec.NodeName, What: map[string]string{}}
+	// Claims the pod names directly (shared with other pods), then those
+	// generated for it from templates.
 	var claimNames []string
+	for _, rc := range p.Spec.ResourceClaims {
+		if rc.ResourceClaimName != nil {
+			claimNames = append(claimNames, *rc.ResourceClaimName)
+		}
+	}
 	for _, s := range p.Status.ResourceClaimStatuses {
 		if s.ResourceClaimName != nil {
 			claimNames = append(claimNames, *s.ResourceClaimName)

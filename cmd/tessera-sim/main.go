@@ -1,0 +1,58 @@
+// Command tessera-sim holds the simulator's helper programs, one subcommand
+// each:
+//
+//	tessera-sim mps-control [-f]   stand-in for nvidia-cuda-mps-control (pkg/mps/standin)
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"github.com/tessera-gpu/tessera/pkg/mps/standin"
+)
+
+// subcommand runs with the arguments after its name and returns the exit
+// status.
+type subcommand struct {
+	summary string
+	run     func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
+}
+
+var subcommands = map[string]subcommand{
+	"mps-control": {"stand-in for nvidia-cuda-mps-control: -f runs the daemon, no flags sends stdin's commands", standin.Main},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	sc, ok := subcommands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "tessera-sim: unknown subcommand %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return sc.run(args[1:], stdin, stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: tessera-sim <subcommand> [arguments]\n\nsubcommands:")
+	names := make([]string, 0, len(subcommands))
+	for n := range subcommands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-12s %s\n", n, subcommands[n].summary)
+	}
+}

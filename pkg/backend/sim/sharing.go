@@ -1,0 +1,156 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+)
+
+// Sharing as the hardware does it: an NVIDIA GPU keeps the time-slice
+// interval it was given (in state.json, until a reboot, like the driver's
+// compute policy) and Discover shows it; an AMD GPU time-slices at a fixed
+// interval and has no MPS, exactly as pkg/backend/amd says. MPS control
+// daemons are real processes run by pkg/mps (WithMPS), normally the
+// stand-in `tessera-sim mps-control`.
+
+// errNoMPS: the backend was started without WithMPS.
+var errNoMPS = errors.New("sim: MPS control daemons are not configured (the backend needs sim.WithMPS)")
+
+// SetTimeSlice implements backend.Sharer for whole GPUs of this node.
+func (b *Backend) SetTimeSlice(ctx context.Context, gpuUUID string, ts backend.TimeSlice) error {
+	if ts < backend.TimeSliceDefault || ts > backend.TimeSliceLong {
+		return fmt.Errorf("sim: GPU %s: time-slice interval %s is not one of Default, Short, Medium, Long", gpuUUID, ts)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g, err := b.gpu(gpuUUID)
+	if err != nil {
+		if owner := b.partitionOwner(gpuUUID); owner != nil {
+			return fmt.Errorf("sim: %s is a partition of GPU %s: time-slice intervals are set on whole GPUs", gpuUUID, owner.UUID)
+		}
+		return err
+	}
+	if g.Vendor != inventory.VendorNVIDIA {
+		if ts == backend.TimeSliceDefault {
+			return nil
+		}
+		return fmt.Errorf("sim: GPU %s: time-slice interval %s: %w (AMD GPUs time-slice at a fixed interval)", gpuUUID, ts, backend.ErrSharingNotSupported)
+	}
+	name := ""
+	if ts != backend.TimeSliceDefault {
+		name = ts.String()
+	}
+	if g.TimeSlice == name {
+		return nil
+	}
+	before := g.TimeSlice
+	g.TimeSlice = name
+	if err := b.save(); err != nil {
+		g.TimeSlice = before
+		return fmt.Errorf("sim: GPU %s: setting time-slice interval %s: %w", gpuUUID, ts, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Set time-slice interval", "gpu", gpuUUID, "interval", ts)
+	return nil
+}
+
+// TimeSlice returns the time-slice interval of the GPU with gpuUUID (sim
+// only: tests check what SetTimeSlice left).
+func (b *Backend) TimeSlice(gpuUUID string) (backend.TimeSlice, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g, err := b.gpu(gpuUUID)
+	if err != nil {
+		return 0, err
+	}
+	if g.TimeSlice == "" {
+		return backend.TimeSliceDefault, nil
+	}
+	return parseTimeSlice(g.TimeSlice)
+}
+
+// parseTimeSlice is the inverse of backend.TimeSlice.String.
+func parseTimeSlice(name string) (backend.TimeSlice, error) {
+	for ts := backend.TimeSliceDefault; ts <= backend.TimeSliceLong; ts++ {
+		if ts.String() == name {
+			return ts, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown time-slice interval %q", name)
+}
+
+// StartMPS implements backend.Sharer: every device must be an NVIDIA GPU or
+// partition of this node; the daemon is pkg/mps's.
+func (b *Backend) StartMPS(ctx context.Context, spec backend.MPSDaemonSpec) (*backend.MPSDaemon, error) {
+	if err := b.checkMPSDevices(spec); err != nil {
+		return nil, err
+	}
+	if b.mps == nil {
+		return nil, errNoMPS
+	}
+	d, err := b.mps.Start(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	return d, nil
+}
+
+// StopMPS implements backend.Sharer. Without WithMPS no daemon can exist,
+// so there is none to stop.
+func (b *Backend) StopMPS(ctx context.Context, id string) error {
+	if b.mps == nil {
+		return nil
+	}
+	if err := b.mps.Stop(ctx, id); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	return nil
+}
+
+// MPSDaemons implements backend.Sharer; none without WithMPS.
+func (b *Backend) MPSDaemons(ctx context.Context) ([]backend.MPSDaemonState, error) {
+	if b.mps == nil {
+		return nil, nil
+	}
+	ds, err := b.mps.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	return ds, nil
+}
+
+// checkMPSDevices checks that the daemon's devices are NVIDIA GPUs or
+// partitions of this node.
+func (b *Backend) checkMPSDevices(spec backend.MPSDaemonSpec) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, uuid := range spec.Devices {
+		g, err := b.gpu(uuid)
+		if err != nil {
+			if g = b.partitionOwner(uuid); g == nil {
+				return fmt.Errorf("sim: MPS daemon %s: no GPU or partition %s on this node", spec.ID, uuid)
+			}
+		}
+		if g.Vendor != inventory.VendorNVIDIA {
+			return fmt.Errorf("sim: MPS daemon %s on %s (%s): %w (MPS is NVIDIA's; AMD GPUs share by time-slicing)", spec.ID, uuid, g.ProductName, backend.ErrSharingNotSupported)
+		}
+	}
+	return nil
+}
+
+// partitionOwner returns the GPU that has a partition with uuid, or nil;
+// the caller holds mu.
+func (b *Backend) partitionOwner(uuid string) *inventory.GPU {
+	for i := range b.node.GPUs {
+		g := &b.node.GPUs[i]
+		if slices.ContainsFunc(g.Partitions, func(p inventory.Partition) bool { return p.UUID == uuid }) {
+			return g
+		}
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package standin
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ErrNoDaemon is wrapped by Send's error when no daemon serves the pipe
+// directory.
+var ErrNoDaemon = errors.New("no MPS control daemon is running")
+
+// pipeBuf is POSIX's PIPE_BUF on Linux: writes up to it are atomic.
+const pipeBuf = 4096
+
+var replySeq atomic.Uint64
+
+// Send sends one command to the daemon of pipeDir and returns its answer.
+// It gives up when ctx ends.
+func Send(ctx context.Context, pipeDir, command string) (string, error) {
+	w, err := os.OpenFile(filepath.Join(pipeDir, ControlFIFO), os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ENXIO) || errors.Is(err, fs.ErrNotExist) {
+		// ENXIO: the FIFO exists but nobody reads it, a dead daemon's.
+		return "", fmt.Errorf("%w in %s", ErrNoDaemon, pipeDir)
+	}
+	if err != nil {
+		return "", fmt.Errorf("open control FIFO: %w", err)
+	}
+	defer w.Close()
+
+	replyPath := filepath.Join(pipeDir, ".reply-"+strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(replySeq.Add(1), 10))
+	if err := syscall.Mkfifo(replyPath, 0o600); err != nil {
+		return "", fmt.Errorf("make reply FIFO: %w", err)
+	}
+	defer os.Remove(replyPath)
+	// Read and write, so the open does not wait for the daemon and no EOF
+	// comes before its answer.
+	r, err := os.OpenFile(replyPath, os.O_RDWR, 0)
+	if err != nil {
+		return "", fmt.Errorf("open reply FIFO: %w", err)
+	}
+	defer r.Close()
+	stop := context.AfterFunc(ctx, func() {
+		past := time.Unix(1, 0)
+		_ = w.SetWriteDeadline(past)
+		_ = r.SetReadDeadline(past)
+	})
+	defer stop()
+
+	line, err := json.Marshal(request{Reply: replyPath, Command: command})
+	if err != nil {
+		return "", err
+	}
+	line = append(line, '\n')
+	if len(line) > pipeBuf {
+		return "", fmt.Errorf("command of %d bytes is too long", len(command))
+	}
+	if _, err := w.Write(line); err != nil {
+		return "", fmt.Errorf("send %q: %w", command, ctxErr(ctx, err))
+	}
+	data, err := bufio.NewReader(r).ReadBytes('\n')
+	if err != nil {
+		return "", fmt.Errorf("answer to %q: %w", command, ctxErr(ctx, err))
+	}
+	var resp response
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return "", fmt.Errorf("answer to %q: %w", command, err)
+	}
+	if resp.Error != "" {
+		return resp.Output, fmt.Errorf("%s: %s", command, resp.Error)
+	}
+	return resp.Output, nil
+}
+
+// ctxErr prefers ctx's reason to the deadline error it caused.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
