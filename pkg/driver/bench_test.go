@@ -52,7 +52,11 @@ func BenchmarkPrepareUnprepare(b *testing.B) {
 // benchPrepareUnprepare times prepare plus unprepare of one claim for
 // devices on n.
 func benchPrepareUnprepare(b *testing.B, n *node, devices ...string) {
-	claim := n.addClaim("bench", devices...)
+	benchCycle(b, n, n.addClaim("bench", devices...))
+}
+
+// benchCycle times prepare plus unprepare of claim on n.
+func benchCycle(b *testing.B, n *node, claim *drapbv1.Claim) {
 	dra := n.dra()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -64,5 +68,24 @@ func benchPrepareUnprepare(b *testing.B, n *node, devices ...string) {
 		if err != nil || un.Claims[claim.Uid].GetError() != "" {
 			b.Fatalf("unprepare: %v %v", err, un)
 		}
+	}
+}
+
+// BenchmarkPrepareUnprepareSharing is BenchmarkPrepareUnprepare for one
+// A100 with each sharing strategy: time-slicing sets the GPU's interval at
+// prepare and restores it at unprepare; MPS starts the claim's control
+// daemon (the simulator's stand-in, a real process speaking the control
+// protocol) and stops it.
+func BenchmarkPrepareUnprepareSharing(b *testing.B) {
+	for _, tc := range []struct{ name, config string }{
+		{"plain", ""},
+		{"time-sliced", `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}}`},
+		{"mps", `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"MPS","mps":{"defaultActiveThreadPercentage":50,"defaultPinnedDeviceMemoryLimit":"10Gi"}}}`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			n := launch(b, &node{profile: "mixed-inference", mps: true})
+			claim := n.addConfiguredClaim("bench", tc.config, "gpu-0")
+			benchCycle(b, n, claim)
+		})
 	}
 }

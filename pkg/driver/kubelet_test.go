@@ -3,6 +3,7 @@ package driver
 import (
 	"cmp"
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -53,6 +54,9 @@ type node struct {
 	orphanRetry time.Duration
 	// wrap, if set, wraps the simulated backend the agent is given.
 	wrap func(backend.Backend) backend.Backend
+	// mps gives the simulator MPS daemons, the test binary as control
+	// program (TestMain).
+	mps bool
 }
 
 func newNode(t *testing.T, profile string) *node { return newBenchNode(t, profile) }
@@ -89,7 +93,15 @@ func (n *node) start() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	n.backend, err = sim.New(m, filepath.Join(n.dir, "sim"), sim.WithBootID("boot"))
+	opts := []sim.Option{sim.WithBootID("boot")}
+	if n.mps {
+		exe, err := os.Executable()
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		opts = append(opts, sim.WithMPS(filepath.Join(n.dir, "mps"), []string{exe, "mps-control"}))
+	}
+	n.backend, err = sim.New(m, filepath.Join(n.dir, "sim"), opts...)
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -161,8 +173,23 @@ func (n *node) health() drahealthv1.DRAResourceHealthClient {
 // addClaim stores an allocated claim in the API server and returns its kubelet reference.
 func (n *node) addClaim(name string, devices ...string) *drapbv1.Claim {
 	n.t.Helper()
+	return n.addConfiguredClaim(name, "", devices...)
+}
+
+// addConfiguredClaim is addClaim with an opaque gpu.tessera.dev config from
+// the claim (none when config is empty).
+func (n *node) addConfiguredClaim(name, config string, devices ...string) *drapbv1.Claim {
+	n.t.Helper()
 	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)}}
 	c.Status.Allocation = &resourceapi.AllocationResult{}
+	if config != "" {
+		c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{{
+			Source: resourceapi.AllocationConfigSourceClaim,
+			DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+				Driver: DriverName, Parameters: runtime.RawExtension{Raw: []byte(config)},
+			}},
+		}}
+	}
 	for _, d := range devices {
 		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
 			Request: "gpus", Driver: DriverName, Pool: "node-1", Device: d,
