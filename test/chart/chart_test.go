@@ -219,6 +219,7 @@ func TestDefaults(t *testing.T) {
 		"TESSERA_CDI_DIR":         "/var/run/cdi",
 		"TESSERA_VENDOR_CDI_DIRS": "/etc/cdi,/var/run/cdi",
 		"TESSERA_METRICS_ADDRESS": ":9478",
+		"TESSERA_MPS_ROOT":        "/var/run/tessera/mps",
 	}
 	if got := env(c); !reflect.DeepEqual(got, wantEnv) {
 		t.Errorf("env\n%v\nwant\n%v", got, wantEnv)
@@ -257,6 +258,7 @@ func TestDefaults(t *testing.T) {
 		"/etc/cdi":                                 "ro",
 		"/dev":                                     "ro",
 		"/sys":                                     "ro",
+		"/var/run/tessera/mps":                     "rw",
 	}
 	if !reflect.DeepEqual(mounts, wantMounts) {
 		t.Errorf("mounts\n%v\nwant\n%v", mounts, wantMounts)
