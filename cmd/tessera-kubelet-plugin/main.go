@@ -9,14 +9,10 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/spf13/pflag"
-	"k8s.io/component-base/featuregate"
-	"k8s.io/component-base/logs"
-	logsapi "k8s.io/component-base/logs/api/v1"
-	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/agent"
+	"github.com/tessera-gpu/tessera/pkg/flagenv"
 )
 
 func main() {
@@ -28,27 +24,11 @@ func main() {
 
 func run() error {
 	var cfg agent.Config
-	logCfg := logsapi.NewLoggingConfiguration()
-	gate := featuregate.NewFeatureGate()
-	if err := logsapi.AddFeatureGates(gate); err != nil {
+	flush, help, err := flagenv.Parse("tessera-kubelet-plugin", os.Args[1:], cfg.AddFlags, os.LookupEnv)
+	if err != nil || help {
 		return err
 	}
-	fs := pflag.NewFlagSet("tessera-kubelet-plugin", pflag.ContinueOnError)
-	cfg.AddFlags(fs)
-	logsapi.AddFlags(logCfg, fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if err == pflag.ErrHelp {
-			return nil
-		}
-		return err
-	}
-	if err := agent.ApplyEnv(fs, os.LookupEnv); err != nil {
-		return err
-	}
-	if err := logsapi.ValidateAndApply(logCfg, gate); err != nil {
-		return err
-	}
-	defer logs.FlushLogs()
+	defer flush()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

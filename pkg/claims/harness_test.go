@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -16,7 +15,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
-	"github.com/tessera-gpu/tessera/pkg/mps/standin"
+	"github.com/tessera-gpu/tessera/pkg/mps/mpstest"
 	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
@@ -47,17 +46,8 @@ type env struct {
 	mpsRestarted func(int)
 }
 
-// TestMain lets the test binary be the simulator's MPS control program
-// (pkg/mps/standin), so daemons in these tests are real processes.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "mps-control" {
-		os.Exit(standin.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-	}
-	// A race-enabled binary sleeps a second at exit by default; every MPS
-	// control command is one such exit.
-	_ = os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	os.Exit(m.Run())
-}
+// TestMain lets the test binary be the MPS control stand-in (mpstest).
+func TestMain(m *testing.M) { mpstest.Main(m) }
 
 func (e *env) mpsRoot() string { return filepath.Join(e.dir, "mps") }
 
@@ -78,11 +68,7 @@ func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
 	}
 	opts := []sim.Option{sim.WithBootID(e.bootID)}
 	if e.mps {
-		exe, err := os.Executable()
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		opts = append(opts, sim.WithMPS(e.mpsRoot(), []string{exe, "mps-control"}))
+		opts = append(opts, sim.WithMPS(e.mpsRoot(), mpstest.Control(e.t)))
 		e.t.Cleanup(e.stopDaemons)
 	}
 	b, err := sim.New(m, filepath.Join(e.dir, "sim"), opts...)

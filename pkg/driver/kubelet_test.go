@@ -3,7 +3,6 @@ package driver
 import (
 	"cmp"
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -29,6 +28,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
+	"github.com/tessera-gpu/tessera/pkg/mps/mpstest"
 	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
@@ -95,11 +95,7 @@ func (n *node) start() {
 	}
 	opts := []sim.Option{sim.WithBootID("boot")}
 	if n.mps {
-		exe, err := os.Executable()
-		if err != nil {
-			n.t.Fatal(err)
-		}
-		opts = append(opts, sim.WithMPS(filepath.Join(n.dir, "mps"), []string{exe, "mps-control"}))
+		opts = append(opts, sim.WithMPS(filepath.Join(n.dir, "mps"), mpstest.Control(n.t)))
 	}
 	n.backend, err = sim.New(m, filepath.Join(n.dir, "sim"), opts...)
 	if err != nil {

@@ -16,21 +16,12 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/mps"
+	"github.com/tessera-gpu/tessera/pkg/mps/mpstest"
 	"github.com/tessera-gpu/tessera/pkg/mps/standin"
 )
 
-// Run as "<test binary> mps-control [-f]", the test binary stands in for
-// nvidia-cuda-mps-control (the os/exec tests' re-exec trick), so the MPS
-// tests drive real daemon processes.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "mps-control" {
-		os.Exit(standin.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-	}
-	// A race-enabled binary sleeps a second at exit; each control
-	// command is one such exit.
-	_ = os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	os.Exit(m.Run())
-}
+// TestMain lets the test binary be the MPS control stand-in (mpstest).
+func TestMain(m *testing.M) { mpstest.Main(m) }
 
 // fakeSMI writes an nvidia-smi that appends its arguments to a file, prints
 // output and exits with status; it returns the script and the file.
@@ -67,12 +58,9 @@ func smiRuns(t *testing.T, argsFile string) []string {
 // stopped at the end.
 func withSharing(t *testing.T, b *Backend, smi string) string {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	root := t.TempDir()
-	if b.mps, err = mps.New(mps.Config{Root: root, Control: []string{exe, "mps-control"}, Logger: b.logger}); err != nil {
+	var err error
+	if b.mps, err = mps.New(mps.Config{Root: root, Control: mpstest.Control(t), Logger: b.logger}); err != nil {
 		t.Fatal(err)
 	}
 	b.smi = smi

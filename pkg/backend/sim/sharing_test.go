@@ -14,21 +14,12 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/mps/mpstest"
 	"github.com/tessera-gpu/tessera/pkg/mps/standin"
 )
 
-// Run as "<test binary> mps-control [-f]", the test binary is the MPS
-// control stand-in (the os/exec tests' re-exec trick), so the MPS tests
-// drive real daemon processes without a built tessera-sim.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "mps-control" {
-		os.Exit(standin.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-	}
-	// A race-enabled binary sleeps a second at exit; each control
-	// command is one such exit.
-	_ = os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	os.Exit(m.Run())
-}
+// TestMain lets the test binary be the MPS control stand-in (mpstest).
+func TestMain(m *testing.M) { mpstest.Main(m) }
 
 func TestSetTimeSlice(t *testing.T) {
 	mixed := mustProfile(t, "mixed-inference") // 2x A100, 2x T4, 1x MI210
@@ -157,12 +148,8 @@ func mustRead(t *testing.T, p string) []byte {
 // test binary as the control program; daemons left are stopped at the end.
 func mpsBackend(t *testing.T, m *Machine) (*Backend, string) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	root := t.TempDir()
-	b, err := New(m, t.TempDir(), WithBootID("boot-1"), testLogger(t), WithMPS(root, []string{exe, "mps-control"}))
+	b, err := New(m, t.TempDir(), WithBootID("boot-1"), testLogger(t), WithMPS(root, mpstest.Control(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

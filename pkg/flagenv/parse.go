@@ -1,0 +1,41 @@
+package flagenv
+
+import (
+	"errors"
+
+	"github.com/spf13/pflag"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+)
+
+// Parse is a Tessera command's flag and logging set-up, one for every main:
+// the command's flags (add) and component-base's logging flags (-v,
+// --logging-format), parsed from args, then TESSERA_<FLAG> for every flag
+// not given, then logging applied. It returns the function that flushes
+// the logs at exit; help is true when -h was asked (usage is printed and
+// the command should exit 0).
+func Parse(name string, args []string, add func(*pflag.FlagSet), lookup func(string) (string, bool)) (flush func(), help bool, err error) {
+	logCfg := logsapi.NewLoggingConfiguration()
+	gate := featuregate.NewFeatureGate()
+	if err := logsapi.AddFeatureGates(gate); err != nil {
+		return nil, false, err
+	}
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	add(fs)
+	logsapi.AddFlags(logCfg, fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, true, nil
+		}
+		return nil, false, err
+	}
+	if err := Apply(fs, "TESSERA_", lookup); err != nil {
+		return nil, false, err
+	}
+	if err := logsapi.ValidateAndApply(logCfg, gate); err != nil {
+		return nil, false, err
+	}
+	return logs.FlushLogs, false, nil
+}
