@@ -2,6 +2,7 @@
 // each:
 //
 //	tessera-sim mps-control [-f]   stand-in for nvidia-cuda-mps-control (pkg/mps/standin)
+//	tessera-sim inject ...         a GPU fault for a simulated node's agent (pkg/backend/sim/inject)
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/tessera-gpu/tessera/pkg/backend/sim/inject"
 	"github.com/tessera-gpu/tessera/pkg/mps/standin"
 )
 
@@ -22,6 +24,9 @@ type subcommand struct {
 
 var subcommands = map[string]subcommand{
 	"mps-control": {"stand-in for nvidia-cuda-mps-control: -f runs the daemon, no flags sends stdin's commands", standin.Main},
+	"inject": {"record a GPU fault (--xid, --ecc-sbe, --ecc-dbe, --lost) or its clearing (--clear) in a simulated node's state", func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+		return inject.Main(args, stdout, stderr)
+	}},
 }
 
 func main() {

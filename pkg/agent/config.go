@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/tessera-gpu/tessera/pkg/flagenv"
+	"github.com/tessera-gpu/tessera/pkg/health"
 	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
@@ -32,8 +34,12 @@ type Config struct {
 	MetricsAddress string
 	Partitioning   string
 	MPSRoot        string
-	MPSControl     string
-	NvidiaSMI      string
+	// Health policy (pkg/health).
+	HealthXIDPolicy          string
+	HealthWindow             time.Duration
+	HealthCorrectedThreshold int64
+	MPSControl               string
+	NvidiaSMI                string
 }
 
 // DefaultMetricsAddress is on by default so that the chart's metrics Service
@@ -66,6 +72,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MPSRoot, "mps-root", "", "Directory of the MPS control daemons the agent runs, one per claim with its pipes and logs (mounted into the claim's containers). Default /var/run/tessera/mps; backend sim: <sim-state-dir>/mps.")
 	fs.StringVar(&c.MPSControl, "mps-control", "", "MPS control program and its leading arguments, space-separated. Default nvidia-cuda-mps-control; backend sim: the stand-in \"tessera-sim mps-control\" from the agent binary's directory.")
 	fs.StringVar(&c.NvidiaSMI, "nvidia-smi", "nvidia-smi", "nvidia-smi binary that sets time-slice intervals (compute-policy), which NVML has no call for (backend nvml).")
+	def := health.DefaultPolicy()
+	fs.StringVar(&c.HealthXIDPolicy, "health-xid-policy", "", "Site overrides of the XID classification, code=Effect,... with Effect Ignore, None, NoSchedule or NoExecute (e.g. 43=NoSchedule). See README, Health, for the built-in table.")
+	fs.DurationVar(&c.HealthWindow, "health-window", def.Window, "Window of the corrected-error rate that marks a GPU degrading, and how long a clearable condition (degrading, XIDs of effect None or NoSchedule) must see nothing new before it clears.")
+	fs.Int64Var(&c.HealthCorrectedThreshold, "health-corrected-threshold", def.CorrectedThreshold, "Corrected errors (ECC single-bit, AMD RAS correctable) within --health-window that taint a GPU NoSchedule as degrading; 0 disables.")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", DefaultMetricsAddress, "host:port serving Prometheus /metrics and /healthz. Empty disables them. A port in use stops the agent at start.")
 }
 
@@ -91,7 +101,27 @@ func (c *Config) Validate() error {
 	if _, err := slices.ParsePartitioning(c.Partitioning); err != nil {
 		return fmt.Errorf("--partitioning: %w", err)
 	}
+	if _, err := health.ParseXIDOverrides(nil, c.HealthXIDPolicy); err != nil {
+		return fmt.Errorf("--health-xid-policy: %w", err)
+	}
+	if c.HealthWindow == 0 {
+		c.HealthWindow = health.DefaultPolicy().Window
+	}
+	if c.HealthWindow < 0 {
+		return fmt.Errorf("--health-window: %s is negative", c.HealthWindow)
+	}
+	if c.HealthCorrectedThreshold < 0 {
+		return fmt.Errorf("--health-corrected-threshold: %d is negative", c.HealthCorrectedThreshold)
+	}
 	return nil
+}
+
+// healthPolicy is the health policy the flags select (Validate checked them).
+func (c *Config) healthPolicy() health.Policy {
+	p := health.DefaultPolicy()
+	p.XID, _ = health.ParseXIDOverrides(p.XID, c.HealthXIDPolicy)
+	p.Window, p.CorrectedThreshold = c.HealthWindow, c.HealthCorrectedThreshold
+	return p
 }
 
 // options are the publishing options the flags select (Validate checked them).

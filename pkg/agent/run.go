@@ -98,7 +98,7 @@ func Run(ctx context.Context, c *Config) error {
 		defer closer.Close()
 	}
 	if c.DryRun {
-		return DryRun(ctx, c.NodeName, b, c.options(), os.Stdout)
+		return DryRun(ctx, c.NodeName, b, c.options(), c.healthPolicy(), os.Stdout)
 	}
 	client, err := kubeClient(c)
 	if err != nil {
@@ -127,6 +127,7 @@ func Run(ctx context.Context, c *Config) error {
 		Fatal:          func(err error) { cancel(err) },
 		Metrics:        m,
 		Partitioning:   c.options().Partitioning,
+		Health:         c.healthPolicy(),
 	})
 	if err != nil {
 		return err

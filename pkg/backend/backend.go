@@ -4,7 +4,6 @@ package backend
 
 import (
 	"context"
-	"time"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
@@ -68,14 +67,4 @@ type Generationer interface {
 // for every GPU it partitions dynamically; it returns how many it destroyed.
 type StrayCleaner interface {
 	DestroyStray(ctx context.Context, gpuUUID string) (int, error)
-}
-
-// HealthEvent reports a change in one device's health.
-type HealthEvent struct {
-	// UUID is the GPU's or the partition's UUID.
-	UUID   string
-	Health inventory.Health
-	// Kind is the event's source, e.g. xid, ecc, ras.
-	Kind string
-	Time time.Time
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/claims"
+	"github.com/tessera-gpu/tessera/pkg/health"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/slices"
 )
@@ -55,6 +56,9 @@ type Options struct {
 	// holds and that the start-up sweep could not destroy are tried again;
 	// one minute when zero.
 	OrphanRetry time.Duration
+	// Health is the health policy (pkg/health); the default policy when
+	// its Window is zero.
+	Health health.Policy
 	// SharingCheck is how often the MPS daemons of prepared claims are
 	// checked and started again if one died; 30s when zero.
 	SharingCheck time.Duration
@@ -62,9 +66,10 @@ type Options struct {
 
 // Driver implements kubeletplugin.DRAPlugin.
 type Driver struct {
-	opts   Options
-	claims *claims.Manager
-	health *healthHub
+	opts    Options
+	claims  *claims.Manager
+	health  *healthHub
+	tracker *health.Tracker
 
 	mu        sync.RWMutex
 	published *slices.Result
@@ -81,7 +86,10 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	if o.CheckpointPath == "" {
 		o.CheckpointPath = o.PluginDataDir + "/checkpoint.json"
 	}
-	d := &Driver{opts: o}
+	if o.Health.Window <= 0 {
+		o.Health = health.DefaultPolicy()
+	}
+	d := &Driver{opts: o, tracker: health.NewTracker(o.Health)}
 	if err := d.Refresh(ctx); err != nil {
 		return nil, err
 	}
@@ -117,7 +125,8 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	}
 	o.Metrics.SetPreparedSource(d.claims.Counts)
 	o.Metrics.SetSharingSource(d.claims.SharingCounts)
-	d.health = newHealthHub(d.Published, o.Metrics)
+	d.health = newHealthHub(d.Published, o.Metrics, d.tracker)
+	d.health.republish = d.Republish
 	return d, nil
 }
 
@@ -127,7 +136,7 @@ func (d *Driver) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("discover devices with backend %s: %w", d.opts.Backend.Name(), err)
 	}
-	opts := slices.Options{Partitioning: d.opts.Partitioning}
+	opts := slices.Options{Partitioning: d.opts.Partitioning, Taints: d.tracker.Taints}
 	if d.claims != nil {
 		opts.Held = d.claims.Holds
 	}

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/health"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/slices"
@@ -18,37 +20,41 @@ import (
 // device Unknown after its HealthCheckTimeout (30 s by default) without one.
 const healthResend = 10 * time.Second
 
-// healthHub keeps the last health of each device UUID from the backend and
-// wakes the kubelet's health streams when it changes.
+// healthHub feeds the backend's health signals into the tracker
+// (pkg/health), republishes the node's slices when a GPU's conditions (its
+// taints) change, and wakes the kubelet's health streams.
 type healthHub struct {
-	devices func() *slices.Result
-	metrics *metrics.Metrics
+	devices   func() *slices.Result
+	metrics   *metrics.Metrics
+	tracker   *health.Tracker
+	republish func(context.Context) error
 
 	mu      sync.Mutex
-	byUUID  map[string]inventory.Health
 	changed chan struct{} // closed and replaced on each change
 }
 
-func newHealthHub(devices func() *slices.Result, m *metrics.Metrics) *healthHub {
-	return &healthHub{devices: devices, metrics: m, byUUID: map[string]inventory.Health{}, changed: make(chan struct{})}
+func newHealthHub(devices func() *slices.Result, m *metrics.Metrics, tr *health.Tracker) *healthHub {
+	return &healthHub{devices: devices, metrics: m, tracker: tr, changed: make(chan struct{})}
 }
 
-// run feeds backend events into the hub until ctx ends.
+// run feeds backend events into the tracker until ctx ends, and expires
+// conditions whose window passed.
 func (h *healthHub) run(ctx context.Context, b backend.Backend) {
-	events := make(chan backend.HealthEvent, 16)
+	events := make(chan backend.HealthEvent, 64)
 	go func() {
+		tick := time.NewTicker(expireEvery(h.tracker.Policy().Window))
+		defer tick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case ev := <-events:
-				klog.FromContext(ctx).Info("Device health changed", "uuid", ev.UUID, "health", ev.Health.State, "kind", ev.Kind, "reason", ev.Health.Reason)
-				h.metrics.HealthEvent(ev.Kind, string(ev.Health.State))
-				h.mu.Lock()
-				h.byUUID[ev.UUID] = ev.Health
-				close(h.changed)
-				h.changed = make(chan struct{})
-				h.mu.Unlock()
+				h.observe(ctx, ev)
+			case now := <-tick.C:
+				if gpus := h.tracker.Expire(now); len(gpus) > 0 {
+					klog.FromContext(ctx).Info("Device health conditions cleared after a quiet window", "gpus", gpus)
+					h.changedNow(ctx)
+				}
 			}
 		}
 	}()
@@ -57,25 +63,87 @@ func (h *healthHub) run(ctx context.Context, b backend.Backend) {
 	}
 }
 
-// report builds a report covering every published device.
+// expireEvery checks for expired conditions often enough that a condition
+// clears within a twentieth of its window, but not more than once a second.
+func expireEvery(window time.Duration) time.Duration {
+	return min(max(window/20, time.Second), 30*time.Second)
+}
+
+func (h *healthHub) observe(ctx context.Context, ev backend.HealthEvent) {
+	code := ""
+	if ev.Kind == backend.HealthXID {
+		code = strconv.FormatInt(ev.Code, 10)
+	}
+	// Counted once handled: a scrape that sees the count sees its effect
+	// (the republished slices) too.
+	defer h.metrics.HealthEvent(string(ev.Kind), code)
+	gpu := gpuOf(h.devices(), ev.UUID)
+	if !h.tracker.Observe(gpu, ev) {
+		klog.FromContext(ctx).V(2).Info("Device health signal", "uuid", ev.UUID, "kind", ev.Kind, "code", ev.Code, "count", ev.Count, "message", ev.Message)
+		return
+	}
+	hl := h.tracker.Health(gpu)
+	klog.FromContext(ctx).Info("Device health changed", "gpu", gpu, "signal", ev.Kind, "code", ev.Code, "health", hl.State, "conditions", hl.Reason)
+	h.changedNow(ctx)
+}
+
+// changedNow republishes the slices (the taints changed) and wakes the
+// kubelet's streams.
+func (h *healthHub) changedNow(ctx context.Context) {
+	if h.republish != nil {
+		if err := h.republish(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Republish after a device health change")
+		}
+	}
+	h.setMetrics()
+	h.mu.Lock()
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// setMetrics sets the health gauges from the tracker.
+func (h *healthHub) setMetrics() {
+	res := h.devices()
+	taints := map[metrics.TaintKey]int{}
+	unhealthy := 0
+	for _, name := range res.Order {
+		e := res.Devices[name]
+		if e.Partition != nil || e.Carve != nil {
+			continue // count GPUs once
+		}
+		for _, c := range h.tracker.Conditions(e.GPU.UUID) {
+			taints[metrics.TaintKey{Key: c.Key, Effect: string(c.Effect)}]++
+		}
+		if h.tracker.Health(e.GPU.UUID).State == inventory.Unhealthy {
+			unhealthy++
+		}
+	}
+	h.metrics.SetHealth(taints, unhealthy)
+}
+
+// gpuOf maps a signal's UUID to its GPU's: a partition's signal is its
+// GPU's. An unknown UUID is kept (a GPU not published, still tracked).
+func gpuOf(res *slices.Result, uuid string) string {
+	if res == nil {
+		return uuid
+	}
+	for _, e := range res.Devices {
+		if e.Partition != nil && e.Partition.UUID == uuid {
+			return e.GPU.UUID
+		}
+	}
+	return uuid
+}
+
+// report builds a report covering every published device: each device has
+// its GPU's health.
 func (h *healthHub) report() (kubeletplugin.DeviceHealthReport, <-chan struct{}) {
 	res := h.devices()
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	now := time.Now()
 	var rep kubeletplugin.DeviceHealthReport
 	for _, name := range res.Order {
-		e := res.Devices[name]
-		hl := e.GPU.Health
-		if v, ok := h.byUUID[e.GPU.UUID]; ok {
-			hl = v
-		}
-		if e.Partition != nil {
-			// A partition is no healthier than its GPU.
-			if v, ok := h.byUUID[e.Partition.UUID]; ok && hl.State != inventory.Unhealthy {
-				hl = v
-			}
-		}
+		hl := h.tracker.Health(res.Devices[name].GPU.UUID)
 		rep.Devices = append(rep.Devices, kubeletplugin.DeviceHealth{
 			PoolName:    res.Pool,
 			DeviceName:  name,
@@ -84,6 +152,8 @@ func (h *healthHub) report() (kubeletplugin.DeviceHealthReport, <-chan struct{})
 			Message:     hl.Reason,
 		})
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	return rep, h.changed
 }
 

@@ -200,7 +200,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func healthEvent(uuid string) backend.HealthEvent {
-	return backend.HealthEvent{UUID: uuid, Kind: "xid", Time: time.Now(), Health: inventory.Health{State: inventory.Unhealthy, Reason: "XID 79: GPU has fallen off the bus"}}
+	return backend.HealthEvent{UUID: uuid, Kind: backend.HealthXID, Code: 79, Time: time.Now(), Message: "XID 79: GPU has fallen off the bus"}
 }
 
 func TestRestartKeepsClaimsPrepared(t *testing.T) {

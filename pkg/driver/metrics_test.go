@@ -83,7 +83,7 @@ func TestHealthEventsCounted(t *testing.T) {
 	waitFor(t, func() bool {
 		n.backend.InjectHealth(healthEvent(uuid))
 		time.Sleep(20 * time.Millisecond)
-		return metricstest.Scrape(t, n.metrics.Handler()).Value("tessera_health_events_total", "kind", "xid", "health", "Unhealthy") >= 1
+		return metricstest.Scrape(t, n.metrics.Handler()).Value("tessera_health_events_total", "kind", "xid", "code", "79") >= 1
 	})
 }
 

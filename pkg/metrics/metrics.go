@@ -45,6 +45,8 @@ type Metrics struct {
 	prepared          *preparedCollector
 	sharing           *sharingCollector
 	mpsRestarts       prometheus.Counter
+	taints            *prometheus.GaugeVec
+	unhealthy         prometheus.Gauge
 	ready             atomic.Pointer[func(context.Context) error]
 }
 
@@ -82,14 +84,22 @@ func New() *Metrics {
 		}, []string{"operation", labelResult}),
 		healthEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "health_events_total",
-			Help: "Device health events from the backend, by kind (e.g. xid, ecc, ras) and the health they reported.",
-		}, []string{"kind", "health"}),
+			Help: "Device health signals from the backend, by kind (xid, ecc-sbe, ecc-dbe, ras-ue, ras-ce, row-remap-pending, lost, recovered, ...) and, for XIDs, the code.",
+		}, []string{"kind", "code"}),
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "orphan_partitions_destroyed_total",
 			Help: "Partitions on dynamically partitioned GPUs that no prepared claim owned, destroyed at start (cut by hand, or left by a crash the checkpoint could not explain).",
 		}),
 		prepared: newPreparedCollector(),
 		sharing:  newSharingCollector(),
+		taints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "gpu_taints",
+			Help: "GPUs with a health condition, by the taint key it publishes (on the GPU and its partitions) and its effect.",
+		}, []string{"key", "effect"}),
+		unhealthy: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "gpus_unhealthy",
+			Help: "GPUs reported Unhealthy to the kubelet (a NoExecute or NoSchedule condition other than degradation).",
+		}),
 		mpsRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "mps_daemon_restarts_total",
 			Help: "MPS control daemons of prepared claims found not running (died, or lost to a reboot) and started again by the agent.",
@@ -100,7 +110,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.prepareDuration, m.unprepareDuration, m.prepareErrors, m.unprepareErrors,
 		m.published, m.partitionDuration, m.healthEvents, m.orphans, m.prepared,
-		m.sharing, m.mpsRestarts,
+		m.sharing, m.mpsRestarts, m.taints, m.unhealthy,
 	)
 	// Series that exist from the start, so a dashboard shows 0 rather than
 	// "no data" and increase() counts the first event.
@@ -176,18 +186,16 @@ func (m *Metrics) OrphanDestroyed() {
 	m.orphans.Inc()
 }
 
-// HealthEvent counts one device health event.
-func (m *Metrics) HealthEvent(kind, health string) {
+// HealthEvent counts one device health signal; code is the XID number for
+// XIDs and empty otherwise.
+func (m *Metrics) HealthEvent(kind, code string) {
 	if m == nil {
 		return
 	}
 	if kind == "" {
 		kind = "unknown"
 	}
-	if health == "" {
-		health = "unknown"
-	}
-	m.healthEvents.WithLabelValues(kind, health).Inc()
+	m.healthEvents.WithLabelValues(kind, code).Inc()
 }
 
 // SetPublished replaces the published device counts. Series of devices no

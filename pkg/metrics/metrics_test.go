@@ -25,8 +25,8 @@ func TestRecordAndScrape(t *testing.T) {
 	m.ObserveUnprepare(time.Millisecond, metrics.ReasonCDIWrite)
 	m.ObservePartition(metrics.OpDestroy, 20*time.Millisecond, nil)
 	m.ObservePartition(metrics.OpCarve, time.Second, errors.New("busy"))
-	m.HealthEvent("xid", "Unhealthy")
-	m.HealthEvent("xid", "Unhealthy")
+	m.HealthEvent("xid", "79")
+	m.HealthEvent("xid", "79")
 	m.HealthEvent("", "")
 	m.SetPublished(map[metrics.DeviceKey]int{{"nvidia", "H100", metrics.TypeGPU}: 8, {"amd", "MI300X", metrics.TypePartition}: 64})
 	m.SetPreparedSource(func() (int, int) { return 2, 5 })
@@ -45,8 +45,8 @@ func TestRecordAndScrape(t *testing.T) {
 		{s.Value("tessera_unprepare_errors_total", "reason", "cdi_write"), 1, "unprepare cdi_write"},
 		{float64(s.Count("tessera_partition_operation_duration_seconds", "operation", "destroy", "result", "success")), 1, "destroy"},
 		{float64(s.Count("tessera_partition_operation_duration_seconds", "operation", "carve", "result", "error")), 1, "carve error"},
-		{s.Value("tessera_health_events_total", "kind", "xid", "health", "Unhealthy"), 2, "xid events"},
-		{s.Value("tessera_health_events_total", "kind", "unknown", "health", "unknown"), 1, "unlabelled event"},
+		{s.Value("tessera_health_events_total", "kind", "xid", "code", "79"), 2, "xid events"},
+		{s.Value("tessera_health_events_total", "kind", "unknown", "code", ""), 1, "unlabelled event"},
 		{s.Value("tessera_published_devices", "vendor", "nvidia", "model", "H100", "type", "gpu"), 8, "H100s"},
 		{s.Value("tessera_published_devices", "vendor", "amd", "model", "MI300X", "type", "partition"), 64, "MI300X partitions"},
 		{s.Value("tessera_prepared_claims"), 2, "prepared claims"},
@@ -82,7 +82,7 @@ func TestNilMetricsIsANoOp(t *testing.T) {
 	m.ObservePrepare(time.Second, "")
 	m.ObserveUnprepare(time.Second, metrics.ReasonOther)
 	m.ObservePartition(metrics.OpCarve, time.Second, nil)
-	m.HealthEvent("xid", "Unhealthy")
+	m.HealthEvent("xid", "79")
 	m.SetPublished(nil)
 	m.SetPreparedSource(nil)
 }

@@ -18,7 +18,9 @@ const (
 	// MaxDevicesPerSlice is 64, not the API's 128 for plain devices: a slice
 	// with taints (device health) or list attributes is limited to 64, and
 	// staying under that keeps a slice valid when a taint appears.
-	MaxDevicesPerSlice  = 64
+	MaxDevicesPerSlice = 64
+	// MaxTaintsPerDevice is the API's limit of taints on one device.
+	MaxTaintsPerDevice  = 16
 	MaxAttrsAndCapacity = 32
 )
 
@@ -116,6 +118,16 @@ func BuildWith(nodeName string, n *inventory.Node, opts Options) (*Result, error
 		}
 	}
 	sortItems(items)
+	if opts.Taints != nil {
+		for i := range items {
+			if ts := opts.Taints(items[i].entry.GPU.UUID); len(ts) > 0 {
+				if len(ts) > MaxTaintsPerDevice {
+					return nil, fmt.Errorf("node %s: device %s has %d taints, limit %d", nodeName, items[i].dev.Name, len(ts), MaxTaintsPerDevice)
+				}
+				items[i].dev.Taints = ts
+			}
+		}
+	}
 
 	var pool resourceslice.Pool
 	var cur resourceslice.Slice

@@ -3,6 +3,8 @@ package slices
 import (
 	"fmt"
 
+	resourceapi "k8s.io/api/resource/v1"
+
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
@@ -41,6 +43,10 @@ type Options struct {
 	// their claims' allocations already consume their counters. Nil means
 	// every partition is held (the build before the checkpoint is read).
 	Held func(gpu string, p *inventory.Partition) bool
+	// Taints returns the device taints of the GPU with UUID gpu (its
+	// health, pkg/health); they are published on the GPU and on every
+	// partition and placement of it. Nil publishes none.
+	Taints func(gpu string) []resourceapi.DeviceTaint
 }
 
 // Carve is what prepare must cut for a dynamically published partition.

@@ -1,15 +1,35 @@
 package sim
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
-// Health: the simulator's GPUs stay healthy unless told otherwise.
-// InjectHealth is the one way in, so fault injection (a later feature)
-// only has to decide what to inject and when.
+// Health: the simulator's GPUs are healthy unless faults are injected.
+// Faults live in the state directory as an append-only log, health.jsonl,
+// one JSON backend.HealthEvent a line, written by `tessera-sim inject` (or
+// AppendFault): like the hardware's error counters they outlive an agent
+// restart, and a running agent sees a new line within a poll. A reboot
+// (another boot id) does not clear them; `tessera-sim inject --clear` does,
+// as a GPU reset would.
+
+// HealthFile is the fault log's name in the state directory.
+const HealthFile = "health.jsonl"
+
+// healthPoll is how often WatchHealth looks for new faults.
+const healthPoll = 250 * time.Millisecond
 
 // watcher is one WatchHealth call.
 type watcher struct {
@@ -17,8 +37,37 @@ type watcher struct {
 	done chan struct{}
 }
 
-// WatchHealth implements backend.Backend: it forwards injected events to
-// events until ctx ends, then returns nil.
+// baseline is the time of the zero counters every watch starts from: before
+// any fault, so a replayed log computes rates from its own times.
+var baseline = time.Unix(0, 0).UTC()
+
+// HealthSnapshot is what a new WatchHealth sends first: each GPU's counters
+// at zero, then every recorded fault. The agent's --dry-run uses it to show
+// the taints a running agent would publish.
+func (b *Backend) HealthSnapshot() ([]backend.HealthEvent, error) {
+	out := b.baselines()
+	faults, _, err := readFaults(b.stateDir, 0)
+	return append(out, faults...), err
+}
+
+func (b *Backend) baselines() []backend.HealthEvent {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []backend.HealthEvent
+	for _, g := range b.node.GPUs {
+		kinds := []backend.HealthKind{backend.HealthECCSingleBit, backend.HealthECCDoubleBit}
+		if g.Vendor == inventory.VendorAMD {
+			kinds = []backend.HealthKind{backend.HealthRASCorrectable, backend.HealthRASUncorrectable}
+		}
+		for _, k := range kinds {
+			out = append(out, backend.HealthEvent{UUID: g.UUID, Kind: k, Time: baseline})
+		}
+	}
+	return out
+}
+
+// WatchHealth implements backend.Backend: the snapshot, then every fault
+// appended to the log and every InjectHealth, until ctx ends.
 func (b *Backend) WatchHealth(ctx context.Context, events chan<- backend.HealthEvent) error {
 	w := &watcher{ch: make(chan backend.HealthEvent), done: make(chan struct{})}
 	b.mu.Lock()
@@ -30,32 +79,140 @@ func (b *Backend) WatchHealth(ctx context.Context, events chan<- backend.HealthE
 		b.mu.Unlock()
 		close(w.done)
 	}()
+	send := func(ev backend.HealthEvent) bool {
+		select {
+		case events <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for _, ev := range b.baselines() {
+		if !send(ev) {
+			return nil
+		}
+	}
+	var offset int64
+	tick := time.NewTicker(healthPoll)
+	defer tick.Stop()
 	for {
+		faults, next, err := readFaults(b.stateDir, offset)
+		if err != nil {
+			b.logger.Error(err, "Reading injected faults")
+		}
+		offset = next
+		for _, ev := range faults {
+			if !send(ev) {
+				return nil
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case ev := <-w.ch:
-			select {
-			case events <- ev:
-			case <-ctx.Done():
+			if !send(ev) {
 				return nil
 			}
+		case <-tick.C:
 		}
 	}
 }
 
-// InjectHealth records ev as the health of the GPU it names (partitions
-// have no health of their own in the inventory; their events are passed on
-// only) and delivers it to every running WatchHealth. It returns once each
-// watcher has taken the event or stopped. A zero ev.Time is set to now.
+// readFaults reads the complete lines of the fault log from offset and
+// returns them with the offset after the last one. A torn last line (a
+// writer mid-append) is left for the next read.
+func readFaults(stateDir string, offset int64) ([]backend.HealthEvent, int64, error) {
+	f, err := os.Open(filepath.Join(stateDir, HealthFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, offset, nil
+	}
+	if err != nil {
+		return nil, offset, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, offset, err
+	}
+	data, err := io.ReadAll(bufio.NewReader(f))
+	if err != nil {
+		return nil, offset, err
+	}
+	var out []backend.HealthEvent
+	var errs []error
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		line := bytes.TrimSpace(data[:i])
+		data = data[i+1:]
+		offset += int64(i + 1)
+		if len(line) == 0 {
+			continue
+		}
+		var ev backend.HealthEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			errs = append(errs, fmt.Errorf("%s: bad line %q: %w", HealthFile, line, err))
+			continue
+		}
+		out = append(out, ev)
+	}
+	return out, offset, errors.Join(errs...)
+}
+
+// AppendFault records ev in the fault log of stateDir. Counting kinds take
+// ev.Count as errors to add: the record carries the device's new total since
+// its last recovery, as hardware counters do.
+func AppendFault(stateDir string, ev backend.HealthEvent) (backend.HealthEvent, error) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	switch ev.Kind {
+	case backend.HealthECCSingleBit, backend.HealthECCDoubleBit, backend.HealthRASCorrectable, backend.HealthRASUncorrectable:
+		past, _, err := readFaults(stateDir, 0)
+		if err != nil {
+			return ev, err
+		}
+		var total int64
+		for _, p := range past {
+			switch {
+			case p.UUID != ev.UUID:
+			case p.Kind == backend.HealthRecovered:
+				total = 0
+			case p.Kind == ev.Kind:
+				total = p.Count
+			}
+		}
+		ev.Count += total
+	}
+	line, err := json.Marshal(ev)
+	if err != nil {
+		return ev, err
+	}
+	f, err := os.OpenFile(filepath.Join(stateDir, HealthFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return ev, fmt.Errorf("open fault log: %w", err)
+	}
+	// One write of the whole line: a reader sees all of it or none.
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return ev, fmt.Errorf("append fault: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return ev, err
+	}
+	return ev, f.Close()
+}
+
+// InjectHealth delivers ev to every running WatchHealth (tests that drive
+// a backend in-process) and returns once each has taken it or stopped. A
+// zero ev.Time is set to now. It is not recorded in the fault log.
 func (b *Backend) InjectHealth(ev backend.HealthEvent) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
 	b.mu.Lock()
-	if g, err := b.gpu(ev.UUID); err == nil {
-		g.Health = ev.Health
-	}
 	ws := make([]*watcher, 0, len(b.watchers))
 	for w := range b.watchers {
 		ws = append(ws, w)
@@ -76,3 +233,7 @@ func (b *Backend) watcherCount() int {
 	defer b.mu.Unlock()
 	return len(b.watchers)
 }
+
+// HealthWatchers reports how many WatchHealth calls are running, so a test
+// can wait for the agent's watch before injecting in-process.
+func (b *Backend) HealthWatchers() int { return b.watcherCount() }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
-	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
 func TestWatchHealthReturnsOnCancel(t *testing.T) {
@@ -32,14 +31,11 @@ func TestInjectHealth(t *testing.T) {
 	b, _ := newBackend(t, mustProfile(t, "t4-2"))
 	// No watchers: injecting must not block.
 	gpu := b.machine.Node.GPUs[1].UUID
-	b.InjectHealth(backend.HealthEvent{UUID: gpu, Health: inventory.Health{State: inventory.Unhealthy, Reason: "XID 79"}, Kind: "xid"})
-	if h := discover(t, b).GPUs[1].Health; h.State != inventory.Unhealthy || h.Reason != "XID 79" {
-		t.Errorf("health not recorded: %+v", h)
-	}
+	b.InjectHealth(backend.HealthEvent{UUID: gpu, Kind: backend.HealthXID, Code: 79})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	chans := []chan backend.HealthEvent{make(chan backend.HealthEvent, 1), make(chan backend.HealthEvent, 1)}
+	chans := []chan backend.HealthEvent{make(chan backend.HealthEvent, 16), make(chan backend.HealthEvent, 16)}
 	var wg sync.WaitGroup
 	for _, ch := range chans {
 		wg.Add(1)
@@ -49,25 +45,93 @@ func TestInjectHealth(t *testing.T) {
 		}()
 	}
 	waitWatchers(t, b, 2)
-	ev := backend.HealthEvent{UUID: gpu, Health: inventory.Health{State: inventory.Healthy, Reason: "recovered"}, Kind: "xid"}
+	ev := backend.HealthEvent{UUID: gpu, Kind: backend.HealthXID, Code: 79}
 	b.InjectHealth(ev)
 	for i, ch := range chans {
-		select {
-		case got := <-ch:
-			if got.UUID != gpu || got.Health != ev.Health || got.Kind != "xid" || got.Time.IsZero() {
-				t.Errorf("watcher %d got %+v", i, got)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("watcher %d got nothing", i)
+		got := next(t, ch, func(e backend.HealthEvent) bool { return e.Kind == backend.HealthXID })
+		if got.UUID != gpu || got.Code != 79 || got.Time.IsZero() {
+			t.Errorf("watcher %d got %+v", i, got)
 		}
-	}
-	if h := discover(t, b).GPUs[1].Health; h.State != inventory.Healthy {
-		t.Errorf("health not updated: %+v", h)
 	}
 	cancel()
 	wg.Wait()
 	// Watchers gone: still no blocking.
 	b.InjectHealth(ev)
+}
+
+// A watch starts from zero counters and the recorded faults, and sees
+// faults appended while it runs; counts are running totals since the last
+// recovery.
+func TestFaultLog(t *testing.T) {
+	b, _ := newBackend(t, mustProfile(t, "mixed-inference"))
+	a100, mi210 := b.machine.Node.GPUs[0].UUID, b.machine.Node.GPUs[4].UUID
+	if _, err := AppendFault(b.stateDir, backend.HealthEvent{UUID: a100, Kind: backend.HealthECCSingleBit, Count: 5}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := b.HealthSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zeros, sbe int
+	for _, e := range snap {
+		switch {
+		case e.Time.Equal(baseline) && e.Count == 0:
+			zeros++
+			if e.UUID == mi210 && e.Kind != backend.HealthRASCorrectable && e.Kind != backend.HealthRASUncorrectable {
+				t.Errorf("AMD GPU baseline of kind %s", e.Kind)
+			}
+		case e.Kind == backend.HealthECCSingleBit && e.Count == 5:
+			sbe++
+		}
+	}
+	if zeros != 10 || sbe != 1 {
+		t.Fatalf("snapshot: %d zero baselines (want 10), %d recorded faults (want 1): %+v", zeros, sbe, snap)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := make(chan backend.HealthEvent, 64)
+	go func() { _ = b.WatchHealth(ctx, ch) }()
+	isSBE := func(e backend.HealthEvent) bool { return e.Kind == backend.HealthECCSingleBit && e.Count > 0 }
+	if got := next(t, ch, isSBE); got.Count != 5 {
+		t.Fatalf("replayed %+v", got)
+	}
+	for _, step := range []struct {
+		ev   backend.HealthEvent
+		want int64
+	}{
+		{backend.HealthEvent{UUID: a100, Kind: backend.HealthECCSingleBit, Count: 7}, 12},
+		{backend.HealthEvent{UUID: a100, Kind: backend.HealthRecovered}, 0},
+		{backend.HealthEvent{UUID: a100, Kind: backend.HealthECCSingleBit, Count: 3}, 3},
+	} {
+		rec, err := AppendFault(b.stateDir, step.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Count != step.want {
+			t.Errorf("recorded %s count %d, want %d", rec.Kind, rec.Count, step.want)
+		}
+		got := next(t, ch, func(e backend.HealthEvent) bool { return e.Kind == step.ev.Kind && e.Count == step.want })
+		if got.UUID != a100 {
+			t.Errorf("watched %+v", got)
+		}
+	}
+}
+
+// next returns the first event on ch that ok accepts.
+func next(t *testing.T, ch <-chan backend.HealthEvent, ok func(backend.HealthEvent) bool) backend.HealthEvent {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-ch:
+			if ok(e) {
+				return e
+			}
+		case <-deadline:
+			t.Fatal("no matching health event")
+		}
+	}
 }
 
 func waitWatchers(t *testing.T, b *Backend, n int) {

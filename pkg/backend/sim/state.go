@@ -38,6 +38,9 @@ type stateDoc struct {
 
 type stateGPU struct {
 	UUID string `json:"uuid"`
+	// PCIBusID names the GPU for tools that name GPUs as the slices do
+	// (tessera-sim inject --device=gpu-3); informational, not replayed.
+	PCIBusID string `json:"pciBusID,omitempty"`
 	// PartitioningEnabled is the GPU's partition (MIG) mode; absent in
 	// files from before SetPartitionMode, meaning the machine file's.
 	PartitioningEnabled *bool                 `json:"partitioningEnabled,omitempty"`
@@ -162,4 +165,28 @@ func saveState(dir string, doc *stateDoc) error {
 		return fmt.Errorf("saving partition state: %w", err)
 	}
 	return nil
+}
+
+// StateGPUs returns the GPUs recorded in the state directory, with only
+// their UUID and PCI bus ID, for tools that name them as the slices do. A
+// directory no agent has run on, or one from before bus IDs were recorded,
+// is an error saying so.
+func StateGPUs(dir string) ([]inventory.GPU, error) {
+	p := filepath.Join(dir, stateFileName)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("read simulator state (has an agent run with --sim-state-dir=%s?): %w", dir, err)
+	}
+	var doc stateDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("simulator state %s: %w", p, err)
+	}
+	out := make([]inventory.GPU, 0, len(doc.GPUs))
+	for _, g := range doc.GPUs {
+		if g.PCIBusID == "" {
+			return nil, fmt.Errorf("simulator state %s has no PCI bus IDs (written by an older agent; restart it once)", p)
+		}
+		out = append(out, inventory.GPU{UUID: g.UUID, PCIBusID: g.PCIBusID})
+	}
+	return out, nil
 }

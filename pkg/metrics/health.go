@@ -1,0 +1,17 @@
+package metrics
+
+// TaintKey is one tessera_gpu_taints series.
+type TaintKey struct{ Key, Effect string }
+
+// SetHealth replaces the health gauges: GPUs per taint key and effect, and
+// the number of GPUs reported Unhealthy.
+func (m *Metrics) SetHealth(taints map[TaintKey]int, unhealthy int) {
+	if m == nil {
+		return
+	}
+	m.taints.Reset()
+	for k, n := range taints {
+		m.taints.WithLabelValues(k.Key, k.Effect).Set(float64(n))
+	}
+	m.unhealthy.Set(float64(unhealthy))
+}
