@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -166,15 +165,4 @@ func (c *Config) saveState(s *State) error {
 		return err
 	}
 	return os.Rename(tmp, c.statePath())
-}
-
-// freePort asks the kernel for a port nothing listens on. Ports are chosen at
-// Up and recorded, so nothing is hard-coded that could collide.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

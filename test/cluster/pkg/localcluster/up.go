@@ -48,8 +48,12 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 	if err := c.startWebhookProcess(ctx, s); err != nil {
 		return err
 	}
+	ports, err := newPortPicker()
+	if err != nil {
+		return err
+	}
 	for _, name := range c.portNames() {
-		if s.Ports[name], err = freePort(); err != nil {
+		if s.Ports[name], err = ports.pick(); err != nil {
 			return err
 		}
 	}
