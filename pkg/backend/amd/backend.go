@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -22,12 +23,19 @@ type Options struct {
 	SysfsRoot string
 	// Logger receives the reasons a GPU was degraded or left out.
 	Logger klog.Logger
+	// HealthPollInterval is how often WatchHealth checks every GPU's PCI
+	// device directory and RAS error counters (30 s when zero).
+	HealthPollInterval time.Duration
 }
 
 // Backend is the AMD backend. It is safe for concurrent use.
 type Backend struct {
 	root fsRoot
 	log  klog.Logger
+	// healthPoll is WatchHealth's interval; healthPolled, when set (by
+	// tests, before WatchHealth starts), is called after every poll.
+	healthPoll   time.Duration
+	healthPolled func()
 
 	mu sync.Mutex
 	// gen and node cache the last inventory; Discover re-reads only when
@@ -50,7 +58,10 @@ func New(o Options) (*Backend, error) {
 	if ok, reason := Detect(o.SysfsRoot); !ok {
 		return nil, fmt.Errorf("amd backend: %s", reason)
 	}
-	return &Backend{root: fsRoot(o.SysfsRoot), log: o.Logger}, nil
+	if o.HealthPollInterval <= 0 {
+		o.HealthPollInterval = defaultHealthPoll
+	}
+	return &Backend{root: fsRoot(o.SysfsRoot), log: o.Logger, healthPoll: o.HealthPollInterval}, nil
 }
 
 // Detect reports whether the KFD topology exists below sysfsRoot, for
@@ -185,9 +196,4 @@ func (b *Backend) SetPartitionMode(context.Context, string, bool) error {
 	return fmt.Errorf("amd: changing the compute partition mode: %w", ErrNotSupported)
 }
 
-// WatchHealth implements backend.Backend. There is no AMD health source
-// yet, so it only waits for ctx to end.
-func (b *Backend) WatchHealth(ctx context.Context, _ chan<- backend.HealthEvent) error {
-	<-ctx.Done()
-	return nil
-}
+// WatchHealth is in health.go.

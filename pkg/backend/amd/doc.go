@@ -5,6 +5,10 @@
 // and the PCI device directories behind them for partition modes, NUMA
 // affinity, PCIe roots and DRM minors.
 //
+// WatchHealth (health.go) polls the same tree: each GPU's PCI device
+// directory (gone: lost) and amdgpu's RAS error counters below it (ras.go;
+// counts, and the resets they show).
+//
 // Every path is read below Options.SysfsRoot, so a captured tree (see
 // test/fixtures/amd) can stand in for a real host.
 package amd

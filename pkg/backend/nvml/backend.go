@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/klog/v2"
@@ -35,6 +36,11 @@ type Options struct {
 	// MPSRoot holds one directory per MPS daemon, its pipes and logs
 	// ("/var/run/tessera/mps" when empty; created on first use).
 	MPSRoot string
+
+	// HealthPollInterval is how often WatchHealth probes every GPU and
+	// reads its ECC, row-remap and retired-page counters (30 s when zero).
+	// XID and ECC events arrive as they happen, whatever it is.
+	HealthPollInterval time.Duration
 }
 
 // Backend is the NVIDIA backend. It holds one NVML session from New to
@@ -46,6 +52,8 @@ type Backend struct {
 	logger klog.Logger
 	smi    string       // nvidia-smi (sharing.go)
 	mps    *mps.Manager // MPS control daemons (sharing.go)
+	// healthPoll is WatchHealth's poll interval (health.go).
+	healthPoll time.Duration
 
 	mu      sync.Mutex
 	handles []nvml.Device // by NVML index; nil where the lookup failed
@@ -87,7 +95,11 @@ func New(o Options) (*Backend, error) {
 	if err := initLib(lib); err != nil {
 		return nil, err
 	}
-	b := &Backend{lib: lib, sys: sysfs{root: root}, logger: logger, smi: smi, mps: daemons}
+	poll := o.HealthPollInterval
+	if poll <= 0 {
+		poll = defaultHealthPoll
+	}
+	b := &Backend{lib: lib, sys: sysfs{root: root}, logger: logger, smi: smi, mps: daemons, healthPoll: poll}
 	n, ret := lib.DeviceGetCount()
 	if err := check("nvmlDeviceGetCount", ret); err != nil {
 		_ = lib.Shutdown()
@@ -191,15 +203,9 @@ func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
 	return node, nil
 }
 
-// CreatePartition, DestroyPartition, SetPartitionMode and DestroyStray are
-// in carve.go, destroy.go, migmode.go and stray.go.
-
-// WatchHealth implements backend.Backend. XID events are not watched yet:
-// it reports nothing and returns when ctx ends.
-func (b *Backend) WatchHealth(ctx context.Context, _ chan<- backend.HealthEvent) error {
-	<-ctx.Done()
-	return nil
-}
+// CreatePartition, DestroyPartition, SetPartitionMode, DestroyStray and
+// WatchHealth are in carve.go, destroy.go, migmode.go, stray.go and
+// health.go.
 
 // CUDADriverVersion is the CUDA version the driver supports ("13.0"). The
 // inventory has no field for it yet, so it is offered here for the agent.

@@ -23,6 +23,10 @@
 //	stray.go     DestroyStray: GPU instances left without a compute instance
 //	sharing.go   backend.Sharer: nvidia-smi compute-policy, MPS daemons (pkg/mps)
 //	generation.go Generation: this agent's changes and MIG state made by hand
+//	health.go    WatchHealth: one loop of event waits and counter polls
+//	health_events.go the NVML event set: XID and ECC events, MIG attribution
+//	health_gpu.go one GPU's health: the probe, lost and recovered
+//	health_counters.go polled counters: ECC totals, row remaps, retired pages
 //	profile.go   nvidia-smi style MIG profile names (pure)
 //	model.go     product name -> short model (pure)
 //	pci.go       PCI bus ID normalisation (pure)

@@ -5,6 +5,7 @@ package nvml
 import (
 	"context"
 	"errors"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -24,6 +25,8 @@ type Options struct {
 	NvidiaSMI  string
 	MPSControl []string
 	MPSRoot    string
+
+	HealthPollInterval time.Duration
 }
 
 // Backend is a placeholder in builds without cgo; New never returns one.
