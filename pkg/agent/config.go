@@ -38,6 +38,7 @@ type Config struct {
 	HealthXIDPolicy          string
 	HealthWindow             time.Duration
 	HealthCorrectedThreshold int64
+	HealthPoll               time.Duration
 	MPSControl               string
 	NvidiaSMI                string
 }
@@ -76,6 +77,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.HealthXIDPolicy, "health-xid-policy", "", "Site overrides of the XID classification, code=Effect,... with Effect Ignore, None, NoSchedule or NoExecute (e.g. 43=NoSchedule). See README, Health, for the built-in table.")
 	fs.DurationVar(&c.HealthWindow, "health-window", def.Window, "Window of the corrected-error rate that marks a GPU degrading, and how long a clearable condition (degrading, XIDs of effect None or NoSchedule) must see nothing new before it clears.")
 	fs.Int64Var(&c.HealthCorrectedThreshold, "health-corrected-threshold", def.CorrectedThreshold, "Corrected errors (ECC single-bit, AMD RAS correctable) within --health-window that taint a GPU NoSchedule as degrading; 0 disables.")
+	fs.DurationVar(&c.HealthPoll, "health-poll", 30*time.Second, "How often the nvml and amd backends read error counters (ECC totals, remapped rows, retired pages, RAS) and probe GPUs that stopped answering; XID and ECC events arrive as they happen.")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", DefaultMetricsAddress, "host:port serving Prometheus /metrics and /healthz. Empty disables them. A port in use stops the agent at start.")
 }
 

@@ -12,7 +12,7 @@ import (
 
 // newNVML opens the one long-lived NVML session; Run closes it on exit.
 func newNVML(c *Config, logger klog.Logger) (backend.Backend, error) {
-	b, err := nvml.New(nvml.Options{SysfsRoot: c.SysfsRoot, Logger: logger, NvidiaSMI: c.NvidiaSMI, MPSControl: strings.Fields(c.MPSControl), MPSRoot: c.MPSRoot})
+	b, err := nvml.New(nvml.Options{SysfsRoot: c.SysfsRoot, Logger: logger, NvidiaSMI: c.NvidiaSMI, MPSControl: strings.Fields(c.MPSControl), MPSRoot: c.MPSRoot, HealthPollInterval: c.HealthPoll})
 	if err != nil {
 		return nil, fmt.Errorf("--backend=nvml: %w", err)
 	}

@@ -40,7 +40,7 @@ func NewBackend(ctx context.Context, c *Config) (backend.Backend, error) {
 		}
 		return sim.New(m, c.SimStateDir, sim.WithLogger(logger), sim.WithMPS(root, control))
 	case "amd":
-		b, err := amd.New(amd.Options{SysfsRoot: c.SysfsRoot, Logger: logger})
+		b, err := amd.New(amd.Options{SysfsRoot: c.SysfsRoot, Logger: logger, HealthPollInterval: c.HealthPoll})
 		if err != nil {
 			return nil, fmt.Errorf("--backend=amd: %w", err)
 		}
@@ -78,7 +78,7 @@ func autoBackend(c *Config, logger klog.Logger) (backend.Backend, error) {
 	amdOK, amdWhy := amd.Detect(c.SysfsRoot)
 	if amdOK {
 		logger.Info("Backend auto-detected", "backend", "amd", "reason", amdWhy, "nvml", nvWhy)
-		b, err := amd.New(amd.Options{SysfsRoot: c.SysfsRoot, Logger: logger})
+		b, err := amd.New(amd.Options{SysfsRoot: c.SysfsRoot, Logger: logger, HealthPollInterval: c.HealthPoll})
 		if err != nil {
 			return nil, fmt.Errorf("--backend=auto chose amd: %w", err)
 		}

@@ -76,6 +76,10 @@ type Driver struct {
 	modes     string // last logged GPU publishing modes
 
 	helper *kubeletplugin.Helper
+	// healthStop ends the backend's health watch; healthDone is closed
+	// when it returned.
+	healthStop context.CancelFunc
+	healthDone chan struct{}
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)

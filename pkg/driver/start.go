@@ -34,7 +34,15 @@ func (d *Driver) Start(ctx context.Context) error {
 		return fmt.Errorf("start kubelet plugin: %w", err)
 	}
 	d.helper = helper
-	go d.health.run(ctx, d.opts.Backend)
+	// The backend's health watch gets a context of its own, which Stop
+	// ends and then waits on: the backend (an NVML session) is closed after
+	// Stop, and must not be closed under a running watch.
+	hctx, hcancel := context.WithCancel(ctx)
+	d.healthStop, d.healthDone = hcancel, make(chan struct{})
+	go func() {
+		defer close(d.healthDone)
+		d.health.run(hctx, d.opts.Backend)
+	}()
 	if g, ok := d.opts.Backend.(backend.Generationer); ok {
 		every := d.opts.InventoryPoll
 		if every <= 0 {
@@ -69,5 +77,13 @@ func (d *Driver) Start(ctx context.Context) error {
 func (d *Driver) Stop() {
 	if d.helper != nil {
 		d.helper.Stop()
+	}
+	if d.healthStop != nil {
+		d.healthStop()
+		select {
+		case <-d.healthDone:
+		case <-time.After(10 * time.Second):
+			klog.Background().Info("Health watch did not stop within 10s")
+		}
 	}
 }
