@@ -208,18 +208,22 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("args %q, want %q", c.Args, want)
 	}
 	wantEnv := map[string]string{
-		"NODE_NAME":               "fieldRef:spec.nodeName",
-		"TESSERA_BACKEND":         "auto",
-		"TESSERA_SYSFS_ROOT":      "/",
-		"TESSERA_PARTITIONING":    "static",
-		"TESSERA_KUBE_API_QPS":    "50",
-		"TESSERA_KUBE_API_BURST":  "100",
-		"TESSERA_PLUGIN_DATA_DIR": "/var/lib/kubelet/plugins/gpu.tessera.dev",
-		"TESSERA_REGISTRAR_DIR":   "/var/lib/kubelet/plugins_registry",
-		"TESSERA_CDI_DIR":         "/var/run/cdi",
-		"TESSERA_VENDOR_CDI_DIRS": "/etc/cdi,/var/run/cdi",
-		"TESSERA_METRICS_ADDRESS": ":9478",
-		"TESSERA_MPS_ROOT":        "/var/run/tessera/mps",
+		"NODE_NAME":                          "fieldRef:spec.nodeName",
+		"TESSERA_BACKEND":                    "auto",
+		"TESSERA_SYSFS_ROOT":                 "/",
+		"TESSERA_PARTITIONING":               "static",
+		"TESSERA_KUBE_API_QPS":               "50",
+		"TESSERA_KUBE_API_BURST":             "100",
+		"TESSERA_PLUGIN_DATA_DIR":            "/var/lib/kubelet/plugins/gpu.tessera.dev",
+		"TESSERA_REGISTRAR_DIR":              "/var/lib/kubelet/plugins_registry",
+		"TESSERA_CDI_DIR":                    "/var/run/cdi",
+		"TESSERA_VENDOR_CDI_DIRS":            "/etc/cdi,/var/run/cdi",
+		"TESSERA_METRICS_ADDRESS":            ":9478",
+		"TESSERA_MPS_ROOT":                   "/var/run/tessera/mps",
+		"TESSERA_HEALTH_XID_POLICY":          "",
+		"TESSERA_HEALTH_WINDOW":              "10m",
+		"TESSERA_HEALTH_CORRECTED_THRESHOLD": "10",
+		"TESSERA_HEALTH_POLL":                "30s",
 	}
 	if got := env(c); !reflect.DeepEqual(got, wantEnv) {
 		t.Errorf("env\n%v\nwant\n%v", got, wantEnv)
