@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -158,6 +159,35 @@ func show(ctx context.Context, c *localcluster.Config, client kubernetes.Interfa
 			return err
 		}
 		pl.Print(os.Stdout)
+		printTimeSlices(c, pl)
 	}
 	return nil
+}
+
+// printTimeSlices shows the compute time slice the driver set on the GPUs a
+// pod got, read from the simulated hardware's state, where it is not the
+// default.
+func printTimeSlices(c *localcluster.Config, pl *scenario.Placement) {
+	data, err := os.ReadFile(filepath.Join(c.NodeDir(pl.Node), "sim", "state.json"))
+	if err != nil {
+		return
+	}
+	var st struct {
+		GPUs []struct {
+			UUID      string `json:"uuid"`
+			TimeSlice string `json:"timeSlice"`
+		} `json:"gpus"`
+	}
+	if json.Unmarshal(data, &st) != nil {
+		return
+	}
+	for _, cl := range pl.Claims {
+		for _, d := range cl.Devices {
+			for _, g := range st.GPUs {
+				if g.UUID == pl.UUID[d.Pool+"/"+d.Device] && g.TimeSlice != "" {
+					fmt.Printf("  the driver set GPU %s's compute time slice to %s (simulated hardware state)\n", d.Device, g.TimeSlice)
+				}
+			}
+		}
+	}
 }

@@ -135,8 +135,14 @@ func (p *Placement) Print(w io.Writer) {
 			fmt.Fprintf(w, "    device %-24s %s %d:%d\n", d.Path, d.Type, d.Major, d.Minor)
 		}
 		for _, e := range ctr.Env {
-			if strings.HasPrefix(e, "NVIDIA_") || strings.HasPrefix(e, "TESSERA_") {
+			if strings.HasPrefix(e, "NVIDIA_") || strings.HasPrefix(e, "TESSERA_") || strings.HasPrefix(e, "CUDA_") {
 				fmt.Fprintf(w, "    env    %s\n", e)
+			}
+		}
+		for _, m := range ctr.Mounts {
+			// Mounts CDI added (the CRI's own are the runtime's business).
+			if strings.HasPrefix(m.Destination, "/tmp/nvidia-mps") {
+				fmt.Fprintf(w, "    mount  %s <- %s\n", m.Destination, m.Source)
 			}
 		}
 	}

@@ -247,6 +247,8 @@ type Placement struct {
 	// What describes each allocated device ("pool/device") for people:
 	// vendor, model and profile from its published attributes.
 	What map[string]string
+	// UUID is each allocated whole GPU's (or partition's) uuid attribute.
+	UUID map[string]string
 }
 
 // ClaimAllocation is one claim of a pod and its allocated devices.
@@ -262,7 +264,7 @@ func Describe(ctx context.Context, client kubernetes.Interface, ns, pod string, 
 	if err != nil {
 		return nil, err
 	}
-	out := &Placement{Pod: pod, Node: p.Spec.NodeName, What: map[string]string{}}
+	out := &Placement{Pod: pod, Node: p.Spec.NodeName, What: map[string]string{}, UUID: map[string]string{}}
 	// Claims the pod names directly (shared with other pods), then those
 	// generated for it from templates.
 	var claimNames []string
@@ -287,7 +289,7 @@ func Describe(ctx context.Context, client kubernetes.Interface, ns, pod string, 
 		ca := ClaimAllocation{Name: name}
 		if c.Status.Allocation != nil {
 			ca.Devices = c.Status.Allocation.Devices.Results
-			if err := describeDevices(ctx, client, ca.Devices, out.What); err != nil {
+			if err := describeDevices(ctx, client, ca.Devices, out.What, out.UUID); err != nil {
 				return nil, err
 			}
 		}
@@ -307,7 +309,7 @@ func Describe(ctx context.Context, client kubernetes.Interface, ns, pod string, 
 
 func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
 
-func describeDevices(ctx context.Context, client kubernetes.Interface, devs []resourceapi.DeviceRequestAllocationResult, what map[string]string) error {
+func describeDevices(ctx context.Context, client kubernetes.Interface, devs []resourceapi.DeviceRequestAllocationResult, what, uuids map[string]string) error {
 	for _, d := range devs {
 		l, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + d.Pool})
 		if err != nil {
@@ -328,6 +330,9 @@ func describeDevices(ctx context.Context, client kubernetes.Interface, devs []re
 					parts = append(parts, m.Value.String())
 				}
 				what[d.Pool+"/"+d.Device] = strings.Join(parts, " ")
+				if u := dev.Attributes["uuid"].StringValue; u != nil {
+					uuids[d.Pool+"/"+d.Device] = *u
+				}
 			}
 		}
 	}
