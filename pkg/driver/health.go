@@ -49,7 +49,30 @@ func (h *healthHub) run(ctx context.Context, b backend.Backend) {
 			case <-ctx.Done():
 				return
 			case ev := <-events:
-				h.observe(ctx, ev)
+				// Signals that arrive together (a watch's first report,
+				// a burst of XIDs) are applied together and published
+				// once, so no passing state reaches the API server.
+				batch := []backend.HealthEvent{ev}
+				for more := true; more; {
+					select {
+					case ev := <-events:
+						batch = append(batch, ev)
+					default:
+						more = false
+					}
+				}
+				changed := false
+				for _, ev := range batch {
+					changed = h.observe(ctx, ev) || changed
+				}
+				if changed {
+					h.changedNow(ctx)
+				}
+				// Counted once handled: a scrape that sees the count sees
+				// its effect (the republished slices) too.
+				for _, ev := range batch {
+					h.count(ev)
+				}
 			case now := <-tick.C:
 				if gpus := h.tracker.Expire(now); len(gpus) > 0 {
 					klog.FromContext(ctx).Info("Device health conditions cleared after a quiet window", "gpus", gpus)
@@ -69,22 +92,26 @@ func expireEvery(window time.Duration) time.Duration {
 	return min(max(window/20, time.Second), 30*time.Second)
 }
 
-func (h *healthHub) observe(ctx context.Context, ev backend.HealthEvent) {
+// observe applies one signal and reports whether its GPU's conditions
+// changed.
+func (h *healthHub) observe(ctx context.Context, ev backend.HealthEvent) bool {
+	gpu := gpuOf(h.devices(), ev.UUID)
+	if !h.tracker.Observe(gpu, ev) {
+		klog.FromContext(ctx).V(2).Info("Device health signal", "uuid", ev.UUID, "kind", ev.Kind, "code", ev.Code, "count", ev.Count, "message", ev.Message)
+		return false
+	}
+	hl := h.tracker.Health(gpu)
+	klog.FromContext(ctx).Info("Device health changed", "gpu", gpu, "signal", ev.Kind, "code", ev.Code, "health", hl.State, "conditions", hl.Reason)
+	return true
+}
+
+// count counts one handled signal in the metrics.
+func (h *healthHub) count(ev backend.HealthEvent) {
 	code := ""
 	if ev.Kind == backend.HealthXID {
 		code = strconv.FormatInt(ev.Code, 10)
 	}
-	// Counted once handled: a scrape that sees the count sees its effect
-	// (the republished slices) too.
-	defer h.metrics.HealthEvent(string(ev.Kind), code)
-	gpu := gpuOf(h.devices(), ev.UUID)
-	if !h.tracker.Observe(gpu, ev) {
-		klog.FromContext(ctx).V(2).Info("Device health signal", "uuid", ev.UUID, "kind", ev.Kind, "code", ev.Code, "count", ev.Count, "message", ev.Message)
-		return
-	}
-	hl := h.tracker.Health(gpu)
-	klog.FromContext(ctx).Info("Device health changed", "gpu", gpu, "signal", ev.Kind, "code", ev.Code, "health", hl.State, "conditions", hl.Reason)
-	h.changedNow(ctx)
+	h.metrics.HealthEvent(string(ev.Kind), code)
 }
 
 // changedNow republishes the slices (the taints changed) and wakes the

@@ -45,9 +45,28 @@ var baseline = time.Unix(0, 0).UTC()
 // at zero, then every recorded fault. The agent's --dry-run uses it to show
 // the taints a running agent would publish.
 func (b *Backend) HealthSnapshot() ([]backend.HealthEvent, error) {
-	out := b.baselines()
 	faults, _, err := readFaults(b.stateDir, 0)
-	return append(out, faults...), err
+	return append(b.baselines(), sinceRecovery(faults)...), err
+}
+
+// sinceRecovery keeps, per GPU, only the faults after its last recovery:
+// what came before a reset is history the GPU no longer carries. Replaying
+// it would publish taints long cleared, and a NoExecute one among them
+// would evict pods for a moment on every agent start.
+func sinceRecovery(faults []backend.HealthEvent) []backend.HealthEvent {
+	last := map[string]int{}
+	for i, f := range faults {
+		if f.Kind == backend.HealthRecovered {
+			last[f.UUID] = i
+		}
+	}
+	var out []backend.HealthEvent
+	for i, f := range faults {
+		if j, ok := last[f.UUID]; !ok || i > j {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func (b *Backend) baselines() []backend.HealthEvent {
@@ -66,8 +85,9 @@ func (b *Backend) baselines() []backend.HealthEvent {
 	return out
 }
 
-// WatchHealth implements backend.Backend: the snapshot, then every fault
-// appended to the log and every InjectHealth, until ctx ends.
+// WatchHealth implements backend.Backend: the snapshot (HealthSnapshot),
+// then every fault appended to the log and every InjectHealth, until ctx
+// ends.
 func (b *Backend) WatchHealth(ctx context.Context, events chan<- backend.HealthEvent) error {
 	w := &watcher{ch: make(chan backend.HealthEvent), done: make(chan struct{})}
 	b.mu.Lock()
@@ -87,12 +107,16 @@ func (b *Backend) WatchHealth(ctx context.Context, events chan<- backend.HealthE
 			return false
 		}
 	}
-	for _, ev := range b.baselines() {
+	// Start from the state the log describes now, then follow it.
+	faults, offset, err := readFaults(b.stateDir, 0)
+	if err != nil {
+		b.logger.Error(err, "Reading injected faults")
+	}
+	for _, ev := range append(b.baselines(), sinceRecovery(faults)...) {
 		if !send(ev) {
 			return nil
 		}
 	}
-	var offset int64
 	tick := time.NewTicker(healthPoll)
 	defer tick.Stop()
 	for {

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,5 +144,35 @@ func waitWatchers(t *testing.T, b *Backend, n int) {
 			t.Fatalf("%d watchers, want %d", b.watcherCount(), n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A restarted watch replays only what followed each GPU's last recovery:
+// an XID 79 cleared by a reset must not come back, even for a moment.
+func TestReplayStartsAfterRecovery(t *testing.T) {
+	b, _ := newBackend(t, mustProfile(t, "t4-2"))
+	g0, g1 := b.machine.Node.GPUs[0].UUID, b.machine.Node.GPUs[1].UUID
+	for _, ev := range []backend.HealthEvent{
+		{UUID: g0, Kind: backend.HealthXID, Code: 79},
+		{UUID: g1, Kind: backend.HealthXID, Code: 94},
+		{UUID: g0, Kind: backend.HealthRecovered},
+		{UUID: g0, Kind: backend.HealthECCSingleBit, Count: 2},
+	} {
+		if _, err := AppendFault(b.stateDir, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := b.HealthSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range snap {
+		if !e.Time.Equal(baseline) {
+			got = append(got, fmt.Sprintf("%s:%s:%d:%d", map[string]string{g0: "g0", g1: "g1"}[e.UUID], e.Kind, e.Code, e.Count))
+		}
+	}
+	if want := "g1:xid:94:0,g0:ecc-sbe:0:2"; strings.Join(got, ",") != want {
+		t.Errorf("replayed %v, want %s", got, want)
 	}
 }
