@@ -166,3 +166,17 @@ func TestPartitioningFlagIsChecked(t *testing.T) {
 		t.Fatalf("err %v, want one naming --partitioning and the bad value", err)
 	}
 }
+
+// Started without --backend on a real node, the agent must look for real
+// GPUs, not publish simulated ones.
+func TestDefaultBackendIsAuto(t *testing.T) {
+	var c Config
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.Backend != "auto" {
+		t.Errorf("default backend %q, want auto", c.Backend)
+	}
+}

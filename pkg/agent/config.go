@@ -54,7 +54,7 @@ const DefaultMetricsAddress = ":9478"
 // AddFlags registers the agent's flags on fs.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.NodeName, "node-name", "", "Name of this node; the pool and the owner of the published ResourceSlices. Required.")
-	fs.StringVar(&c.Backend, "backend", "sim", "Device backend: sim (simulated GPUs), amd (amdgpu/KFD sysfs), nvml (NVIDIA, needs a cgo build), or auto (nvml when libnvidia-ml loads, else amd when the KFD topology exists).")
+	fs.StringVar(&c.Backend, "backend", "auto", "Device backend: auto (nvml when libnvidia-ml loads, else amd when the KFD topology exists), nvml (NVIDIA, needs a cgo build), amd (amdgpu/KFD sysfs), or sim (simulated GPUs: an explicit choice, never a default, so a real node never publishes devices that do not exist).")
 	fs.StringVar(&c.SimProfile, "sim-profile", "dgx-h100", "Simulated machine: a built-in catalogue name or a path to a machine YAML file (backend sim).")
 	fs.StringVar(&c.SimStateDir, "sim-state-dir", "", "Directory of the simulated node's state and /dev tree (backend sim). Default /var/run/tessera/sim/<node-name>.")
 	fs.StringVar(&c.SysfsRoot, "sysfs-root", "/", "Root under which /sys is read (backends amd and nvml); a fixture tree in tests.")

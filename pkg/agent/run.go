@@ -38,6 +38,7 @@ func NewBackend(ctx context.Context, c *Config) (backend.Backend, error) {
 		if root == "" {
 			root = filepath.Join(c.SimStateDir, "mps")
 		}
+		logger.Info("Publishing SIMULATED GPUs (--backend=sim): nothing here is real hardware", "profile", c.SimProfile, "stateDir", c.SimStateDir)
 		return sim.New(m, c.SimStateDir, sim.WithLogger(logger), sim.WithMPS(root, control))
 	case "amd":
 		b, err := amd.New(amd.Options{SysfsRoot: c.SysfsRoot, Logger: logger, HealthPollInterval: c.HealthPoll})
