@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
@@ -142,5 +143,27 @@ func TestPartitionChangesNotSupported(t *testing.T) {
 	cancel()
 	if err := b.WatchHealth(ctx, nil); err != nil {
 		t.Error(err)
+	}
+}
+
+// An empty properties file used to make its GPU vanish without a word (it
+// read as a CPU node): it is left out and the reason reported.
+func TestEmptyPropertiesReported(t *testing.T) {
+	root := copyTree(t, sharedMI308X)
+	writeFile(t, root, node2+"/properties", "")
+	_, nodes, bad, err := readTopology(fsRoot(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) != 1 || !strings.Contains(bad[0].Error(), "properties give no simd_count") {
+		t.Fatalf("bad nodes %v, want the emptied one reported", bad)
+	}
+	for _, n := range nodes {
+		if n.GPUID != 0 && !n.isGPU() {
+			t.Errorf("KFD node %d kept as a non-GPU", n.ID)
+		}
+	}
+	if n := discover(t, root); len(n.GPUs) != 8 {
+		t.Errorf("%d GPUs, want 8 (the other partitions of the card stay)", len(n.GPUs))
 	}
 }

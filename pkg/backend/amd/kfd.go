@@ -78,6 +78,11 @@ func readNode(r fsRoot, id int) (*kfdNode, error) {
 	}
 	// The name is informational ("ip discovery" on IP-discovery GPUs).
 	n.Name, _ = r.readString(path.Join(dir, "name"))
+	if simd, _ := n.Props.Get("simd_count"); n.GPUID != 0 && simd == 0 {
+		// A gpu_id says GPU; no compute units says the properties are
+		// empty or cut short. Left out, but said, never silently.
+		return nil, fmt.Errorf("KFD node %d: gpu_id %d but its properties give no simd_count (empty or truncated file)", id, n.GPUID)
+	}
 	if !n.isGPU() {
 		return n, nil
 	}
