@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -220,13 +221,14 @@ func (b *builder) gpuTypes() {
 		}
 		g.Engines = b.engines(path+".engines", t.Engines)
 		if t.Partitioning != nil {
-			g.Partitioning = b.partitioning(path+".partitioning", g.Vendor, t.Partitioning)
+			g.Partitioning = b.partitioning(path+".partitioning", g, t.Partitioning)
 		}
 		b.types[name] = spec
 	}
 }
 
-func (b *builder) partitioning(path string, vendor inventory.Vendor, p *filePartitioning) *inventory.Partitioning {
+func (b *builder) partitioning(path string, g *inventory.GPU, p *filePartitioning) *inventory.Partitioning {
+	vendor := g.Vendor
 	out := &inventory.Partitioning{
 		Kind:                 inventory.PartitionKind(p.Kind),
 		Enabled:              p.Enabled,
@@ -260,6 +262,13 @@ func (b *builder) partitioning(path string, vendor inventory.Vendor, p *filePart
 		}
 		if pr.ComputeSlices > p.ComputeSlices {
 			b.errorf(rowPath+".computeSlices", "%d is more than the %d compute slices of %s", pr.ComputeSlices, p.ComputeSlices, path)
+		}
+		// A partition is part of its GPU: never more memory or compute.
+		if g.MemoryBytes > 0 && pr.MemoryBytes > g.MemoryBytes {
+			b.errorf(rowPath+".memory", "%s is more than the %s memory of %s", resource.NewQuantity(pr.MemoryBytes, resource.BinarySI), resource.NewQuantity(g.MemoryBytes, resource.BinarySI), strings.TrimSuffix(path, ".partitioning"))
+		}
+		if g.ComputeUnits > 0 && pr.ComputeUnits > g.ComputeUnits {
+			b.errorf(rowPath+".computeUnits", "%d is more than the %d compute units of %s", pr.ComputeUnits, g.ComputeUnits, strings.TrimSuffix(path, ".partitioning"))
 		}
 		for k, pl := range pr.Placements {
 			if pl.Start+pl.Size > p.MemorySlices {

@@ -132,6 +132,8 @@ func TestBadMachineFiles(t *testing.T) {
 			[]string{`line 5: profileTables.t[0].placements: want a list, got "0"`}},
 		{"profile wider than the GPU", tiny(5, `    - {name: 1g, memory: 10Gi, computeUnits: 16, memorySlices: 9, computeSlices: 8, placements: [0]}`),
 			[]string{"line 5: profileTables.t[0].memorySlices: 9 is more than the 8 memory slices", "line 5: profileTables.t[0].computeSlices: 8 is more than the 7 compute slices"}},
+		{"profile bigger than the GPU", tiny(5, `    - {name: 1g, memory: 200Gi, computeUnits: 500, memorySlices: 1, computeSlices: 1, placements: [0]}`),
+			[]string{"line 5: profileTables.t[0].memory: 200Gi is more than the 80Gi memory of gpuTypes.h", "line 5: profileTables.t[0].computeUnits: 500 is more than the 132 compute units of gpuTypes.h"}},
 		{"duplicate profile", tiny(6, `    - {name: 1g, memory: 40Gi, computeUnits: 60, memorySlices: 4, computeSlices: 3, placements: [0, 4]}`),
 			[]string{`line 6: profileTables.t[1].name: profile "1g" is already defined at profileTables.t[0]`}},
 		{"bad driver version", tiny(2, `driverVersion: R580`),
