@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -67,6 +68,9 @@ func decodeStrict(data []byte, out any) (lineIndex, error) {
 	if err := d.decode(doc.Content[0], reflect.ValueOf(out).Elem(), ""); err != nil {
 		return nil, err
 	}
+	if len(d.errs) > 0 {
+		return nil, errors.Join(d.errs...)
+	}
 	return d.lines, nil
 }
 
@@ -132,6 +136,15 @@ func yamlSyntaxError(data []byte, err error) error {
 type decoder struct {
 	lines lineIndex
 	depth int
+	// errs are the problems found so far: decoding goes on past one, so a
+	// file's every type error is reported in one run.
+	errs []error
+}
+
+// fail records a problem of the file; decoding goes on with the next field.
+func (d *decoder) fail(err error) error {
+	d.errs = append(d.errs, err)
+	return nil
 }
 
 // maxAliasDepth bounds alias chains so a hostile file cannot loop us.
@@ -140,7 +153,7 @@ const maxAliasDepth = 32
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 	if n.Kind == yaml.AliasNode {
 		if d.depth >= maxAliasDepth {
-			return &fieldError{Line: n.Line, Path: path, Msg: "aliases nest too deeply"}
+			return d.fail(&fieldError{Line: n.Line, Path: path, Msg: "aliases nest too deeply"})
 		}
 		d.depth++
 		defer func() { d.depth-- }()
@@ -169,30 +182,30 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		return d.decodeMap(n, v, path)
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
-			return wantError(n, path, "a string")
+			return d.fail(wantError(n, path, "a string"))
 		}
 		v.SetString(n.Value)
 		return nil
 	case reflect.Int, reflect.Int64:
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-			return wantError(n, path, "an integer")
+			return d.fail(wantError(n, path, "an integer"))
 		}
 		var i int64
 		if err := n.Decode(&i); err != nil {
-			return &fieldError{Line: n.Line, Path: path, Msg: fmt.Sprintf("%q is not an integer", n.Value)}
+			return d.fail(&fieldError{Line: n.Line, Path: path, Msg: fmt.Sprintf("%q is not an integer", n.Value)})
 		}
 		if v.OverflowInt(i) {
-			return &fieldError{Line: n.Line, Path: path, Msg: fmt.Sprintf("%s is out of range", n.Value)}
+			return d.fail(&fieldError{Line: n.Line, Path: path, Msg: fmt.Sprintf("%s is out of range", n.Value)})
 		}
 		v.SetInt(i)
 		return nil
 	case reflect.Bool:
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
-			return wantError(n, path, "true or false")
+			return d.fail(wantError(n, path, "true or false"))
 		}
 		var b bool
 		if err := n.Decode(&b); err != nil {
-			return wantError(n, path, "true or false")
+			return d.fail(wantError(n, path, "true or false"))
 		}
 		v.SetBool(b)
 		return nil
@@ -203,22 +216,24 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 
 func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) error {
 	if n.Kind != yaml.MappingNode {
-		return wantError(n, path, "a mapping")
+		return d.fail(wantError(n, path, "a mapping"))
 	}
 	fields := structFields(v.Type())
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		if k.Value == "<<" && k.ShortTag() == "!!merge" {
-			return &fieldError{Line: k.Line, Path: path, Msg: "merge keys (<<) are not supported; use a gpuTypes entry instead"}
+			return d.fail(&fieldError{Line: k.Line, Path: path, Msg: "merge keys (<<) are not supported; use a gpuTypes entry instead"})
 		}
 		fieldPath := join(path, k.Value)
 		idx, ok := fields[k.Value]
 		if !ok {
-			return &fieldError{Line: k.Line, Path: fieldPath, Msg: fmt.Sprintf("unknown field (known fields: %s)", knownFields(fields))}
+			d.fail(&fieldError{Line: k.Line, Path: fieldPath, Msg: fmt.Sprintf("unknown field (known fields: %s)", knownFields(fields))})
+			continue
 		}
 		if seen[k.Value] {
-			return &fieldError{Line: k.Line, Path: fieldPath, Msg: "field appears twice"}
+			d.fail(&fieldError{Line: k.Line, Path: fieldPath, Msg: "field appears twice"})
+			continue
 		}
 		seen[k.Value] = true
 		d.lines[fieldPath] = k.Line
@@ -231,7 +246,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) error
 
 func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) error {
 	if n.Kind != yaml.SequenceNode {
-		return wantError(n, path, "a list")
+		return d.fail(wantError(n, path, "a list"))
 	}
 	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 	for i, item := range n.Content {
@@ -245,17 +260,19 @@ func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) error 
 
 func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) error {
 	if n.Kind != yaml.MappingNode {
-		return wantError(n, path, "a mapping")
+		return d.fail(wantError(n, path, "a mapping"))
 	}
 	m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		keyPath := join(path, k.Value)
 		if k.Kind != yaml.ScalarNode || k.Value == "" {
-			return &fieldError{Line: k.Line, Path: path, Msg: "keys must be non-empty strings"}
+			d.fail(&fieldError{Line: k.Line, Path: path, Msg: "keys must be non-empty strings"})
+			continue
 		}
 		if m.MapIndex(reflect.ValueOf(k.Value)).IsValid() {
-			return &fieldError{Line: k.Line, Path: keyPath, Msg: "key appears twice"}
+			d.fail(&fieldError{Line: k.Line, Path: keyPath, Msg: "key appears twice"})
+			continue
 		}
 		d.lines[keyPath] = k.Line
 		elem := reflect.New(v.Type().Elem()).Elem()

@@ -20,6 +20,14 @@ func LoadMachine(name string, data []byte, nodeName string) (*Machine, error) {
 	var f fileMachine
 	lines, err := decodeStrict(data, &f)
 	if err != nil {
+		// Every problem on a line of its own, each naming the file.
+		var errs []error
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				errs = append(errs, fmt.Errorf("machine %s: %w", name, e))
+			}
+			return nil, errors.Join(errs...)
+		}
 		return nil, fmt.Errorf("machine %s: %w", name, err)
 	}
 	fallback := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(name), ".yaml"), ".yml")

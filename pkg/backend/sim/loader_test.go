@@ -325,3 +325,30 @@ func TestREADMEExample(t *testing.T) {
 		t.Errorf("README example loaded as %+v", m.Node)
 	}
 }
+
+// Every type error of a file comes in one run, each on its own line naming
+// the file: fixing a file takes one round, not one per error.
+func TestAllTypeErrorsAtOnce(t *testing.T) {
+	lines := append([]string(nil), tinyLines...)
+	lines[14] = `    computeUnits: many`
+	lines[15] = `    partitioning: [mig]`
+	lines[13] = "    memory: 80Gi\n    bogus: 1"
+	_, err := LoadMachine("tiny.yaml", []byte(strings.Join(lines, "\n")+"\n"), "n")
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	want := []string{
+		"machine tiny.yaml: line 15: gpuTypes.h.bogus: unknown field",
+		`machine tiny.yaml: line 16: gpuTypes.h.computeUnits: want an integer, got "many"`,
+		"machine tiny.yaml: line 17: gpuTypes.h.partitioning: want a mapping, got a list",
+	}
+	got := strings.Split(err.Error(), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("%d errors, want %d:\n%s", len(got), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("error %d %q, want %q", i, got[i], w)
+		}
+	}
+}
