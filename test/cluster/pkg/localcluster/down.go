@@ -26,7 +26,7 @@ func (c *Config) Down(out io.Writer) error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, c.stopMPSDaemons(out)...)
+	errs = append(errs, c.stopStrays(out, s.Nodes)...)
 	errs = append(errs, restoreSysctls(s.Sysctls)...)
 	errs = append(errs, unmountAll(c.Dir)...)
 	if len(errs) > 0 {
