@@ -3,13 +3,12 @@ package slices
 import (
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/pci"
 	"github.com/tessera-gpu/tessera/pkg/topology"
 )
 
@@ -190,10 +189,10 @@ func sortItems(items []item) {
 
 // busOrder returns GPU indices sorted by PCI bus ID, the basis of device names.
 func busOrder(n *inventory.Node) ([]int, error) {
-	keys := make([][4]uint64, len(n.GPUs))
-	seen := map[[4]uint64]int{}
+	keys := make([]pci.BusID, len(n.GPUs))
+	seen := map[pci.BusID]int{}
 	for i, g := range n.GPUs {
-		k, err := parseBusID(g.PCIBusID)
+		k, err := pci.ParseBusID(g.PCIBusID)
 		if err != nil {
 			return nil, fmt.Errorf("GPU %d (%s): %w", i, g.UUID, err)
 		}
@@ -207,35 +206,8 @@ func busOrder(n *inventory.Node) ([]int, error) {
 	for i := range order {
 		order[i] = i
 	}
-	sort.Slice(order, func(a, b int) bool {
-		ka, kb := keys[order[a]], keys[order[b]]
-		for i := range ka {
-			if ka[i] != kb[i] {
-				return ka[i] < kb[i]
-			}
-		}
-		return false
-	})
+	sort.Slice(order, func(a, b int) bool { return keys[order[a]].Less(keys[order[b]]) })
 	return order, nil
-}
-
-// parseBusID parses an extended BDF, DDDD:BB:DD.F, all hexadecimal.
-func parseBusID(s string) ([4]uint64, error) {
-	var k [4]uint64
-	dom, rest, ok1 := strings.Cut(s, ":")
-	bus, rest, ok2 := strings.Cut(rest, ":")
-	dev, fn, ok3 := strings.Cut(rest, ".")
-	if !ok1 || !ok2 || !ok3 {
-		return k, fmt.Errorf("PCI bus ID %q is not DDDD:BB:DD.F", s)
-	}
-	for i, p := range []string{dom, bus, dev, fn} {
-		v, err := strconv.ParseUint(p, 16, 32)
-		if err != nil {
-			return k, fmt.Errorf("PCI bus ID %q is not DDDD:BB:DD.F", s)
-		}
-		k[i] = v
-	}
-	return k, nil
 }
 
 // gpuRank orders GPUs: smaller first, then NUMA node, island, bus position.

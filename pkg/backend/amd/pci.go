@@ -1,10 +1,11 @@
 package amd
 
 import (
-	"fmt"
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/tessera-gpu/tessera/pkg/pci"
 )
 
 // pciDevicesDir holds one link per PCI function, named by its BDF.
@@ -86,5 +87,5 @@ func modeList(r fsRoot, rel string) []string {
 
 // bdf formats an extended BDF the way sysfs names PCI devices.
 func bdf(domain, bus, dev, fn uint64) string {
-	return fmt.Sprintf("%04x:%02x:%02x.%x", domain, bus, dev, fn)
+	return pci.BusID{Domain: uint32(domain), Bus: uint8(bus), Dev: uint8(dev), Func: uint8(fn)}.String()
 }

@@ -1,34 +1,16 @@
 package nvml
 
 import (
-	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/tessera-gpu/tessera/pkg/pci"
 )
 
 // normalizeBusID turns NVML's bus ID ("00000000:18:00.0", an 8-digit PCI
 // domain, upper case hex) into the extended BDF the schema and sysfs use:
-// 4-digit domain, lower case, "0000:18:00.0".
+// 4-digit domain, lower case, "0000:18:00.0" (pkg/pci, the one parser).
 func normalizeBusID(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	dom, rest, ok1 := strings.Cut(s, ":")
-	bus, rest, ok2 := strings.Cut(rest, ":")
-	dev, fn, ok3 := strings.Cut(rest, ".")
-	if !ok1 || !ok2 || !ok3 {
-		return "", fmt.Errorf("PCI bus ID %q is not DOMAIN:BB:DD.F", s)
-	}
-	var v [4]uint64
-	for i, p := range []string{dom, bus, dev, fn} {
-		n, err := strconv.ParseUint(p, 16, 32)
-		if err != nil {
-			return "", fmt.Errorf("PCI bus ID %q is not DOMAIN:BB:DD.F", s)
-		}
-		v[i] = n
-	}
-	if v[0] > 0xffff || v[1] > 0xff || v[2] > 0x1f || v[3] > 7 {
-		return "", fmt.Errorf("PCI bus ID %q is out of range", s)
-	}
-	return fmt.Sprintf("%04x:%02x:%02x.%x", v[0], v[1], v[2], v[3]), nil
+	return pci.Normalize(strings.TrimSpace(s))
 }
 
 // cString converts a NUL-terminated C char array as go-nvml returns it.

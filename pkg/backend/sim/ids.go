@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/pci"
 )
 
 // Identifiers the simulator makes up: they must look like the real ones
@@ -91,21 +92,11 @@ func semverFromDotted(v string) string {
 	return SemverFromDriver(v)
 }
 
-var pciBusIDRE = regexp.MustCompile(`^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-1][0-9a-fA-F])\.([0-7])$`)
-
 // normalizePCIBusID checks an extended BDF and returns it lowercase with a
 // 4-digit domain where the domain fits (nvidia-smi prints 8 digits, sysfs 4).
 func normalizePCIBusID(s string) (string, bool) {
-	m := pciBusIDRE.FindStringSubmatch(s)
-	if m == nil {
-		return "", false
-	}
-	dom, _ := strconv.ParseUint(m[1], 16, 32)
-	dev, _ := strconv.ParseUint(m[3], 16, 8)
-	if dev > 0x1f {
-		return "", false
-	}
-	return strings.ToLower(fmt.Sprintf("%04x:%s:%s.%s", dom, m[2], m[3], m[4])), true
+	id, err := pci.Normalize(s)
+	return id, err == nil
 }
 
 var pcieRootRE = regexp.MustCompile(`^pci[0-9a-f]{4,8}:[0-9a-f]{2}$`)
