@@ -83,6 +83,7 @@ var checks = map[string]func(t *testing.T, pods map[string]got){
 // outcome is what a scenario's pods and objects ended up as, for checks
 // that need more than the running pods.
 type outcome struct {
+	ns   string
 	pods map[string]got
 	// rejected is the API server's refusal per object ("kind name") meant
 	// to be refused; prepareFailed the kubelet's event per pod whose claims
@@ -190,7 +191,7 @@ func runScenario(t *testing.T, path string, check func(*testing.T, map[string]go
 		t.Fatal(err)
 	}
 	pods := map[string]got{}
-	o := outcome{pods: pods, rejected: sc.Rejected, prepareFailed: map[string]string{}}
+	o := outcome{ns: ns, pods: pods, rejected: sc.Rejected, prepareFailed: map[string]string{}}
 	var running []string
 	for _, p := range sc.Pods {
 		switch {

@@ -1,15 +1,21 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
 // Checks of the sharing scenarios (demo/10-13): what the node did for the
@@ -142,6 +148,31 @@ func checkMPSOnAMD(t *testing.T, o outcome) {
 		}
 	}
 	expectDevices(t, o.pods["mi300x-neighbour"], 1, func(d resourceapi.Device) bool { return str(d, "model") == "MI300X" })
+
+	// The failure is on the claim too, where `kubectl describe
+	// resourceclaim` shows it (status.devices[].conditions).
+	ctx := context.Background()
+	if err := scenario.Poll(ctx, 30*time.Second, func() (bool, string) {
+		p, err := client.CoreV1().Pods(o.ns).Get(ctx, "mps-on-amd", metav1.GetOptions{})
+		if err != nil || len(p.Status.ResourceClaimStatuses) != 1 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+			return false, fmt.Sprintf("pod claim statuses: %v", err)
+		}
+		c, err := client.ResourceV1().ResourceClaims(o.ns).Get(ctx, *p.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, d := range c.Status.Devices {
+			for _, k := range d.Conditions {
+				if d.Driver == "gpu.tessera.dev" && k.Type == "Prepared" && k.Status == metav1.ConditionFalse &&
+					k.Reason == "ConfigRejected" && strings.Contains(k.Message, "MPS is not supported on AMD GPUs") {
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprintf("claim device status %+v", c.Status.Devices)
+	}); err != nil {
+		t.Error(err)
+	}
 }
 
 func checkRefused(t *testing.T, o outcome) {
