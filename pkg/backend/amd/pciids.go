@@ -19,7 +19,7 @@ var pciModels = map[uint16]pciModel{
 	0x740f: {"MI210", "AMD Instinct MI210"},                 // pci.ids: Aldebaran/MI200 [Instinct MI210]; real KFD dump in ROCm/k8s-device-plugin testdata/topo-mi210-xgmi-pcie
 	0x74a0: {"MI300A", "AMD Instinct MI300A"},               // pci.ids: Aqua Vanjaram [Instinct MI300A]
 	0x74a1: {"MI300X", "AMD Instinct MI300X"},               // pci.ids: Aqua Vanjaram [Instinct MI300X]
-	0x74a2: {"MI308X", "AMD Instinct MI308X"},               // pci.ids: Aqua Vanjaram [Instinct MI308X]; real KFD dump in shared/fixtures/amd/mi308x-cpx
+	0x74a2: {"MI308X", "AMD Instinct MI308X"},               // pci.ids: Aqua Vanjaram [Instinct MI308X]; real KFD dump in test/fixtures/amd/mi308x-cpx
 	0x74a5: {"MI325X", "AMD Instinct MI325X"},               // pci.ids: Aqua Vanjaram [Instinct MI325X]
 	0x74a9: {"MI300X", "AMD Instinct MI300X HF"},            // pci.ids: Aqua Vanjaram [Instinct MI300X HF]
 	0x7448: {"Radeon PRO W7900", "AMD Radeon PRO W7900"},    // pci.ids: Navi 31 [Radeon Pro W7900]
