@@ -62,7 +62,7 @@ func (m *Manager) recover(ctx context.Context) error {
 	if _, err := m.sweepOrphans(ctx); err != nil {
 		return err
 	}
-	if _, err := m.ensureSharing(ctx); err != nil {
+	if _, err := m.ensureSharing(ctx, true); err != nil {
 		// A daemon that will not start fails its claim's next prepare, not
 		// the agent: the other claims must keep being served.
 		logger.Error(err, "Restoring sharing settings of prepared claims")

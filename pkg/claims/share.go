@@ -192,11 +192,12 @@ func (m *Manager) intervalHeldByOther(uid, gpu string) bool {
 }
 
 // ensureSharing makes the node match what prepared claims recorded: their
-// intervals set (a reboot resets them) and their MPS daemons running
-// (adopted after an agent restart, started again when one died). Daemons no
-// claim holds are stopped. It returns how many daemons had to be started
-// again.
-func (m *Manager) ensureSharing(ctx context.Context) (restarted int, err error) {
+// MPS daemons running (adopted after an agent restart, started again when
+// one died) and, with intervals, their time slices set (at start: a reboot
+// resets them; nothing else does, so the periodic check skips them).
+// Daemons no claim holds are stopped. It returns how many daemons had to be
+// started again.
+func (m *Manager) ensureSharing(ctx context.Context, intervals bool) (restarted int, err error) {
 	logger := klog.FromContext(ctx)
 	var errs []error
 	want := map[string]bool{}
@@ -206,7 +207,7 @@ func (m *Manager) ensureSharing(ctx context.Context) (restarted int, err error) 
 			continue
 		}
 		for _, d := range c.Devices {
-			if ts, ok := d.Sharing.Interval(); ok {
+			if ts, ok := d.Sharing.Interval(); ok && intervals {
 				if err := m.cfg.Backend.SetTimeSlice(ctx, d.GPUUUID, ts); err != nil {
 					errs = append(errs, fmt.Errorf("claim %s/%s: set time-slice interval of GPU %s: %w", c.Namespace, c.Name, d.GPUUUID, err))
 				}
@@ -260,12 +261,13 @@ func (m *Manager) startRecordedDaemon(ctx context.Context, c *checkpoint.Claim) 
 	return d, nil
 }
 
-// EnsureSharing is ensureSharing under the manager's lock, for the agent's
-// periodic check that prepared claims' MPS daemons are alive.
+// EnsureSharing is ensureSharing of the daemons under the manager's lock,
+// for the agent's periodic check that prepared claims' MPS daemons are
+// alive.
 func (m *Manager) EnsureSharing(ctx context.Context) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.ensureSharing(ctx)
+	return m.ensureSharing(ctx, false)
 }
 
 // SharingCounts returns how many prepared claims use each strategy ("" for

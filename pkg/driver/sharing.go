@@ -11,7 +11,8 @@ import (
 // watchSharing keeps prepared claims' sharing in place between prepares: an
 // MPS daemon that died (killed, out of memory) is started again, so the
 // claim's next containers find it, and counted in
-// tessera_mps_daemon_restarts_total.
+// tessera_mps_daemon_restarts_total. Intervals are not re-applied here:
+// only a reboot resets them, and the agent applies them again at start.
 func (d *Driver) watchSharing(ctx context.Context, every time.Duration) {
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if _, err := d.claims.EnsureSharing(ctx); err != nil {
