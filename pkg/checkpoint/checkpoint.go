@@ -14,10 +14,15 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
-// CurrentVersion is the checkpoint format this code reads and writes.
-// Anything else is treated as corrupt: the agent then rebuilds its state
-// from the CDI specs rather than guess at a format it does not know.
-const CurrentVersion = 1
+// CurrentVersion is the checkpoint format this code writes. Older versions
+// are upgraded when read (upgrade.go), so an agent upgrade keeps the claims
+// it prepared; a newer or unknown version is treated as corrupt: the agent
+// then rebuilds its state from the CDI specs rather than guess at a format
+// it does not know.
+//
+//	1: the first format
+//	2: placements with lower-case keys (start, size), like every other field
+const CurrentVersion = 2
 
 // State is where a claim is in the prepare state machine.
 type State string

@@ -153,12 +153,13 @@ func decode(data []byte) (*Checkpoint, error) {
 	if got := checksum(compact.Bytes()); got != env.Checksum {
 		return nil, fmt.Errorf("checksum mismatch: file says %s, content has %s", env.Checksum, got)
 	}
-	var cp Checkpoint
-	if err := json.Unmarshal(compact.Bytes(), &cp); err != nil {
-		return nil, fmt.Errorf("parse payload: %w", err)
+	payload, err := upgrade(compact.Bytes())
+	if err != nil {
+		return nil, err
 	}
-	if cp.Version != CurrentVersion {
-		return nil, fmt.Errorf("unknown version %d (this agent reads %d)", cp.Version, CurrentVersion)
+	var cp Checkpoint
+	if err := json.Unmarshal(payload, &cp); err != nil {
+		return nil, fmt.Errorf("parse payload: %w", err)
 	}
 	if cp.Claims == nil {
 		cp.Claims = map[string]*Claim{}

@@ -119,7 +119,7 @@ func TestLoadCorrupt(t *testing.T) {
 		// catches it.
 		{name: "flipped byte", data: bytes.Replace(good, []byte(`ns-a`), []byte(`ns-q`), 1), wantErr: "checksum mismatch"},
 		{name: "bad checksum text", data: bytes.Replace(good, []byte(`sha256:`), []byte(`sha256:0`), 1), wantErr: "checksum mismatch"},
-		{name: "unknown version", data: encodeRaw(t, future), wantErr: "unknown version 2"},
+		{name: "unknown version", data: encodeRaw(t, future), wantErr: fmt.Sprintf("unknown version %d", CurrentVersion+1)},
 		{name: "misfiled claim", data: misfiled, wantErr: "filed under"},
 	}
 	for _, tt := range tests {

@@ -125,8 +125,8 @@ type PartitionProfile struct {
 
 // Placement is a slot range on the GPU's memory slices: [Start, Start+Size).
 type Placement struct {
-	Start int
-	Size  int
+	Start int `json:"start"`
+	Size  int `json:"size"`
 }
 
 // Overlaps reports whether two placements share a slice.

@@ -110,7 +110,7 @@ func addOrphan(t *testing.T, node, gpu string, taken int, inUse bool) (string, i
 	editSimGPU(t, node, gpu, func(g map[string]any) {
 		parts, _ := g["partitions"].([]any)
 		g["partitions"] = append(parts, map[string]any{
-			"Kind": "mig", "Profile": "1g.10gb", "Placement": map[string]any{"Start": start, "Size": 1},
+			"Kind": "mig", "Profile": "1g.10gb", "Placement": map[string]any{"start": start, "size": 1},
 			"UUID": uuid, "GPUInstanceID": 7 + start, "ComputeInstanceID": 0,
 		})
 		if inUse {
