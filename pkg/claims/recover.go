@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 
 	"k8s.io/klog/v2"
 
@@ -41,19 +40,13 @@ func (m *Manager) recover(ctx context.Context) error {
 	cp.BootID = m.cfg.BootID
 	m.cp = cp
 
-	uids := make([]string, 0, len(cp.Claims))
-	for uid := range cp.Claims {
-		uids = append(uids, uid)
-	}
-	sort.Strings(uids)
-	for _, uid := range uids {
-		c := cp.Claims[uid]
+	for _, c := range sortedClaims(cp) {
 		if c.State == checkpoint.PrepareCompleted {
 			continue
 		}
-		logger.Info("Finishing interrupted claim operation", "claim", klog.KRef(c.Namespace, c.Name), "uid", uid, "state", c.State)
+		logger.Info("Finishing interrupted claim operation", "claim", klog.KRef(c.Namespace, c.Name), "uid", c.UID, "state", c.State)
 		if err := m.rollback(ctx, c); err != nil {
-			return fmt.Errorf("recover claim %s/%s (%s): %w", c.Namespace, c.Name, uid, err)
+			return fmt.Errorf("recover claim %s/%s (%s): %w", c.Namespace, c.Name, c.UID, err)
 		}
 	}
 	if err := m.cfg.Store.Save(m.cp); err != nil {

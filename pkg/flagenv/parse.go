@@ -1,14 +1,43 @@
 package flagenv
 
 import (
+	"context"
 	"errors"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/pflag"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+	"k8s.io/klog/v2"
 )
+
+// Config is a command's configuration: its flags, and the check that fills
+// defaults depending on several of them.
+type Config interface {
+	AddFlags(*pflag.FlagSet)
+	Validate() error
+}
+
+// Run is every Tessera main after flags: it parses args into cfg (Parse),
+// validates it and runs run with a logging context that ends on SIGINT or
+// SIGTERM. -h prints usage and returns nil.
+func Run(name string, args []string, cfg Config, run func(context.Context) error) error {
+	flush, help, err := Parse(name, args, cfg.AddFlags, os.LookupEnv)
+	if err != nil || help {
+		return err
+	}
+	defer flush()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return run(klog.NewContext(ctx, klog.Background()))
+}
 
 // Parse is a Tessera command's flag and logging set-up, one for every main:
 // the command's flags (add) and component-base's logging flags (-v,
