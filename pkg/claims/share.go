@@ -193,11 +193,12 @@ func (m *Manager) intervalHeldByOther(uid, gpu string) bool {
 
 // ensureSharing makes the node match what prepared claims recorded: their
 // MPS daemons running (adopted after an agent restart, started again when
-// one died) and, with intervals, their time slices set (at start: a reboot
-// resets them; nothing else does, so the periodic check skips them).
-// Daemons no claim holds are stopped. It returns how many daemons had to be
-// started again.
-func (m *Manager) ensureSharing(ctx context.Context, intervals bool) (restarted int, err error) {
+// one died). At start it also sets their time slices (a reboot resets them;
+// nothing else does) and stops daemons no claim holds (only a crash leaves
+// those: an unprepare that cannot stop its daemon keeps its entry and is
+// retried), which needs a scan of /proc the periodic check does without.
+// It returns how many daemons had to be started again.
+func (m *Manager) ensureSharing(ctx context.Context, atStart bool) (restarted int, err error) {
 	logger := klog.FromContext(ctx)
 	var errs []error
 	want := map[string]bool{}
@@ -207,7 +208,7 @@ func (m *Manager) ensureSharing(ctx context.Context, intervals bool) (restarted 
 			continue
 		}
 		for _, d := range c.Devices {
-			if ts, ok := d.Sharing.Interval(); ok && intervals {
+			if ts, ok := d.Sharing.Interval(); ok && atStart {
 				if err := m.cfg.Backend.SetTimeSlice(ctx, d.GPUUUID, ts); err != nil {
 					errs = append(errs, fmt.Errorf("claim %s/%s: set time-slice interval of GPU %s: %w", c.Namespace, c.Name, d.GPUUUID, err))
 				}
@@ -225,17 +226,19 @@ func (m *Manager) ensureSharing(ctx context.Context, intervals bool) (restarted 
 			}
 		}
 	}
-	daemons, err := m.cfg.Backend.MPSDaemons(ctx)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("list MPS daemons: %w", err))
-	}
-	for _, d := range daemons {
-		if want[d.ID] {
-			continue
+	if atStart {
+		daemons, err := m.cfg.Backend.MPSDaemons(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list MPS daemons: %w", err))
 		}
-		logger.Info("Stopping MPS daemon no claim holds", "id", d.ID, "running", d.Running)
-		if err := m.cfg.Backend.StopMPS(ctx, d.ID); err != nil {
-			errs = append(errs, fmt.Errorf("stop MPS daemon %s no claim holds: %w", d.ID, err))
+		for _, d := range daemons {
+			if want[d.ID] {
+				continue
+			}
+			logger.Info("Stopping MPS daemon no claim holds", "id", d.ID, "running", d.Running)
+			if err := m.cfg.Backend.StopMPS(ctx, d.ID); err != nil {
+				errs = append(errs, fmt.Errorf("stop MPS daemon %s no claim holds: %w", d.ID, err))
+			}
 		}
 	}
 	if restarted > 0 && m.cfg.MPSRestarted != nil {
