@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -157,7 +156,7 @@ func readFaults(stateDir string, offset int64) ([]backend.HealthEvent, int64, er
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		return nil, offset, err
 	}
-	data, err := io.ReadAll(bufio.NewReader(f))
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, offset, err
 	}
