@@ -128,6 +128,7 @@ func Run(ctx context.Context, c *Config) error {
 		Fatal:          func(err error) { cancel(err) },
 		Metrics:        m,
 		Partitioning:   c.options().Partitioning,
+		Sharing:        c.options().Sharing,
 		Health:         c.healthPolicy(),
 	})
 	if err != nil {

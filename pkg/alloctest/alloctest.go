@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -64,7 +65,12 @@ type Cluster struct {
 	Slices    []*resourceapi.ResourceSlice
 	Classes   []*resourceapi.DeviceClass
 	Allocated sets.Set[structured.DeviceID]
-	cache     *cel.Cache
+	// Shared and Consumed are the shares of multi-allocatable devices
+	// (consumable capacity) and what they consume, as the scheduler keeps
+	// them.
+	Shared   sets.Set[structured.SharedDeviceID]
+	Consumed structured.ConsumedCapacityCollection
+	cache    *cel.Cache
 }
 
 // NewCluster names unnamed slices (a cluster would) and returns a Cluster.
@@ -74,18 +80,20 @@ func NewCluster(slices []*resourceapi.ResourceSlice, classes []*resourceapi.Devi
 			s.Name = fmt.Sprintf("%s%05d", s.GenerateName, i)
 		}
 	}
-	return &Cluster{Slices: slices, Classes: classes, Allocated: sets.New[structured.DeviceID](), cache: cel.NewCache(100, cel.Features{EnableConsumableCapacity: true})}
+	return &Cluster{
+		Slices: slices, Classes: classes,
+		Allocated: sets.New[structured.DeviceID](),
+		Shared:    sets.New[structured.SharedDeviceID](),
+		Consumed:  structured.NewConsumedCapacityCollection(),
+		cache:     cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
+	}
 }
 
 // Allocate allocates the claims together on node, as the scheduler's Filter
 // does, and on success records their devices as allocated. A nil result
 // with nil error means the claims do not fit on that node.
 func (c *Cluster) Allocate(ctx context.Context, node string, claims ...*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
-	a, err := structured.NewAllocator(ctx, Features, structured.AllocatedState{
-		AllocatedDevices:         c.Allocated,
-		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
-	}, classLister(c.Classes), c.Slices, c.cache)
+	a, err := c.NewAllocator(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -94,9 +102,7 @@ func (c *Cluster) Allocate(ctx context.Context, node string, claims ...*resource
 		return nil, err
 	}
 	for _, r := range res {
-		for _, d := range r.Devices.Results {
-			c.Allocated.Insert(structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
-		}
+		c.record(r, true)
 	}
 	for i, cl := range claims {
 		cl.Status.Allocation = &res[i]
@@ -109,6 +115,9 @@ type Request struct {
 	Name, Class string
 	Count       int64
 	CEL         []string
+	// Capacity is what the request asks of each device's capacities
+	// (consumable capacity): name to quantity, e.g. "memory": "7Gi".
+	Capacity map[string]string
 }
 
 // Claim builds a claim. The allocator applies no API defaults, so
@@ -129,6 +138,12 @@ func exact(r Request) *resourceapi.ExactDeviceRequest {
 	e := &resourceapi.ExactDeviceRequest{DeviceClassName: r.Class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count}
 	for _, expr := range r.CEL {
 		e.Selectors = append(e.Selectors, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: expr}})
+	}
+	if len(r.Capacity) > 0 {
+		e.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{}}
+		for name, q := range r.Capacity {
+			e.Capacity.Requests[resourceapi.QualifiedName(name)] = resource.MustParse(q)
+		}
 	}
 	return e
 }
@@ -173,7 +188,26 @@ func Devices(r resourceapi.AllocationResult) []string {
 
 // Release frees the devices of an allocation, as deleting its claim does.
 func (c *Cluster) Release(r resourceapi.AllocationResult) {
+	c.record(r, false)
+}
+
+// record adds (or removes) an allocation's devices to what is allocated, as
+// the scheduler's allocated-devices cache does: a result with a ShareID is a
+// share of a multi-allocatable device and counts by what it consumed.
+func (c *Cluster) record(r resourceapi.AllocationResult, add bool) {
 	for _, d := range r.Devices.Results {
-		c.Allocated.Delete(structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
+		id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
+		switch {
+		case d.ShareID != nil && add:
+			c.Shared.Insert(structured.MakeSharedDeviceID(id, d.ShareID))
+			c.Consumed.Insert(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
+		case d.ShareID != nil:
+			c.Shared.Delete(structured.MakeSharedDeviceID(id, d.ShareID))
+			c.Consumed.Remove(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
+		case add:
+			c.Allocated.Insert(id)
+		default:
+			c.Allocated.Delete(id)
+		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
 
@@ -45,8 +44,8 @@ func Node(name string) *v1.Node {
 func (c *Cluster) NewAllocator(ctx context.Context) (structured.Allocator, error) {
 	return structured.NewAllocator(ctx, Features, structured.AllocatedState{
 		AllocatedDevices:         c.Allocated,
-		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
+		AllocatedSharedDeviceIDs: c.Shared,
+		AggregatedCapacity:       c.Consumed,
 	}, classLister(c.Classes), c.Slices, c.cache)
 }
 

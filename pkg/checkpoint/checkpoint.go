@@ -67,6 +67,11 @@ type Device struct {
 	// MPS daemon if any device is under MPS, and gives a GPU its default
 	// time-slice back once no claim holds an interval on it.
 	Sharing *sharing.Settings `json:"sharing,omitempty"`
+	// ShareID is the allocation's ShareID on a multi-allocatable device
+	// (--sharing=capacity): set for a capacity share (whose consumption is
+	// in Sharing.Share) and for a claim that consumed the whole device. It
+	// goes back to the kubelet with the device.
+	ShareID string `json:"shareID,omitempty"`
 }
 
 // Claim is one claim's entry.
@@ -130,6 +135,10 @@ func (c *Claim) clone() *Claim {
 			}
 			if d.Sharing != nil {
 				s := *d.Sharing
+				if s.Share != nil {
+					sh := *s.Share
+					s.Share = &sh
+				}
 				d.Sharing = &s
 			}
 			out.Devices[i] = d

@@ -52,6 +52,9 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Partitioning is how MIG-capable GPUs are published (static when empty).
 	Partitioning slices.Partitioning
+	// Sharing says whether devices are published multi-allocatable
+	// (capacity shares); none when empty.
+	Sharing slices.Sharing
 	// OrphanRetry is how often, on a dynamic node, partitions that no claim
 	// holds and that the start-up sweep could not destroy are tried again;
 	// one minute when zero.
@@ -140,7 +143,7 @@ func (d *Driver) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("discover devices with backend %s: %w", d.opts.Backend.Name(), err)
 	}
-	opts := slices.Options{Partitioning: d.opts.Partitioning, Taints: d.tracker.Taints}
+	opts := slices.Options{Partitioning: d.opts.Partitioning, Sharing: d.opts.Sharing, Taints: d.tracker.Taints}
 	if d.claims != nil {
 		opts.Held = d.claims.Holds
 	}

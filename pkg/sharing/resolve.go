@@ -25,6 +25,10 @@ type Device struct {
 	Partition   bool
 	Vendor      inventory.Vendor
 	MemoryBytes int64
+	// ComputeUnits is the device's whole count, for a share's percentage.
+	ComputeUnits int64
+	// Share is set when the claim got part of a multi-allocatable device.
+	Share *Share
 }
 
 // config is one decoded opaque config of the allocation.
@@ -125,6 +129,12 @@ func resolveOne(cfgs []config, d Device, all []Device) (*Settings, error) {
 		}
 		pick = c
 	}
+	if d.Share != nil {
+		if pick != nil && pick.obj.GetSharing() != nil {
+			return nil, fmt.Errorf("%s: the device is a capacity share (%s) whose limits come from the capacity it consumed; a sharing config cannot apply to it: drop the config, or ask for the whole device", pick.field("sharing"), d.Share)
+		}
+		return shareSettings(d), nil
+	}
 	if pick == nil || pick.obj.GetSharing() == nil {
 		return nil, nil
 	}
@@ -177,6 +187,11 @@ func resolveOne(cfgs []config, d Device, all []Device) (*Settings, error) {
 // one MPS daemon, so either all its devices run under it or none, and the
 // daemon's default thread percentage is one number.
 func checkClaimWide(ss []*Settings, devs []Device) error {
+	for i, s := range ss {
+		if s.SharedDaemon() && len(devs) > 1 {
+			return fmt.Errorf("device %s is a share of an NVIDIA GPU, run by that GPU's MPS daemon, and a container connects to one MPS daemon: a claim holding such a share can hold no other device (it has %d); use one claim per share", devs[i].Name, len(devs))
+		}
+	}
 	var mps, other []string
 	threads := map[int32][]string{}
 	for i, s := range ss {

@@ -1,6 +1,7 @@
 package sharing
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -34,6 +35,11 @@ var (
 	h100b = Device{Request: "gpu", Name: "gpu-1", Vendor: inventory.VendorNVIDIA, MemoryBytes: 80 * gi}
 	mig   = Device{Request: "slice", Name: "gpu-0-mig-1g-10gb-0", Partition: true, Vendor: inventory.VendorNVIDIA, MemoryBytes: 10 * gi}
 	mi300 = Device{Request: "gpu", Name: "gpu-2", Vendor: inventory.VendorAMD, MemoryBytes: 192 * gi}
+	// Capacity shares (share.go): an L4 has 58 SMs.
+	l4Share    = Device{Request: "gpu", Name: "gpu-0", Vendor: inventory.VendorNVIDIA, MemoryBytes: 22 * gi, ComputeUnits: 58, Share: &Share{ID: "s1", MemoryBytes: 7 * gi}}
+	l4Compute  = Device{Request: "gpu", Name: "gpu-0", Vendor: inventory.VendorNVIDIA, MemoryBytes: 22 * gi, ComputeUnits: 58, Share: &Share{ID: "s2", MemoryBytes: 2 * gi, ComputeUnits: 29}}
+	l4OneSM    = Device{Request: "gpu", Name: "gpu-0", Vendor: inventory.VendorNVIDIA, MemoryBytes: 22 * gi, ComputeUnits: 58, Share: &Share{ID: "s3", MemoryBytes: gi, ComputeUnits: 1}}
+	mi300Share = Device{Request: "gpu", Name: "gpu-2", Vendor: inventory.VendorAMD, MemoryBytes: 192 * gi, ComputeUnits: 304, Share: &Share{ID: "s4", MemoryBytes: 20 * gi, ComputeUnits: 38}}
 )
 
 func ts(interval string) string {
@@ -76,6 +82,20 @@ func TestResolve(t *testing.T) {
 		{name: "AMD accepts default time-slicing", configs: []resourceapi.DeviceAllocationConfiguration{cfg(fromClaim, nil, ts("Default"))},
 			devs: []Device{mi300}, want: []*Settings{{Strategy: v1alpha1.TimeSlicing, TimeSlice: v1alpha1.DefaultTimeSlice}}},
 
+		{name: "NVIDIA memory share runs under MPS with a pinned limit, no thread cap", devs: []Device{l4Share},
+			want: []*Settings{{Strategy: v1alpha1.MPS, MPSPinnedMemoryLimit: 7 * gi, Share: &Share{ID: "s1", MemoryBytes: 7 * gi, Enforced: true}}}},
+		{name: "NVIDIA compute share gets its fraction of threads", devs: []Device{l4Compute},
+			want: []*Settings{{Strategy: v1alpha1.MPS, MPSPinnedMemoryLimit: 2 * gi, MPSActiveThreadPercentage: 50, Share: &Share{ID: "s2", MemoryBytes: 2 * gi, ComputeUnits: 29, Enforced: true}}}},
+		{name: "thread percentage rounds up", devs: []Device{l4OneSM},
+			want: []*Settings{{Strategy: v1alpha1.MPS, MPSPinnedMemoryLimit: gi, MPSActiveThreadPercentage: 2, Share: &Share{ID: "s3", MemoryBytes: gi, ComputeUnits: 1, Enforced: true}}}},
+		{name: "AMD share is accounting only", devs: []Device{mi300Share},
+			want: []*Settings{{Share: &Share{ID: "s4", MemoryBytes: 20 * gi, ComputeUnits: 38}}}},
+		{name: "AMD shares of two GPUs in one claim", devs: []Device{mi300Share, {Request: "gpu", Name: "gpu-3", Vendor: inventory.VendorAMD, MemoryBytes: 192 * gi, ComputeUnits: 304, Share: &Share{ID: "s5", MemoryBytes: 20 * gi}}},
+			want: []*Settings{{Share: &Share{ID: "s4", MemoryBytes: 20 * gi, ComputeUnits: 38}}, {Share: &Share{ID: "s5", MemoryBytes: 20 * gi}}}},
+		{name: "config on a share refused", configs: []resourceapi.DeviceAllocationConfiguration{cfg(fromClass, nil, ts("Long"))},
+			devs: []Device{l4Share}, wantErr: []string{`request "gpu", device gpu-0: status.allocation.devices.config[0].opaque.parameters.sharing (from class): the device is a capacity share (7Gi) whose limits come from the capacity it consumed`}},
+		{name: "NVIDIA share with another device refused", devs: []Device{l4Share, h100b},
+			wantErr: []string{"device gpu-0 is a share of an NVIDIA GPU, run by that GPU's MPS daemon, and a container connects to one MPS daemon: a claim holding such a share can hold no other device (it has 2)"}},
 		{name: "bad config fails with its index and source", configs: []resourceapi.DeviceAllocationConfiguration{cfg(fromClass, nil, ts("Short")), cfg(fromClaim, nil, `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"MPS","mps":{"x":1}}}`)},
 			devs: []Device{h100}, wantErr: []string{`status.allocation.devices.config[1].opaque.parameters (from claim): GpuConfig: unknown field "sharing.mps.x"`}},
 		{name: "MPS on AMD", configs: []resourceapi.DeviceAllocationConfiguration{cfg(fromClaim, nil, mps("GpuConfig", ""))},
@@ -114,7 +134,7 @@ func TestResolve(t *testing.T) {
 				t.Fatalf("got %d settings, want %d", len(got), len(tc.want))
 			}
 			for i := range got {
-				if (got[i] == nil) != (tc.want[i] == nil) || (got[i] != nil && *got[i] != *tc.want[i]) {
+				if !reflect.DeepEqual(got[i], tc.want[i]) {
 					t.Errorf("device %d: got %+v, want %+v", i, got[i], tc.want[i])
 				}
 			}

@@ -17,6 +17,9 @@ type Settings struct {
 	// MPS settings of this device (Strategy MPS).
 	MPSActiveThreadPercentage int32 `json:"mpsActiveThreadPercentage,omitempty"`
 	MPSPinnedMemoryLimit      int64 `json:"mpsPinnedMemoryLimit,omitempty"`
+	// Share is set when the device is a capacity share (share.go); its
+	// MPS settings above then come from the consumed capacity.
+	Share *Share `json:"share,omitempty"`
 }
 
 // IsMPS reports whether the device runs under the claim's MPS daemon.

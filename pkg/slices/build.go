@@ -32,6 +32,9 @@ type Entry struct {
 	// placement prepare cuts. Partition is then the one already cut there,
 	// if any.
 	Carve *Carve
+	// Shared is set for a multi-allocatable device: what its shares may
+	// consume in all (the published capacities).
+	Shared *SharedCapacity
 }
 
 // Result is what Build publishes and how to find a device by name.
@@ -104,7 +107,11 @@ func BuildWith(nodeName string, n *inventory.Node, opts Options) (*Result, error
 			if err != nil {
 				return nil, fmt.Errorf("node %s: device %s (%s): %w", nodeName, name, g.PCIBusID, err)
 			}
-			items = append(items, item{dev: d, entry: Entry{Name: name, GPU: g}, group: 0, parent: rank[gi]})
+			it := item{dev: d, entry: Entry{Name: name, GPU: g}, group: 0, parent: rank[gi]}
+			if err := opts.share(&it); err != nil {
+				return nil, fmt.Errorf("node %s: %w", nodeName, err)
+			}
+			items = append(items, it)
 		}
 		for pi := range g.Partitions {
 			p := &g.Partitions[pi]
@@ -113,7 +120,11 @@ func BuildWith(nodeName string, n *inventory.Node, opts Options) (*Result, error
 			if err != nil {
 				return nil, fmt.Errorf("node %s: device %s: %w", nodeName, pname, err)
 			}
-			items = append(items, item{dev: d, entry: Entry{Name: pname, GPU: g, Partition: p}, group: 1, parent: rank[gi], mem: p.MemoryBytes, start: p.Placement.Start})
+			it := item{dev: d, entry: Entry{Name: pname, GPU: g, Partition: p}, group: 1, parent: rank[gi], mem: p.MemoryBytes, start: p.Placement.Start}
+			if err := opts.share(&it); err != nil {
+				return nil, fmt.Errorf("node %s: %w", nodeName, err)
+			}
+			items = append(items, it)
 		}
 	}
 	sortItems(items)

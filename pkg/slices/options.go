@@ -35,6 +35,9 @@ func ParsePartitioning(s string) (Partitioning, error) {
 // Options tune Build.
 type Options struct {
 	Partitioning Partitioning
+	// Sharing says whether whole GPUs and static partitions are published
+	// multi-allocatable (shared.go); empty is SharingNone.
+	Sharing Sharing
 	// Held reports whether a claim holds partition p of GPU gpu (or is
 	// carving it). On a dynamic GPU, what a partition nobody holds takes (a
 	// stuck orphan the start-up sweep could not destroy, one cut by hand) is
