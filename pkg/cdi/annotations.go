@@ -23,6 +23,7 @@ const (
 	annGPUUUID       = annotationPrefix + "gpu-uuid"
 	annPartitionUUID = annotationPrefix + "partition-uuid"
 	annCDIDeviceIDs  = annotationPrefix + "cdi-device-ids" // comma-separated
+	annShareID       = annotationPrefix + "share-id"       // a multi-allocatable device's share
 	// annSharing is the device's sharing settings as JSON (absent: none),
 	// so a checkpoint rebuilt from specs still knows what to undo.
 	annSharing = annotationPrefix + "sharing"

@@ -20,6 +20,8 @@ type ClaimDevice struct {
 	// MPSPipeDir is the host directory of the claim's MPS daemon's pipes,
 	// set for a device under MPS: its containers mount it.
 	MPSPipeDir string
+	// ShareID is the allocation's ShareID on a multi-allocatable device.
+	ShareID string
 }
 
 // ClaimRef names a ResourceClaim.

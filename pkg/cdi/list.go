@@ -35,6 +35,8 @@ type RecordedDevice struct {
 	GPUUUID, PartitionUUID string
 	// Sharing is the device's recorded sharing settings, nil for none.
 	Sharing *sharing.Settings
+	// ShareID is the allocation's ShareID on a multi-allocatable device.
+	ShareID string
 }
 
 // ListClaimSpecs reads every Tessera claim spec in the spec directory, to
@@ -107,6 +109,7 @@ func (w *Writer) readClaimSpec(uid string) (RecordedClaim, error) {
 			CDIDeviceIDs:  ids,
 			GPUUUID:       d.Annotations[annGPUUUID],
 			PartitionUUID: d.Annotations[annPartitionUUID],
+			ShareID:       d.Annotations[annShareID],
 		}
 		if js, ok := d.Annotations[annSharing]; ok {
 			rd.Sharing = &sharing.Settings{}

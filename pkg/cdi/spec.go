@@ -78,6 +78,9 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 		if d.Partition != nil {
 			ann[annPartitionUUID] = d.Partition.UUID
 		}
+		if d.ShareID != "" {
+			ann[annShareID] = d.ShareID
+		}
 		if d.Sharing != nil {
 			js, err := json.Marshal(d.Sharing)
 			if err != nil {

@@ -67,6 +67,8 @@ type Device struct {
 	Requests     []string
 	Pool, Name   string
 	CDIDeviceIDs []string
+	// ShareID is the allocation's ShareID on a multi-allocatable device.
+	ShareID string
 }
 
 // Manager prepares and unprepares claims. It is safe for concurrent use; work
@@ -167,10 +169,13 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 	if err := m.checkIntervals(ref.UID, devs); err != nil {
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
+	if err := m.checkShares(ref.UID, devs); err != nil {
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+	}
 
 	entry := &checkpoint.Claim{UID: ref.UID, Namespace: ref.Namespace, Name: ref.Name, State: checkpoint.PrepareStarted, Updated: m.cfg.Now()}
 	for _, d := range devs {
-		cd := checkpoint.Device{Request: d.dev.Request, Pool: d.dev.Pool, Device: d.dev.Device, GPUUUID: d.dev.GPU.UUID, Sharing: d.dev.Sharing}
+		cd := checkpoint.Device{Request: d.dev.Request, Pool: d.dev.Pool, Device: d.dev.Device, GPUUUID: d.dev.GPU.UUID, Sharing: d.dev.Sharing, ShareID: d.dev.ShareID}
 		switch {
 		case d.carve != nil:
 			pl := d.carve.Placement
@@ -230,6 +235,11 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 	if err := m.crash(StepPrepareCompleted); err != nil {
 		return nil, err
 	}
+	for _, d := range devs {
+		if s := d.dev.Sharing; s.IsShare() && !s.Share.Enforced {
+			logger.Info("Capacity share is accounted by the scheduler only: this GPU cannot enforce it", "device", d.dev.Device, "share", s.Share.ID, "consumed", s.Share.String(), "vendor", d.dev.GPU.Vendor)
+		}
+	}
 	logger.V(2).Info("Prepared claim", "devices", len(devs))
 	return devicesOf(entry), nil
 }
@@ -284,7 +294,7 @@ func (m *Manager) rollback(ctx context.Context, c *checkpoint.Claim) error {
 	// The daemon and partitions go even when the spec could not: the entry
 	// stays and the next attempt removes the spec, but hardware is not held
 	// meanwhile. The daemon first: it holds the partitions it serves.
-	if err := m.stopDaemon(ctx, c); err != nil {
+	if err := m.stopDaemons(ctx, c); err != nil {
 		return err
 	}
 	if err := m.releasePartitions(ctx, c); err != nil {
@@ -308,28 +318,26 @@ func (m *Manager) rollback(ctx context.Context, c *checkpoint.Claim) error {
 // started again if it died) and rewrites the claim's spec if it is gone (a
 // reboot clears /var/run/cdi while the checkpoint on disk survives).
 func (m *Manager) ensureSpec(ctx context.Context, ref cdi.ClaimRef, c *checkpoint.Claim) error {
-	pipeDir := ""
+	var devs []cdi.ClaimDevice
 	if usesMPS(c) {
-		d, err := m.startRecordedDaemon(ctx, c)
+		ds, n, err := m.startRecordedDaemons(ctx, c)
 		if err != nil {
 			return err
 		}
-		if !d.Adopted && m.cfg.MPSRestarted != nil {
-			m.cfg.MPSRestarted(1)
+		if n > 0 && m.cfg.MPSRestarted != nil {
+			m.cfg.MPSRestarted(n)
 		}
-		pipeDir = d.PipeDir
+		devs = ds
 	}
 	if specExists(m.cfg.CDI.SpecPath(ref.UID)) {
 		return nil
 	}
-	devs, err := m.resolveRecorded(c)
-	if err != nil {
-		return err
-	}
-	for i := range devs {
-		if devs[i].Sharing.IsMPS() {
-			devs[i].MPSPipeDir = pipeDir
+	if devs == nil {
+		ds, err := m.resolveRecorded(c)
+		if err != nil {
+			return err
 		}
+		devs = ds
 	}
 	ids, err := m.cfg.CDI.WriteClaimSpec(ref, devs)
 	if err != nil {
@@ -345,7 +353,7 @@ func (m *Manager) ensureSpec(ctx context.Context, ref cdi.ClaimRef, c *checkpoin
 func devicesOf(c *checkpoint.Claim) []Device {
 	out := make([]Device, 0, len(c.Devices))
 	for _, d := range c.Devices {
-		out = append(out, Device{Requests: []string{d.Request}, Pool: d.Pool, Name: d.Device, CDIDeviceIDs: append([]string(nil), d.CDIDeviceIDs...)})
+		out = append(out, Device{Requests: []string{d.Request}, Pool: d.Pool, Name: d.Device, CDIDeviceIDs: append([]string(nil), d.CDIDeviceIDs...), ShareID: d.ShareID})
 	}
 	return out
 }

@@ -76,7 +76,7 @@ func (m *Manager) rebuild() (*checkpoint.Checkpoint, error) {
 	for _, r := range recs {
 		c := &checkpoint.Claim{UID: r.Claim.UID, Namespace: r.Claim.Namespace, Name: r.Claim.Name, State: checkpoint.PrepareCompleted, Updated: m.cfg.Now()}
 		for _, d := range r.Devices {
-			cd := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: d.CDIDeviceIDs, GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID, Sharing: d.Sharing}
+			cd := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: d.CDIDeviceIDs, GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID, Sharing: d.Sharing, ShareID: d.ShareID}
 			e, ok := pub.Devices[d.Device]
 			if ok && cd.GPUUUID == "" {
 				cd.GPUUUID = e.GPU.UUID

@@ -12,6 +12,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/sharing"
 	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
@@ -20,6 +21,11 @@ import (
 type planned struct {
 	dev   cdi.ClaimDevice
 	carve *slices.Carve
+	// share is set when the claim got part of a multi-allocatable device
+	// (capacity.go; dev.ShareID is the allocation's), shared is what the
+	// device offers all its shares.
+	share  *sharing.Share
+	shared *slices.SharedCapacity
 }
 
 func cdiDevices(ps []planned) []cdi.ClaimDevice {
@@ -59,7 +65,11 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 			missing = append(missing, fmt.Sprintf("%s/%s (request %q)", r.Pool, r.Device, r.Request))
 			continue
 		}
-		p := planned{dev: cdi.ClaimDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, GPU: *e.GPU, Partition: e.Partition}, carve: e.Carve}
+		p := planned{dev: cdi.ClaimDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, GPU: *e.GPU, Partition: e.Partition}, carve: e.Carve, shared: e.Shared}
+		if r.ShareID != nil {
+			p.dev.ShareID = string(*r.ShareID)
+			p.share = shareOf(p.dev.ShareID, r.ConsumedCapacity, e)
+		}
 		if e.Carve != nil {
 			// Whatever is published at the placement now is not this
 			// claim's: prepare carves its own.
@@ -88,7 +98,7 @@ func (m *Manager) resolveRecorded(c *checkpoint.Claim) ([]cdi.ClaimDevice, error
 		if d.PartitionUUID != "" && (e.Partition == nil || e.Partition.UUID != d.PartitionUUID) {
 			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s: partition %s is gone", d.Pool, d.Device, d.PartitionUUID))
 		}
-		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition, Sharing: d.Sharing})
+		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition, Sharing: d.Sharing, ShareID: d.ShareID})
 	}
 	return out, nil
 }
@@ -133,10 +143,16 @@ type footprint struct {
 	whole     bool
 	partition string // UUID, when known
 	slots     uint64 // memory slices of a dynamic placement
+	// share: a capacity share, which other shares of the same device may
+	// sit beside (their sum is checkShares').
+	share bool
 }
 
 func (a footprint) conflicts(b footprint) bool {
 	if a.gpu != b.gpu {
+		return false
+	}
+	if a.share && b.share && a.partition == b.partition {
 		return false
 	}
 	return a.whole || b.whole || (a.partition != "" && a.partition == b.partition) || a.slots&b.slots != 0
@@ -145,7 +161,7 @@ func (a footprint) conflicts(b footprint) bool {
 func slotMask(p inventory.Placement) uint64 { return (uint64(1)<<p.Size - 1) << p.Start }
 
 func recordedFootprint(d checkpoint.Device) footprint {
-	fp := footprint{gpu: d.GPUUUID, partition: d.PartitionUUID}
+	fp := footprint{gpu: d.GPUUUID, partition: d.PartitionUUID, share: d.Sharing.IsShare()}
 	if d.Placement != nil {
 		fp.slots = slotMask(*d.Placement)
 	}
@@ -154,7 +170,7 @@ func recordedFootprint(d checkpoint.Device) footprint {
 }
 
 func plannedFootprint(d planned) footprint {
-	fp := footprint{gpu: d.dev.GPU.UUID}
+	fp := footprint{gpu: d.dev.GPU.UUID, share: d.share != nil}
 	switch {
 	case d.carve != nil:
 		fp.slots = slotMask(d.carve.Placement)

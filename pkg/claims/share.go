@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
@@ -34,14 +35,14 @@ import (
 func (m *Manager) resolveSharing(claim *resourceapi.ResourceClaim, devs []planned) error {
 	in := make([]sharing.Device, len(devs))
 	for i, d := range devs {
-		sd := sharing.Device{Request: d.dev.Request, Name: d.dev.Device, Vendor: d.dev.GPU.Vendor, MemoryBytes: d.dev.GPU.MemoryBytes}
+		sd := sharing.Device{Request: d.dev.Request, Name: d.dev.Device, Vendor: d.dev.GPU.Vendor, MemoryBytes: d.dev.GPU.MemoryBytes, ComputeUnits: d.dev.GPU.ComputeUnits, Share: d.share}
 		switch {
 		case d.carve != nil:
 			sd.Partition = true
 			sd.MemoryBytes = profileMemory(d)
 		case d.dev.Partition != nil:
 			sd.Partition = true
-			sd.MemoryBytes = d.dev.Partition.MemoryBytes
+			sd.MemoryBytes, sd.ComputeUnits = d.dev.Partition.MemoryBytes, d.dev.Partition.ComputeUnits
 		}
 		in[i] = sd
 	}
@@ -93,7 +94,7 @@ func (m *Manager) checkIntervals(uid string, devs []planned) error {
 }
 
 // applySharing sets the intervals of devs' GPUs and starts (or adopts) the
-// claim's MPS daemon, telling each MPS device where its pipes are.
+// MPS daemons they run under, telling each MPS device where its pipes are.
 func (m *Manager) applySharing(ctx context.Context, uid string, devs []planned) error {
 	for _, d := range devs {
 		if ts, ok := d.dev.Sharing.Interval(); ok {
@@ -102,59 +103,139 @@ func (m *Manager) applySharing(ctx context.Context, uid string, devs []planned) 
 			}
 		}
 	}
-	spec := mpsSpec(uid, devs)
-	if spec == nil {
-		return nil
-	}
-	daemon, err := m.cfg.Backend.StartMPS(ctx, *spec)
-	if err != nil {
-		return withKind(ErrSharing, fmt.Errorf("start MPS daemon: %w", err))
+	cds := cdiDevices(devs)
+	if _, err := m.startDaemons(ctx, uid, cds); err != nil {
+		return err
 	}
 	for i := range devs {
-		if devs[i].dev.Sharing.IsMPS() {
-			devs[i].dev.MPSPipeDir = daemon.PipeDir
-		}
+		devs[i].dev.MPSPipeDir = cds[i].MPSPipeDir
 	}
-	klog.FromContext(ctx).V(2).Info("MPS daemon running", "devices", spec.Devices, "pipeDir", daemon.PipeDir, "pid", daemon.PID, "adopted", daemon.Adopted)
 	return nil
 }
 
-// mpsSpec is the claim's MPS daemon, nil when no device is under MPS.
-func mpsSpec(uid string, devs []planned) *backend.MPSDaemonSpec {
-	var spec *backend.MPSDaemonSpec
-	for _, d := range devs {
-		s := d.dev.Sharing
-		if !s.IsMPS() {
-			continue
-		}
-		if spec == nil {
-			spec = &backend.MPSDaemonSpec{ID: uid, ActiveThreadPercentage: s.MPSActiveThreadPercentage, PinnedMemoryLimits: map[string]int64{}}
-		}
-		u := d.dev.GPU.UUID
-		if d.dev.Partition != nil {
-			u = d.dev.Partition.UUID
-		}
-		spec.Devices = append(spec.Devices, u)
-		if s.MPSPinnedMemoryLimit > 0 {
-			spec.PinnedMemoryLimits[u] = s.MPSPinnedMemoryLimit
+// daemonSpecs returns the MPS daemons a claim's devices run under: the
+// claim's own (devices it has to itself with an MPS config) and the shared
+// daemon of each device it holds an enforced capacity share of. of[i] is
+// device i's daemon in specs, -1 for none.
+func daemonSpecs(uid string, devs []cdi.ClaimDevice) (specs []backend.MPSDaemonSpec, of []int) {
+	of = make([]int, len(devs))
+	own := -1
+	for i, d := range devs {
+		of[i] = -1
+		s := d.Sharing
+		u := deviceUUID(d)
+		switch {
+		case s.SharedDaemon():
+			id := sharedDaemonID(u)
+			j := slices.IndexFunc(specs, func(sp backend.MPSDaemonSpec) bool { return sp.ID == id })
+			if j < 0 {
+				// No defaults: each share's limits are its clients' (CDI env).
+				specs = append(specs, backend.MPSDaemonSpec{ID: id, Devices: []string{u}})
+				j = len(specs) - 1
+			}
+			of[i] = j
+		case s.ClaimDaemon():
+			if own < 0 {
+				specs = append(specs, backend.MPSDaemonSpec{ID: uid, ActiveThreadPercentage: s.MPSActiveThreadPercentage, PinnedMemoryLimits: map[string]int64{}})
+				own = len(specs) - 1
+			}
+			specs[own].Devices = append(specs[own].Devices, u)
+			if s.MPSPinnedMemoryLimit > 0 {
+				specs[own].PinnedMemoryLimits[u] = s.MPSPinnedMemoryLimit
+			}
+			of[i] = own
 		}
 	}
-	return spec
+	return specs, of
+}
+
+// sharedDaemonID names the MPS daemon serving every capacity share of the
+// device with uuid (a GPU or MIG UUID): MPS runs one server per GPU, so the
+// shares of one device cannot each have their own.
+func sharedDaemonID(uuid string) string { return "share-" + uuid }
+
+// deviceUUID is what CUDA calls the device: the partition's UUID or the GPU's.
+func deviceUUID(d cdi.ClaimDevice) string {
+	if d.Partition != nil {
+		return d.Partition.UUID
+	}
+	return d.GPU.UUID
+}
+
+// startDaemons starts (or adopts) the MPS daemons devs run under and sets
+// each MPS device's MPSPipeDir. It returns how many were started rather
+// than adopted.
+func (m *Manager) startDaemons(ctx context.Context, uid string, devs []cdi.ClaimDevice) (started int, err error) {
+	specs, of := daemonSpecs(uid, devs)
+	daemons := make([]*backend.MPSDaemon, len(specs))
+	for i, spec := range specs {
+		d, err := m.cfg.Backend.StartMPS(ctx, spec)
+		if err != nil {
+			return started, withKind(ErrSharing, fmt.Errorf("start MPS daemon %s: %w", spec.ID, err))
+		}
+		if !d.Adopted {
+			started++
+		}
+		daemons[i] = d
+		klog.FromContext(ctx).V(2).Info("MPS daemon running", "id", spec.ID, "devices", spec.Devices, "pipeDir", d.PipeDir, "pid", d.PID, "adopted", d.Adopted)
+	}
+	for i := range devs {
+		if of[i] >= 0 {
+			devs[i].MPSPipeDir = daemons[of[i]].PipeDir
+		}
+	}
+	return started, nil
 }
 
 func usesMPS(c *checkpoint.Claim) bool {
 	return slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool { return d.Sharing.IsMPS() })
 }
 
-// stopDaemon stops c's MPS daemon, if c has one.
-func (m *Manager) stopDaemon(ctx context.Context, c *checkpoint.Claim) error {
-	if !usesMPS(c) {
-		return nil
+// stopDaemons stops c's own MPS daemon, if it has one, and the shared
+// daemon of each device it holds a share of that no other claim shares.
+func (m *Manager) stopDaemons(ctx context.Context, c *checkpoint.Claim) error {
+	var errs []error
+	if slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool { return d.Sharing.ClaimDaemon() }) {
+		if err := m.cfg.Backend.StopMPS(ctx, c.UID); err != nil {
+			errs = append(errs, fmt.Errorf("stop MPS daemon: %w", err))
+		}
 	}
-	if err := m.cfg.Backend.StopMPS(ctx, c.UID); err != nil {
-		return withKind(ErrSharing, fmt.Errorf("stop MPS daemon: %w", err))
+	for _, id := range sharedDaemonIDs(c) {
+		if m.sharedDaemonHeldByOther(c.UID, id) {
+			continue
+		}
+		if err := m.cfg.Backend.StopMPS(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("stop shared MPS daemon %s: %w", id, err))
+		}
 	}
-	return nil
+	return withKind(ErrSharing, errors.Join(errs...))
+}
+
+// sharedDaemonIDs are the shared daemons c's shares run under.
+func sharedDaemonIDs(c *checkpoint.Claim) []string {
+	var out []string
+	for _, d := range c.Devices {
+		if !d.Sharing.SharedDaemon() {
+			continue
+		}
+		u := d.GPUUUID
+		if d.PartitionUUID != "" {
+			u = d.PartitionUUID
+		}
+		if id := sharedDaemonID(u); !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (m *Manager) sharedDaemonHeldByOther(uid, id string) bool {
+	for ouid, o := range m.cp.Claims {
+		if ouid != uid && slices.Contains(sharedDaemonIDs(o), id) {
+			return true
+		}
+	}
+	return false
 }
 
 // restoreIntervals gives the GPUs on which c holds an interval the default
@@ -192,18 +273,22 @@ func (m *Manager) intervalHeldByOther(uid, gpu string) bool {
 }
 
 // ensureSharing makes the node match what prepared claims recorded: their
-// MPS daemons running (adopted after an agent restart, started again when
-// one died). At start it also sets their time slices (a reboot resets them;
-// nothing else does) and stops daemons no claim holds (only a crash leaves
-// those: an unprepare that cannot stop its daemon keeps its entry and is
-// retried), which needs a scan of /proc the periodic check does without.
-// It returns how many daemons had to be started again.
+// MPS daemons (their own and the shared daemons of their shares) running,
+// adopted after an agent restart, started again when one died. At start it
+// also sets their time slices (a reboot resets them; nothing else does)
+// and stops daemons no claim holds (only a crash leaves those: an
+// unprepare that cannot stop its daemon keeps its entry and is retried),
+// which needs a scan of /proc the periodic check does without. It returns
+// how many daemons had to be started again.
 func (m *Manager) ensureSharing(ctx context.Context, atStart bool) (restarted int, err error) {
 	logger := klog.FromContext(ctx)
 	var errs []error
 	want := map[string]bool{}
 	for _, c := range sortedClaims(m.cp) {
 		want[c.UID] = true
+		for _, id := range sharedDaemonIDs(c) {
+			want[id] = true
+		}
 		if c.State != checkpoint.PrepareCompleted {
 			continue
 		}
@@ -215,14 +300,14 @@ func (m *Manager) ensureSharing(ctx context.Context, atStart bool) (restarted in
 			}
 		}
 		if usesMPS(c) {
-			d, err := m.startRecordedDaemon(ctx, c)
+			_, n, err := m.startRecordedDaemons(ctx, c)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err))
 				continue
 			}
-			if !d.Adopted {
-				restarted++
-				logger.Info("MPS daemon of a prepared claim was not running; started it again", "claim", klog.KRef(c.Namespace, c.Name), "pid", d.PID)
+			if n > 0 {
+				restarted += n
+				logger.Info("MPS daemon of a prepared claim was not running; started it again", "claim", klog.KRef(c.Namespace, c.Name), "daemons", n)
 			}
 		}
 	}
@@ -247,21 +332,17 @@ func (m *Manager) ensureSharing(ctx context.Context, atStart bool) (restarted in
 	return restarted, withKind(ErrSharing, errors.Join(errs...))
 }
 
-// startRecordedDaemon starts or adopts the daemon of a prepared claim.
-func (m *Manager) startRecordedDaemon(ctx context.Context, c *checkpoint.Claim) (*backend.MPSDaemon, error) {
+// startRecordedDaemons starts or adopts the daemons of a prepared claim and
+// returns its devices with their pipe directories, and how many daemons
+// had to be started (a shared daemon another claim already restarted in
+// this pass counts once, there).
+func (m *Manager) startRecordedDaemons(ctx context.Context, c *checkpoint.Claim) ([]cdi.ClaimDevice, int, error) {
 	devs, err := m.resolveRecorded(c)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	ps := make([]planned, len(devs))
-	for i := range devs {
-		ps[i].dev = devs[i]
-	}
-	d, err := m.cfg.Backend.StartMPS(ctx, *mpsSpec(c.UID, ps))
-	if err != nil {
-		return nil, withKind(ErrSharing, fmt.Errorf("start MPS daemon: %w", err))
-	}
-	return d, nil
+	n, err := m.startDaemons(ctx, c.UID, devs)
+	return devs, n, err
 }
 
 // EnsureSharing is ensureSharing of the daemons under the manager's lock,
@@ -279,6 +360,7 @@ func (m *Manager) SharingCounts() (byStrategy map[string]int, daemons int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	byStrategy = map[string]int{}
+	shared := map[string]bool{}
 	for _, c := range m.cp.Claims {
 		if c.State != checkpoint.PrepareCompleted {
 			continue
@@ -296,11 +378,14 @@ func (m *Manager) SharingCounts() (byStrategy map[string]int, daemons int) {
 		for _, s := range strategies {
 			byStrategy[s]++
 		}
-		if usesMPS(c) {
+		if slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool { return d.Sharing.ClaimDaemon() }) {
 			daemons++
 		}
+		for _, id := range sharedDaemonIDs(c) {
+			shared[id] = true
+		}
 	}
-	return byStrategy, daemons
+	return byStrategy, daemons + len(shared)
 }
 
 func sortedClaims(cp *checkpoint.Checkpoint) []*checkpoint.Claim {

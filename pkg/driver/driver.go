@@ -196,7 +196,12 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cs []*resourceapi.Re
 		}
 		res := kubeletplugin.PrepareResult{Devices: make([]kubeletplugin.Device, 0, len(devs))}
 		for _, dv := range devs {
-			res.Devices = append(res.Devices, kubeletplugin.Device{Requests: dv.Requests, PoolName: dv.Pool, DeviceName: dv.Name, CDIDeviceIDs: dv.CDIDeviceIDs})
+			kd := kubeletplugin.Device{Requests: dv.Requests, PoolName: dv.Pool, DeviceName: dv.Name, CDIDeviceIDs: dv.CDIDeviceIDs}
+			if dv.ShareID != "" {
+				id := types.UID(dv.ShareID)
+				kd.ShareID = &id
+			}
+			res.Devices = append(res.Devices, kd)
 		}
 		out[c.UID] = res
 	}

@@ -1,0 +1,125 @@
+package claims
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/tessera-gpu/tessera/pkg/sharing"
+	"github.com/tessera-gpu/tessera/pkg/slices"
+)
+
+// Capacity shares (--sharing=capacity): the scheduler allocates parts of a
+// multi-allocatable device to several claims, each with a ShareID and the
+// capacity it consumed. A claim whose share is the device's whole memory
+// has the device to itself and is prepared as before; any other is a
+// share: recorded with its consumption, run under the device's shared MPS
+// daemon on NVIDIA (share.go), and checked here against the shares other
+// prepared claims hold, so a scheduler bug that over-commits a device
+// fails the claim instead of over-committing the GPU.
+
+// shareOf is the share an allocation result with shareID consumed, nil
+// when it consumed the device's whole memory (or did not say).
+func shareOf(shareID string, consumed map[resourceapi.QualifiedName]resource.Quantity, e slices.Entry) *sharing.Share {
+	mem, ok := consumed[slices.CapMemory]
+	if !ok || mem.Value() >= sharedMemory(e) {
+		return nil
+	}
+	sh := &sharing.Share{ID: shareID, MemoryBytes: mem.Value()}
+	if cu, ok := consumed[slices.CapComputeUnits]; ok {
+		sh.ComputeUnits = cu.Value()
+	}
+	return sh
+}
+
+// sharedMemory is what a device offers its shares: what was published, or
+// for a device no longer published shareable, its memory.
+func sharedMemory(e slices.Entry) int64 {
+	switch {
+	case e.Shared != nil:
+		return e.Shared.MemoryBytes
+	case e.Partition != nil:
+		return e.Partition.MemoryBytes
+	}
+	return e.GPU.MemoryBytes
+}
+
+// checkShares refuses shares that, with those other prepared claims hold
+// on the same device, would consume more than the device offers.
+func (m *Manager) checkShares(uid string, devs []planned) error {
+	key := func(gpu, partition, device string) string { return gpu + "/" + partition + "/" + device }
+	held := map[string]*use{}
+	for _, c := range sortedClaims(m.cp) {
+		if c.UID == uid {
+			continue
+		}
+		for _, d := range c.Devices {
+			if !d.Sharing.IsShare() {
+				continue
+			}
+			k := key(d.GPUUUID, d.PartitionUUID, d.Device)
+			u := held[k]
+			if u == nil {
+				u = &use{}
+				held[k] = u
+			}
+			u.mem += d.Sharing.Share.MemoryBytes
+			u.cu += d.Sharing.Share.ComputeUnits
+			u.holders = append(u.holders, c.Namespace+"/"+c.Name)
+		}
+	}
+	var errs []string
+	mine := map[string]*use{}
+	for _, d := range devs {
+		if d.share == nil {
+			continue
+		}
+		partition := ""
+		if d.dev.Partition != nil {
+			partition = d.dev.Partition.UUID
+		}
+		k := key(d.dev.GPU.UUID, partition, d.dev.Device)
+		u := mine[k]
+		if u == nil {
+			u = &use{}
+			if h := held[k]; h != nil {
+				*u = *h
+			}
+			mine[k] = u
+		}
+		u.mem += d.share.MemoryBytes
+		u.cu += d.share.ComputeUnits
+		offered := &slices.SharedCapacity{MemoryBytes: sharedMemory(slices.Entry{GPU: &d.dev.GPU, Partition: d.dev.Partition, Shared: d.shared})}
+		if d.shared != nil {
+			offered.ComputeUnits = d.shared.ComputeUnits
+		}
+		if u.mem > offered.MemoryBytes || (offered.ComputeUnits > 0 && u.cu > offered.ComputeUnits) {
+			errs = append(errs, fmt.Sprintf("device %s: share %s (%s) with the shares claims %s hold consumes %s of memory and %d compute units, more than the device's %s and %d",
+				d.dev.Device, d.share.ID, d.share, strings.Join(holders(held[k]), ", "), bin(u.mem), u.cu, bin(offered.MemoryBytes), offered.ComputeUnits))
+		}
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return withKind(ErrDeviceInUse, errors.New(strings.Join(errs, "; ")))
+	}
+	return nil
+}
+
+// use is what the shares of one device consume, and whose they are.
+type use struct {
+	mem, cu int64
+	holders []string
+}
+
+func holders(u *use) []string {
+	if u == nil {
+		return nil
+	}
+	return u.holders
+}
+
+func bin(v int64) string { return resource.NewQuantity(v, resource.BinarySI).String() }
