@@ -33,6 +33,8 @@ type env struct {
 	bootID  string
 	// partitioning is the node's publishing mode (static when empty).
 	partitioning slices.Partitioning
+	// sharing is the node's --sharing (none when empty).
+	sharing slices.Sharing
 	// wrap, if set, wraps the backend (fault injection).
 	wrap func(backend.Backend) backend.Backend
 	// sim is the simulated backend of the last start.
@@ -80,7 +82,7 @@ func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
 	if e.wrap != nil {
 		be = e.wrap(b)
 	}
-	pubOpts := slices.Options{Partitioning: e.partitioning}
+	pubOpts := slices.Options{Partitioning: e.partitioning, Sharing: e.sharing}
 	// Like the agent, which republishes when the backend's generation
 	// changes, the manager sees the node as it is now.
 	devices := func() *slices.Result {
