@@ -9,6 +9,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 	"github.com/tessera-gpu/tessera/pkg/slices"
 )
@@ -123,3 +124,39 @@ func holders(u *use) []string {
 }
 
 func bin(v int64) string { return resource.NewQuantity(v, resource.BinarySI).String() }
+
+// DeviceUse is what prepared claims hold of one multi-allocatable device.
+type DeviceUse struct {
+	MemoryBytes, ComputeUnits int64
+	Shares                    int
+	// Whole: a claim holds the device's whole memory (it asked no capacity).
+	Whole bool
+}
+
+// SharedUse returns, by device name, what prepared claims hold of devices
+// they got with a ShareID, for the metrics.
+func (m *Manager) SharedUse() map[string]DeviceUse {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]DeviceUse{}
+	for _, c := range m.cp.Claims {
+		if c.State != checkpoint.PrepareCompleted {
+			continue
+		}
+		for _, d := range c.Devices {
+			if d.ShareID == "" {
+				continue
+			}
+			u := out[d.Device]
+			if d.Sharing.IsShare() {
+				u.MemoryBytes += d.Sharing.Share.MemoryBytes
+				u.ComputeUnits += d.Sharing.Share.ComputeUnits
+				u.Shares++
+			} else {
+				u.Whole = true
+			}
+			out[d.Device] = u
+		}
+	}
+	return out
+}

@@ -132,6 +132,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	}
 	o.Metrics.SetPreparedSource(d.claims.Counts)
 	o.Metrics.SetSharingSource(d.claims.SharingCounts)
+	o.Metrics.SetCapacitySource(d.sharedDevices)
 	d.health = newHealthHub(d.Published, o.Metrics, d.tracker)
 	d.health.republish = d.Republish
 	return d, nil

@@ -48,6 +48,8 @@ type node struct {
 	metrics *metrics.Metrics
 	// partitioning is the node's publishing mode (static when empty).
 	partitioning slices.Partitioning
+	// sharing is the node's --sharing (none when empty).
+	sharing slices.Sharing
 	// poll is Options.InventoryPoll (50ms when zero).
 	poll time.Duration
 	// orphanRetry is Options.OrphanRetry (50ms when zero).
@@ -109,7 +111,7 @@ func (n *node) start() {
 		NodeName: "node-1", Backend: b, KubeClient: n.client,
 		PluginDataDir: filepath.Join(n.dir, "plugin"), RegistrarDir: filepath.Join(n.dir, "registry"),
 		CDIDir: n.cdiDir(), BootID: "boot", InventoryPoll: cmp.Or(n.poll, 50*time.Millisecond),
-		Metrics: n.metrics, Partitioning: n.partitioning, OrphanRetry: cmp.Or(n.orphanRetry, 50*time.Millisecond),
+		Metrics: n.metrics, Partitioning: n.partitioning, Sharing: n.sharing, OrphanRetry: cmp.Or(n.orphanRetry, 50*time.Millisecond),
 	})
 	if err != nil {
 		n.t.Fatal(err)

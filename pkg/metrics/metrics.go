@@ -44,6 +44,7 @@ type Metrics struct {
 	orphans           prometheus.Counter
 	prepared          *preparedCollector
 	sharing           *sharingCollector
+	capacity          *capacityCollector
 	mpsRestarts       prometheus.Counter
 	taints            *prometheus.GaugeVec
 	unhealthy         prometheus.Gauge
@@ -92,6 +93,7 @@ func New() *Metrics {
 		}),
 		prepared: newPreparedCollector(),
 		sharing:  newSharingCollector(),
+		capacity: newCapacityCollector(),
 		taints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "gpu_taints",
 			Help: "GPUs with a health condition, by the taint key it publishes (on the GPU and its partitions) and its effect.",
@@ -110,7 +112,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.prepareDuration, m.unprepareDuration, m.prepareErrors, m.unprepareErrors,
 		m.published, m.partitionDuration, m.healthEvents, m.orphans, m.prepared,
-		m.sharing, m.mpsRestarts, m.taints, m.unhealthy,
+		m.sharing, m.capacity, m.mpsRestarts, m.taints, m.unhealthy,
 	)
 	// Series that exist from the start, so a dashboard shows 0 rather than
 	// "no data" and increase() counts the first event.

@@ -27,7 +27,7 @@ type sharingCollector struct {
 func newSharingCollector() *sharingCollector {
 	return &sharingCollector{
 		claims:  prometheus.NewDesc(namespace+"_prepared_claims_by_sharing", "Prepared ResourceClaims by the sharing strategy of their devices (None: no sharing config, the GPU's native time-slicing). A claim with devices of two strategies counts under both.", []string{"strategy"}, nil),
-		daemons: prometheus.NewDesc(namespace+"_mps_daemons", "MPS control daemons held by prepared claims on this node (one per claim).", nil, nil),
+		daemons: prometheus.NewDesc(namespace+"_mps_daemons", "MPS control daemons held by prepared claims on this node (one per claim that configures MPS, one per device with capacity shares).", nil, nil),
 	}
 }
 
