@@ -212,6 +212,7 @@ func TestDefaults(t *testing.T) {
 		"TESSERA_BACKEND":                    "auto",
 		"TESSERA_SYSFS_ROOT":                 "/",
 		"TESSERA_PARTITIONING":               "static",
+		"TESSERA_SHARING":                    "none",
 		"TESSERA_KUBE_API_QPS":               "50",
 		"TESSERA_KUBE_API_BURST":             "100",
 		"TESSERA_PLUGIN_DATA_DIR":            "/var/lib/kubelet/plugins/gpu.tessera.dev",
@@ -475,6 +476,17 @@ func TestOptions(t *testing.T) {
 		}
 		if _, err := chart(t).Template(ns, "partitioning=sometimes"); err == nil || !strings.Contains(err.Error(), "partitioning must be static or dynamic") {
 			t.Errorf("partitioning=sometimes: %v", err)
+		}
+	})
+	t.Run("sharing", func(t *testing.T) {
+		for _, s := range []string{"none", "capacity"} {
+			_, c := daemonSet(t, render(t, "sharing="+s))
+			if got := env(c)["TESSERA_SHARING"]; got != s {
+				t.Errorf("sharing=%s: TESSERA_SHARING=%s", s, got)
+			}
+		}
+		if _, err := chart(t).Template(ns, "sharing=mps"); err == nil || !strings.Contains(err.Error(), "sharing must be none or capacity") {
+			t.Errorf("sharing=mps: %v", err)
 		}
 	})
 	t.Run("logging", func(t *testing.T) {

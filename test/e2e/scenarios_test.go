@@ -95,12 +95,14 @@ type outcome struct {
 var outcomeChecks = map[string]func(t *testing.T, o outcome){
 	"12-mps-on-mi300x.yaml":      checkMPSOnAMD,
 	"13-bad-config-refused.yaml": checkRefused,
+	"14-gpu-shares-l4.yaml":      checkShares,
 }
 
 // afterChecks run once a scenario's pods are gone and their claims unprepared.
 var afterChecks = map[string]func(t *testing.T){
 	"10-time-sliced-t4.yaml":     afterTimeSliced,
 	"11-mps-two-containers.yaml": afterMPS,
+	"14-gpu-shares-l4.yaml":      afterShares,
 	"09-dynamic-mig.yaml": func(t *testing.T) {
 		// Everything carved for the pods is destroyed and MIG mode is back off.
 		st := simState(t, dynamicNode)

@@ -28,7 +28,7 @@ func run() error {
 	binDir := fs.String("bin-dir", "", "cluster binaries (default <repo>/_output/cluster-bin)")
 	plugin := fs.String("plugin", "", "tessera-kubelet-plugin binary (default <repo>/bin/tessera-kubelet-plugin)")
 	webhook := fs.String("webhook", "", "tessera-webhook binary (default <repo>/bin/tessera-webhook)")
-	nodes := fs.String("nodes", "", "nodes as name=profile,... (default gpu-h100=dgx-h100,gpu-mi300x=mi300x-8,gpu-mixed=mixed-inference)")
+	nodes := fs.String("nodes", "", "nodes as name=profile[:partitioning[:sharing]],... (default gpu-h100=dgx-h100,gpu-mi300x=mi300x-8,gpu-mixed=mixed-inference,gpu-h100-dynamic=dgx-h100:dynamic,gpu-l4-shared=l4-4:static:capacity)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: localcluster [flags] up|down")
 		fs.PrintDefaults()

@@ -17,6 +17,9 @@ type Node struct {
 	// Partitioning is static or dynamic; empty is the agent's default
 	// (static). The kubelet labels the node tessera.dev/partitioning.
 	Partitioning string `json:"partitioning,omitempty"`
+	// Sharing is none or capacity (the agent's --sharing); empty is none.
+	// The kubelet labels the node tessera.dev/sharing.
+	Sharing string `json:"sharing,omitempty"`
 }
 
 // DefaultNodes are the nodes `make cluster-up` starts unless told otherwise.
@@ -25,26 +28,41 @@ var DefaultNodes = []Node{
 	{Name: "gpu-mi300x", Profile: "mi300x-8"},
 	{Name: "gpu-mixed", Profile: "mixed-inference"},
 	{Name: "gpu-h100-dynamic", Profile: "dgx-h100", Partitioning: "dynamic"},
+	{Name: "gpu-l4-shared", Profile: "l4-4", Sharing: "capacity"},
 }
 
-// ParseNodes reads "name=profile[:partitioning],...", e.g.
-// "gpu-h100=dgx-h100,gpu-dyn=dgx-h100:dynamic".
+// ParseNodes reads "name=profile[:partitioning[:sharing]],...", e.g.
+// "gpu-h100=dgx-h100,gpu-dyn=dgx-h100:dynamic,gpu-l4=l4-4:static:capacity".
 func ParseNodes(s string) ([]Node, error) {
 	var out []Node
 	for _, part := range strings.Split(s, ",") {
 		name, profile, ok := strings.Cut(strings.TrimSpace(part), "=")
-		profile, partitioning, _ := strings.Cut(profile, ":")
+		profile, modes, _ := strings.Cut(profile, ":")
+		partitioning, sharing, _ := strings.Cut(modes, ":")
 		if !ok || name == "" || profile == "" {
-			return nil, fmt.Errorf("node %q: want name=profile or name=profile:dynamic", part)
+			return nil, fmt.Errorf("node %q: want name=profile, name=profile:dynamic or name=profile:static:capacity", part)
 		}
 		switch partitioning {
 		case "", "static", "dynamic":
 		default:
 			return nil, fmt.Errorf("node %q: partitioning %q is not static or dynamic", part, partitioning)
 		}
-		out = append(out, Node{Name: name, Profile: profile, Partitioning: partitioning})
+		switch sharing {
+		case "", "none", "capacity":
+		default:
+			return nil, fmt.Errorf("node %q: sharing %q is not none or capacity", part, sharing)
+		}
+		out = append(out, Node{Name: name, Profile: profile, Partitioning: partitioning, Sharing: sharing})
 	}
 	return out, nil
+}
+
+// SharingOf is the node's sharing mode, none when unset.
+func (n Node) SharingOf() string {
+	if n.Sharing == "" {
+		return "none"
+	}
+	return n.Sharing
 }
 
 // PartitioningOf is the node's partitioning mode, static when unset.

@@ -94,7 +94,7 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 	}
 	step("tessera-webhook on %s, registered with the chart's webhook configuration", WebhookURL(s))
 	for _, n := range c.Nodes {
-		step("node %s: fake runtime, kubelet, tessera-kubelet-plugin (%s, %s partitioning), metrics %s", n.Name, n.Profile, n.PartitioningOf(), MetricsURL(s, n.Name))
+		step("node %s: fake runtime, kubelet, tessera-kubelet-plugin (%s, %s partitioning, sharing %s), metrics %s", n.Name, n.Profile, n.PartitioningOf(), n.SharingOf(), MetricsURL(s, n.Name))
 		if err := c.startNode(s, p, n); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
@@ -308,7 +308,7 @@ func (c *Config) startNode(s *State, p *pki, n Node) error {
 		"--root-dir="+c.KubeletRoot(n.Name),
 		"--cert-dir="+filepath.Join(dir, "kubelet-pki"),
 		"--hostname-override="+n.Name,
-		"--node-labels=tessera.dev/simulated="+n.Profile+",tessera.dev/partitioning="+n.PartitioningOf(),
+		"--node-labels=tessera.dev/simulated="+n.Profile+",tessera.dev/partitioning="+n.PartitioningOf()+",tessera.dev/sharing="+n.SharingOf(),
 		"--v=2",
 	); err != nil {
 		return err
@@ -331,6 +331,7 @@ func (c *Config) StartPluginWithKubeconfig(s *State, n Node, kubeconfig string) 
 		"--backend=sim",
 		"--sim-profile="+n.Profile,
 		"--partitioning="+n.PartitioningOf(),
+		"--sharing="+n.SharingOf(),
 		"--sim-state-dir="+filepath.Join(c.NodeDir(n.Name), "sim"),
 		"--kubeconfig="+kubeconfig,
 		"--plugin-data-dir="+c.PluginDataDir(n.Name),

@@ -123,7 +123,7 @@ func (p *Placement) Print(w io.Writer) {
 	fmt.Fprintf(w, "  landed: pod %s on node %s\n", p.Pod, p.Node)
 	for _, c := range p.Claims {
 		for _, d := range c.Devices {
-			fmt.Fprintf(w, "    claim %s, request %s: %s/%s (%s)\n", c.Name, d.Request, d.Pool, d.Device, p.What[d.Pool+"/"+d.Device])
+			fmt.Fprintf(w, "    claim %s, request %s: %s/%s (%s)%s\n", c.Name, d.Request, d.Pool, d.Device, p.What[d.Pool+"/"+d.Device], shareOf(d))
 		}
 	}
 	for _, ctr := range p.Containers {
@@ -198,4 +198,18 @@ func (sc *Scenario) Missing(ctx context.Context, client kubernetes.Interface) (s
 		}
 	}
 	return "", nil
+}
+
+// shareOf describes a share of a multi-allocatable device: what the claim
+// consumed of it (memory, compute units), empty for a whole device.
+func shareOf(d resourceapi.DeviceRequestAllocationResult) string {
+	if d.ShareID == nil {
+		return ""
+	}
+	mem, cu := d.ConsumedCapacity["memory"], d.ConsumedCapacity["computeUnits"]
+	out := ", share of " + mem.String() + " memory"
+	if !cu.IsZero() {
+		out += ", " + cu.String() + " compute units"
+	}
+	return out
 }
