@@ -77,3 +77,14 @@ func (c *Cluster) Cycle(ctx context.Context, nodes []*v1.Node, claims []*resourc
 func (c *Cluster) MarkAllocated(node, device string) {
 	c.Allocated.Insert(structured.MakeDeviceID(DriverName, node, device))
 }
+
+// MarkResult records an allocation computed on another node with the same
+// slices (a fleet's template) as made on node: its devices whole, or its
+// shares with what they consumed.
+func (c *Cluster) MarkResult(node string, r resourceapi.AllocationResult) {
+	r = *r.DeepCopy()
+	for i := range r.Devices.Results {
+		r.Devices.Results[i].Pool = node
+	}
+	c.record(r, true)
+}
