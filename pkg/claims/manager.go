@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/sharing"
 	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
@@ -69,6 +70,8 @@ type Device struct {
 	CDIDeviceIDs []string
 	// ShareID is the allocation's ShareID on a multi-allocatable device.
 	ShareID string
+	// Share is what the claim holds of a shared device (nil: all of it).
+	Share *sharing.Share
 }
 
 // Manager prepares and unprepares claims. It is safe for concurrent use; work
@@ -353,7 +356,12 @@ func (m *Manager) ensureSpec(ctx context.Context, ref cdi.ClaimRef, c *checkpoin
 func devicesOf(c *checkpoint.Claim) []Device {
 	out := make([]Device, 0, len(c.Devices))
 	for _, d := range c.Devices {
-		out = append(out, Device{Requests: []string{d.Request}, Pool: d.Pool, Name: d.Device, CDIDeviceIDs: append([]string(nil), d.CDIDeviceIDs...), ShareID: d.ShareID})
+		dv := Device{Requests: []string{d.Request}, Pool: d.Pool, Name: d.Device, CDIDeviceIDs: append([]string(nil), d.CDIDeviceIDs...), ShareID: d.ShareID}
+		if d.Sharing.IsShare() {
+			sh := *d.Sharing.Share
+			dv.Share = &sh
+		}
+		out = append(out, dv)
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -57,9 +58,63 @@ func TestCapacitySharesOverGRPC(t *testing.T) {
 	expect(t, "gpu-2 allocated", s.Value("tessera_shared_device_memory_allocated_bytes", "device", "gpu-2"), 0)
 	expect(t, "MPS daemons", s.Value("tessera_mps_daemons"), 1)
 
+	// Each share says on its claim how it is enforced; the whole-GPU claim
+	// has nothing to say.
+	for _, c := range []*drapbv1.Claim{a, b} {
+		st, r, msg := shareStatus(t, n, c.Name)
+		if st != metav1.ConditionTrue || r != ReasonMPS || !strings.Contains(msg, "at most 7168MiB of device memory") {
+			t.Errorf("claim %s: ShareEnforced %s %s %q", c.Name, st, r, msg)
+		}
+	}
+	if st, _, _ := shareStatus(t, n, "whole"); st != "" {
+		t.Errorf("whole-GPU claim has a ShareEnforced condition %s", st)
+	}
+	// A repeated prepare (kubelet restart) writes nothing more.
+	before := len(n.client.Actions())
+	n.prepare(a)
+	for _, act := range n.client.Actions()[before:] {
+		if act.GetVerb() == "patch" {
+			t.Errorf("repeated prepare wrote the claim again: %v", act)
+		}
+	}
+
 	if e := n.unprepare(a).Claims[a.Uid].GetError(); e != "" {
 		t.Fatal(e)
 	}
 	s = metricstest.Scrape(t, n.metrics.Handler())
 	expect(t, "gpu-0 allocated after one share went", s.Value("tessera_shared_device_memory_allocated_bytes", "device", "gpu-0"), 7<<30)
+}
+
+// shareStatus is the ShareEnforced condition on claim's one device ("" when none).
+func shareStatus(t *testing.T, n *node, claim string) (metav1.ConditionStatus, string, string) {
+	t.Helper()
+	c, err := n.client.ResourceV1().ResourceClaims("default").Get(n.ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ds := range c.Status.Devices {
+		if ds.ShareID == nil || *ds.ShareID != "share-"+claim {
+			t.Errorf("claim %s: device status %s without its ShareID", claim, ds.Device)
+		}
+		for _, k := range ds.Conditions {
+			if k.Type == ConditionShareEnforced {
+				return k.Status, k.Reason, k.Message
+			}
+		}
+	}
+	return "", "", ""
+}
+
+// TestCapacityShareOnAMDSaysSchedulingOnly: nothing enforces an AMD share,
+// and its claim says so.
+func TestCapacityShareOnAMDSaysSchedulingOnly(t *testing.T) {
+	n := launch(t, &node{profile: "mixed-inference", sharing: slices.SharingCapacity})
+	c := n.addShareClaim("amd", "gpu-4", "20Gi")
+	if e := n.prepare(c).Claims[c.Uid].GetError(); e != "" {
+		t.Fatal(e)
+	}
+	st, r, msg := shareStatus(t, n, "amd")
+	if st != metav1.ConditionFalse || r != ReasonSchedulingOnly || !strings.Contains(msg, "accounting only") {
+		t.Errorf("ShareEnforced %s %s %q", st, r, msg)
+	}
 }

@@ -10,6 +10,9 @@ import (
 	metaapply "k8s.io/client-go/applyconfigurations/meta/v1"
 	resourceapply "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/pkg/claims"
+	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
 // A claim whose prepare fails used to say so only in pod events, repeated at
@@ -31,11 +34,24 @@ const (
 )
 
 // reportPrepare records the outcome of preparing claim in its device status
-// when there is something to say: the failure, or a success after a
-// recorded failure. Errors are logged: the kubelet's event says the same,
-// and a status the agent may not write must not fail the claim.
-func (d *Driver) reportPrepare(ctx context.Context, claim *resourceapi.ResourceClaim, prepErr error) {
+// when there is something to say: the failure, a success after a recorded
+// failure, and how each capacity share is enforced (shares.go). Errors are
+// logged: the kubelet's event says the same, and a status the agent may not
+// write must not fail the claim.
+func (d *Driver) reportPrepare(ctx context.Context, claim *resourceapi.ResourceClaim, devs []claims.Device, prepErr error) {
 	if d.opts.KubeClient == nil || claim.Status.Allocation == nil {
+		return
+	}
+	prepared := prepErr != nil || d.failureRecorded(claim)
+	shares := map[deviceKey]*sharing.Share{}
+	if prepErr == nil {
+		for _, dv := range devs {
+			if dv.Share != nil {
+				shares[deviceKey{dv.Pool, dv.Name, dv.ShareID}] = dv.Share
+			}
+		}
+	}
+	if !prepared && (len(shares) == 0 || d.sharesRecorded(claim, shares)) {
 		return
 	}
 	status, reason, msg := metav1.ConditionTrue, ReasonPrepared, ""
@@ -44,8 +60,6 @@ func (d *Driver) reportPrepare(ctx context.Context, claim *resourceapi.ResourceC
 		if len(msg) > maxConditionMessage {
 			msg = msg[:maxConditionMessage]
 		}
-	} else if !d.failureRecorded(claim) {
-		return
 	}
 	now := metav1.Now()
 	st := resourceapply.ResourceClaimStatus()
@@ -53,11 +67,26 @@ func (d *Driver) reportPrepare(ctx context.Context, claim *resourceapi.ResourceC
 		if r.Driver != DriverName {
 			continue
 		}
-		dev := resourceapply.AllocatedDeviceStatus().WithDriver(r.Driver).WithPool(r.Pool).WithDevice(r.Device).
-			WithConditions(metaapply.Condition().WithType(ConditionPrepared).WithStatus(status).WithReason(reason).
+		var conds []*metaapply.ConditionApplyConfiguration
+		if prepared {
+			conds = append(conds, metaapply.Condition().WithType(ConditionPrepared).WithStatus(status).WithReason(reason).
 				WithMessage(msg).WithLastTransitionTime(now).WithObservedGeneration(claim.Generation))
+		}
+		shareID := ""
 		if r.ShareID != nil {
-			dev = dev.WithShareID(string(*r.ShareID))
+			shareID = string(*r.ShareID)
+		}
+		if sh := shares[deviceKey{r.Pool, r.Device, shareID}]; sh != nil {
+			s, rs, m := shareCondition(sh)
+			conds = append(conds, metaapply.Condition().WithType(ConditionShareEnforced).WithStatus(s).WithReason(rs).
+				WithMessage(m).WithLastTransitionTime(now).WithObservedGeneration(claim.Generation))
+		}
+		if len(conds) == 0 {
+			continue
+		}
+		dev := resourceapply.AllocatedDeviceStatus().WithDriver(r.Driver).WithPool(r.Pool).WithDevice(r.Device).WithConditions(conds...)
+		if shareID != "" {
+			dev = dev.WithShareID(shareID)
 		}
 		st = st.WithDevices(dev)
 	}
@@ -68,6 +97,9 @@ func (d *Driver) reportPrepare(ctx context.Context, claim *resourceapi.ResourceC
 		klog.FromContext(ctx).Error(err, "Record the prepare outcome in the claim's device status", "claim", klog.KObj(claim), "prepared", prepErr == nil)
 	}
 }
+
+// deviceKey names a device entry of a claim's status.
+type deviceKey struct{ pool, device, shareID string }
 
 // failureRecorded reports whether the claim's status holds a failed
 // Prepared condition of this driver.

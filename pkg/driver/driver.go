@@ -189,7 +189,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cs []*resourceapi.Re
 		start := time.Now()
 		devs, err := d.claims.Prepare(ctx, c)
 		d.opts.Metrics.ObservePrepare(time.Since(start), errorReason(err))
-		d.reportPrepare(ctx, c, err)
+		d.reportPrepare(ctx, c, devs, err)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Prepare failed", "claim", klog.KObj(c))
 			out[c.UID] = kubeletplugin.PrepareResult{Err: err}

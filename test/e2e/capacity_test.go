@@ -93,6 +93,22 @@ func checkShares(t *testing.T, o outcome) {
 	for _, p := range pipeOf {
 		sharedDaemons[p] = daemonPID(t, p)
 	}
+	// Each share's claim says how it is enforced (kubectl describe).
+	for _, name := range shares {
+		rc, err := client.ResourceV1().ResourceClaims(o.ns).Get(ctx, o.pods[name].placement.Claims[0].Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		enforced := false
+		for _, ds := range rc.Status.Devices {
+			for _, c := range ds.Conditions {
+				enforced = enforced || (c.Type == "ShareEnforced" && c.Status == metav1.ConditionTrue && c.Reason == "MPS" && ds.ShareID != nil)
+			}
+		}
+		if !enforced {
+			t.Errorf("share %s: claim status %+v lacks ShareEnforced=True (MPS)", name, rc.Status.Devices)
+		}
+	}
 
 	// Deleting one of the three shares of a GPU unprepares it alone: the
 	// other two stay prepared and running under the same daemon.
