@@ -339,3 +339,31 @@ func TestCapacityRebuildFromSpecs(t *testing.T) {
 		t.Fatalf("over-commit after rebuild: %v", err)
 	}
 }
+
+// TestCapacitySharesOfAMIGInstance: a static MIG instance is shared like a
+// GPU, under a daemon of its own that serves the instance's UUID.
+func TestCapacitySharesOfAMIGInstance(t *testing.T) {
+	e := capacityEnv(t, "dgx-h100-mig")
+	m, res := e.start(nil)
+	ctx := ctxFor(t)
+	const dev = "gpu-6-mig-1g-10gb-0"
+	mig := res.Devices[dev].Partition.UUID
+	for _, n := range []string{"a", "b"} {
+		devs, err := m.Prepare(ctx, shareClaim(n, dev, "4Gi", 8))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, _ := e.containerEdits(devs[0].CDIDeviceIDs)
+		for _, want := range []string{"CUDA_VISIBLE_DEVICES=" + mig, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4096M", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"} {
+			if !contains(env, want) {
+				t.Errorf("share %s: env %v lacks %s", n, env, want)
+			}
+		}
+	}
+	if running, _ := e.sharedDaemon(mig); !running {
+		t.Fatal("the instance's shared daemon is not running")
+	}
+	if _, err := m.Prepare(ctx, shareClaim("c", dev, "2Gi", 0)); !errors.Is(err, ErrDeviceInUse) {
+		t.Fatalf("a third share past the instance's 9984Mi: %v", err)
+	}
+}

@@ -22,18 +22,11 @@ func publish(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlice, 
 	return alloctest.PublishSim(t, profile, node)
 }
 
+// cluster is the machines published as the agent does by default, each as
+// a node named after its profile.
 func cluster(t testing.TB, profiles ...string) *alloctest.Cluster {
 	t.Helper()
-	classes, err := alloctest.Classes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all []*resourceapi.ResourceSlice
-	for _, p := range profiles {
-		s, _ := publish(t, p, p)
-		all = append(all, s...)
-	}
-	return alloctest.NewCluster(all, classes)
+	return sharedCluster(t, tslices.SharingNone, tslices.Static, profiles...)
 }
 
 // Selectors a user would write, against the vendor-neutral schema.

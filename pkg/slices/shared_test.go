@@ -1,7 +1,6 @@
 package slices_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -13,6 +12,8 @@ import (
 	tslices "github.com/tessera-gpu/tessera/pkg/slices"
 )
 
+// sharedCluster is the machines published with sharing and partitioning,
+// each as a node named after its profile.
 func sharedCluster(t testing.TB, sharing tslices.Sharing, part tslices.Partitioning, profiles ...string) *alloctest.Cluster {
 	t.Helper()
 	classes, err := alloctest.Classes()
@@ -237,5 +238,3 @@ func TestParseSharing(t *testing.T) {
 		t.Error("ParseSharing(mps) succeeded")
 	}
 }
-
-var _ = context.Background
