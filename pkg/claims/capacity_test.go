@@ -202,7 +202,7 @@ func TestCapacitySharesCrashAtEveryStep(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			m.cfg.Crash = crashAt(step)
+			m.crashHook = crashAt(step)
 			victim, survivors := "c", []string{"a", "b"}
 			var err error
 			if slices.Contains(unprepareSteps, step) {

@@ -449,7 +449,7 @@ func TestHolds(t *testing.T) {
 	if _, err := m.Prepare(ctx, allocated("x", "gpu-7-mig-1g-10gb-6")); !errors.Is(err, ErrInjected) {
 		t.Fatalf("err %v, want the injected stop", err)
 	}
-	m.cfg.Crash = nil
+	m.crashHook = nil
 	if _, err := m.Prepare(ctx, allocated("y", "gpu-7-mig-3g-40gb-0")); err != nil {
 		t.Fatal(err)
 	}

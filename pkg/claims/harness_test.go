@@ -101,12 +101,12 @@ func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	mgr, err := New(ctx, Config{
+	mgr, err := newManager(ctx, Config{
 		DriverName: driverName, Backend: be, CDI: w,
 		Store: checkpoint.NewStore(e.checkpointPath()), BootID: e.bootID,
-		Devices: devices, Crash: crash, Partitioning: e.partitioning, OrphanDestroyed: e.orphanHook,
+		Devices: devices, Partitioning: e.partitioning, OrphanDestroyed: e.orphanHook,
 		MPSRestarted: e.mpsRestarted,
-	})
+	}, crash)
 	if err != nil {
 		e.t.Fatalf("start manager: %v", err)
 	}

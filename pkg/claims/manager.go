@@ -43,11 +43,6 @@ type Config struct {
 	BootID     string
 	// Devices returns the devices now published by this node.
 	Devices func() *slices.Result
-	// Crash, if set, is called after each step; a non-nil error stops the
-	// operation there as if the process had died (tests only).
-	Crash func(Step) error
-	// Now is the clock (tests).
-	Now func() time.Time
 	// ObservePartition, if set, is told of every backend partition call and
 	// how long it took (metrics).
 	ObservePartition func(op PartitionOp, took time.Duration, err error)
@@ -80,14 +75,20 @@ type Manager struct {
 	cfg Config
 	mu  sync.Mutex
 	cp  *checkpoint.Checkpoint
+	// crashHook, set only by this package's tests (newManager), is called
+	// after each step; a non-nil error stops the operation there as if the
+	// process had died.
+	crashHook func(Step) error
 }
 
 // New loads the checkpoint and recovers from whatever a previous process left.
 func New(ctx context.Context, cfg Config) (*Manager, error) {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	m := &Manager{cfg: cfg}
+	return newManager(ctx, cfg, nil)
+}
+
+// newManager is New with a crash hook (tests).
+func newManager(ctx context.Context, cfg Config, crash func(Step) error) (*Manager, error) {
+	m := &Manager{cfg: cfg, crashHook: crash}
 	if err := m.recover(ctx); err != nil {
 		return nil, err
 	}
@@ -120,10 +121,10 @@ func (m *Manager) Counts() (claims, devices int) {
 }
 
 func (m *Manager) crash(s Step) error {
-	if m.cfg.Crash == nil {
+	if m.crashHook == nil {
 		return nil
 	}
-	if err := m.cfg.Crash(s); err != nil {
+	if err := m.crashHook(s); err != nil {
 		return fmt.Errorf("at %s: %w", s, err)
 	}
 	return nil
@@ -176,7 +177,7 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
 
-	entry := &checkpoint.Claim{UID: ref.UID, Namespace: ref.Namespace, Name: ref.Name, State: checkpoint.PrepareStarted, Updated: m.cfg.Now()}
+	entry := &checkpoint.Claim{UID: ref.UID, Namespace: ref.Namespace, Name: ref.Name, State: checkpoint.PrepareStarted, Updated: time.Now()}
 	for _, d := range devs {
 		cd := checkpoint.Device{Request: d.dev.Request, Pool: d.dev.Pool, Device: d.dev.Device, GPUUUID: d.dev.GPU.UUID, Sharing: d.dev.Sharing, ShareID: d.dev.ShareID}
 		switch {
@@ -227,7 +228,7 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 
 	prev = m.cp.Clone()
 	entry.State = checkpoint.PrepareCompleted
-	entry.Updated = m.cfg.Now()
+	entry.Updated = time.Now()
 	for i := range entry.Devices {
 		entry.Devices[i].CDIDeviceIDs = ids[i]
 	}
@@ -271,7 +272,7 @@ func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) er
 	}
 	prev := m.cp.Clone()
 	c.State = checkpoint.UnprepareStarted
-	c.Updated = m.cfg.Now()
+	c.Updated = time.Now()
 	if err := m.save(prev); err != nil {
 		return fmt.Errorf("unprepare claim %s: %w", ref, err)
 	}

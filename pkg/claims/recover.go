@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -74,7 +75,7 @@ func (m *Manager) rebuild() (*checkpoint.Checkpoint, error) {
 	}
 	pub := m.cfg.Devices()
 	for _, r := range recs {
-		c := &checkpoint.Claim{UID: r.Claim.UID, Namespace: r.Claim.Namespace, Name: r.Claim.Name, State: checkpoint.PrepareCompleted, Updated: m.cfg.Now()}
+		c := &checkpoint.Claim{UID: r.Claim.UID, Namespace: r.Claim.Namespace, Name: r.Claim.Name, State: checkpoint.PrepareCompleted, Updated: time.Now()}
 		for _, d := range r.Devices {
 			cd := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: d.CDIDeviceIDs, GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID, Sharing: d.Sharing, ShareID: d.ShareID}
 			e, ok := pub.Devices[d.Device]

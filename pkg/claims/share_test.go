@@ -321,7 +321,7 @@ func TestSharingCrashAtEveryStep(t *testing.T) {
 				if _, err := m.Prepare(ctx, claim); err != nil {
 					t.Fatal(err)
 				}
-				m.cfg.Crash = crashAt(step)
+				m.crashHook = crashAt(step)
 				if err := m.Unprepare(ctx, "uid-c", "default", "c"); !errors.Is(err, ErrInjected) {
 					t.Fatalf("unprepare: %v, want injected stop", err)
 				}

@@ -42,8 +42,6 @@ type Options struct {
 	// InventoryPoll is how often a backend that can change under the agent
 	// (backend.Generationer) is asked whether it did; 5s when zero.
 	InventoryPoll time.Duration
-	// Crash is passed to claims.Config.Crash (tests).
-	Crash func(claims.Step) error
 	// Fatal is called for errors the agent cannot recover from; it should
 	// stop the process (the main cancels its context).
 	Fatal func(error)
@@ -111,7 +109,6 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		Store:           checkpoint.NewStore(o.CheckpointPath),
 		BootID:          o.BootID,
 		Devices:         d.Published,
-		Crash:           o.Crash,
 		Partitioning:    o.Partitioning,
 		OrphanDestroyed: o.Metrics.OrphanDestroyed,
 		MPSRestarted:    o.Metrics.MPSRestarted,
