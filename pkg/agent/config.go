@@ -10,7 +10,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/flagenv"
 	"github.com/tessera-gpu/tessera/pkg/health"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // Config holds the agent's flags. Every flag can also be set through an
@@ -70,8 +70,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.CDIDir, "cdi-dir", "/var/run/cdi", "Directory for the per-claim CDI specs.")
 	fs.StringSliceVar(&c.VendorCDIDirs, "vendor-cdi-dirs", []string{"/etc/cdi", "/var/run/cdi"}, "Where to look for the node's NVIDIA CDI spec (nvidia-ctk cdi generate); its device IDs are returned with each claim's so driver libraries reach the container. Backend nvml only.")
 	fs.StringVar(&c.CheckpointPath, "checkpoint", "", "Checkpoint file. Default <plugin-data-dir>/checkpoint.json.")
-	fs.StringVar(&c.Partitioning, "partitioning", string(slices.Static), "How MIG-capable GPUs are published: static (the partitions that exist, cut by an operator) or dynamic (every MIG profile at every placement with shared counters; the driver carves the allocated one at prepare, destroys it at unprepare, and destroys partitions no claim owns at start). GPUs whose MIG mode change needs a reset (A100 class) publish by their current mode either way.")
-	fs.StringVar(&c.Sharing, "sharing", string(slices.SharingNone), "How devices are shared between claims: none (a device belongs to one claim; pods share it by naming the same claim) or capacity (whole GPUs and static partitions are multi-allocatable: a claim asks memory and compute units and the scheduler keeps their sum within the device; a claim asking none gets the whole device; on NVIDIA each share is enforced through the device's MPS daemon, on AMD it is scheduling-only accounting). GPUs published dynamically are never shared.")
+	fs.StringVar(&c.Partitioning, "partitioning", string(publish.Static), "How MIG-capable GPUs are published: static (the partitions that exist, cut by an operator) or dynamic (every MIG profile at every placement with shared counters; the driver carves the allocated one at prepare, destroys it at unprepare, and destroys partitions no claim owns at start). GPUs whose MIG mode change needs a reset (A100 class) publish by their current mode either way.")
+	fs.StringVar(&c.Sharing, "sharing", string(publish.SharingNone), "How devices are shared between claims: none (a device belongs to one claim; pods share it by naming the same claim) or capacity (whole GPUs and static partitions are multi-allocatable: a claim asks memory and compute units and the scheduler keeps their sum within the device; a claim asking none gets the whole device; on NVIDIA each share is enforced through the device's MPS daemon, on AMD it is scheduling-only accounting). GPUs published dynamically are never shared.")
 	fs.StringVar(&c.MPSRoot, "mps-root", "", "Directory of the MPS control daemons the agent runs (one per claim that configures MPS, one per shared device with capacity shares), with their pipes and logs (mounted into the claim's containers). Default /var/run/tessera/mps; backend sim: <sim-state-dir>/mps.")
 	fs.StringVar(&c.MPSControl, "mps-control", "", "MPS control program and its leading arguments, space-separated. Default nvidia-cuda-mps-control; backend sim: the stand-in \"tessera-sim mps-control\" from the agent binary's directory.")
 	fs.StringVar(&c.NvidiaSMI, "nvidia-smi", "nvidia-smi", "nvidia-smi binary that sets time-slice intervals (compute-policy), which NVML has no call for (backend nvml).")
@@ -102,10 +102,10 @@ func (c *Config) Validate() error {
 	if c.CheckpointPath == "" {
 		c.CheckpointPath = filepath.Join(c.PluginDataDir, "checkpoint.json")
 	}
-	if _, err := slices.ParsePartitioning(c.Partitioning); err != nil {
+	if _, err := publish.ParsePartitioning(c.Partitioning); err != nil {
 		return fmt.Errorf("--partitioning: %w", err)
 	}
-	if _, err := slices.ParseSharing(c.Sharing); err != nil {
+	if _, err := publish.ParseSharing(c.Sharing); err != nil {
 		return fmt.Errorf("--sharing: %w", err)
 	}
 	if _, err := health.ParseXIDOverrides(nil, c.HealthXIDPolicy); err != nil {
@@ -132,8 +132,8 @@ func (c *Config) healthPolicy() health.Policy {
 }
 
 // options are the publishing options the flags select (Validate checked them).
-func (c *Config) options() slices.Options {
-	p, _ := slices.ParsePartitioning(c.Partitioning)
-	s, _ := slices.ParseSharing(c.Sharing)
-	return slices.Options{Partitioning: p, Sharing: s}
+func (c *Config) options() publish.Options {
+	p, _ := publish.ParsePartitioning(c.Partitioning)
+	s, _ := publish.ParseSharing(c.Sharing)
+	return publish.Options{Partitioning: p, Sharing: s}
 }

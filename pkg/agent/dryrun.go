@@ -11,7 +11,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/driver"
 	"github.com/tessera-gpu/tessera/pkg/health"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // healthSnapshotter is a backend that can say at once what its health
@@ -24,7 +24,7 @@ type healthSnapshotter interface {
 // same path the running agent publishes through. Where the backend can say
 // what its health watch would report first, the taints are those a running
 // agent would publish.
-func DryRun(ctx context.Context, nodeName string, b backend.Backend, opts slices.Options, policy health.Policy, w io.Writer) error {
+func DryRun(ctx context.Context, nodeName string, b backend.Backend, opts publish.Options, policy health.Policy, w io.Writer) error {
 	inv, err := b.Discover(ctx)
 	if err != nil {
 		return fmt.Errorf("discover devices with backend %s: %w", b.Name(), err)
@@ -41,11 +41,11 @@ func DryRun(ctx context.Context, nodeName string, b backend.Backend, opts slices
 		tr.Expire(time.Now())
 		opts.Taints = tr.Taints
 	}
-	res, err := slices.BuildWith(nodeName, inv, opts)
+	res, err := publish.BuildWith(nodeName, inv, opts)
 	if err != nil {
 		return err
 	}
-	for _, s := range slices.Objects(driver.DriverName, nodeName, res.Resources) {
+	for _, s := range publish.Objects(driver.DriverName, nodeName, res.Resources) {
 		out, err := yaml.Marshal(s)
 		if err != nil {
 			return fmt.Errorf("render slice: %w", err)

@@ -11,7 +11,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 )
 
-// CloneNode copies the slices one node publishes (as slices.Objects renders
+// CloneNode copies the slices one node publishes (as publish.Objects renders
 // them, node-local, one pool named after the node) for another node: a deep
 // copy with the node name, pool name and generateName changed and the
 // object name cleared, so the clone is what node `to` would publish from

@@ -7,7 +7,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // DriverName is the driver the slices are published for.
@@ -16,13 +16,13 @@ const DriverName = "gpu.tessera.dev"
 // PublishSim builds the slices of a simulated catalogue machine exactly as
 // the agent publishes them with static partitioning, as the objects a
 // cluster would hold.
-func PublishSim(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlice, *slices.Result) {
+func PublishSim(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlice, *publish.Result) {
 	t.Helper()
-	return PublishSimWith(t, profile, node, slices.Options{Partitioning: slices.Static})
+	return PublishSimWith(t, profile, node, publish.Options{Partitioning: publish.Static})
 }
 
 // PublishSimWith is PublishSim with the given publishing options.
-func PublishSimWith(t testing.TB, profile, node string, opts slices.Options) ([]*resourceapi.ResourceSlice, *slices.Result) {
+func PublishSimWith(t testing.TB, profile, node string, opts publish.Options) ([]*resourceapi.ResourceSlice, *publish.Result) {
 	t.Helper()
 	m, err := sim.Profile(profile, node)
 	if err != nil {
@@ -32,11 +32,11 @@ func PublishSimWith(t testing.TB, profile, node string, opts slices.Options) ([]
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := slices.BuildWith(node, inv, opts)
+	res, err := publish.BuildWith(node, inv, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return slices.Objects(DriverName, node, res.Resources), res
+	return publish.Objects(DriverName, node, res.Resources), res
 }
 
 // NewSim starts a simulated backend for m with its own state directory and

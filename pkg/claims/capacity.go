@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
-	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
 // Capacity shares (--sharing=capacity): the scheduler allocates parts of a
@@ -25,13 +25,13 @@ import (
 
 // shareOf is the share an allocation result with shareID consumed, nil
 // when it consumed the device's whole memory (or did not say).
-func shareOf(shareID string, consumed map[resourceapi.QualifiedName]resource.Quantity, e slices.Entry) *sharing.Share {
-	mem, ok := consumed[slices.CapMemory]
+func shareOf(shareID string, consumed map[resourceapi.QualifiedName]resource.Quantity, e publish.Entry) *sharing.Share {
+	mem, ok := consumed[publish.CapMemory]
 	if !ok || mem.Value() >= sharedMemory(e) {
 		return nil
 	}
 	sh := &sharing.Share{ID: shareID, MemoryBytes: mem.Value()}
-	if cu, ok := consumed[slices.CapComputeUnits]; ok {
+	if cu, ok := consumed[publish.CapComputeUnits]; ok {
 		sh.ComputeUnits = cu.Value()
 	}
 	return sh
@@ -39,7 +39,7 @@ func shareOf(shareID string, consumed map[resourceapi.QualifiedName]resource.Qua
 
 // sharedMemory is what a device offers its shares: what was published, or
 // for a device no longer published shareable, its memory.
-func sharedMemory(e slices.Entry) int64 {
+func sharedMemory(e publish.Entry) int64 {
 	switch {
 	case e.Shared != nil:
 		return e.Shared.MemoryBytes
@@ -94,7 +94,7 @@ func (m *Manager) checkShares(uid string, devs []planned) error {
 		}
 		u.mem += d.share.MemoryBytes
 		u.cu += d.share.ComputeUnits
-		offered := &slices.SharedCapacity{MemoryBytes: sharedMemory(slices.Entry{GPU: &d.dev.GPU, Partition: d.dev.Partition, Shared: d.shared})}
+		offered := &publish.SharedCapacity{MemoryBytes: sharedMemory(publish.Entry{GPU: &d.dev.GPU, Partition: d.dev.Partition, Shared: d.shared})}
 		if d.shared != nil {
 			offered.ComputeUnits = d.shared.ComputeUnits
 		}

@@ -15,14 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
-	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // On l4-4 (--sharing=capacity): gpu-0..gpu-3 are L4s of 23034Mi and 58 SMs.
 
 func capacityEnv(t *testing.T, profile string) *env {
 	e := sharingEnv(t, profile)
-	e.sharing = tslices.SharingCapacity
+	e.sharing = publish.SharingCapacity
 	return e
 }
 

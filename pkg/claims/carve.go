@@ -9,10 +9,10 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
-	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
-// Dynamic partitioning (slices.Dynamic): a claim allocated a MIG placement
+// Dynamic partitioning (publish.Dynamic): a claim allocated a MIG placement
 // gets its partition carved at prepare and destroyed at unprepare. Every
 // step is recorded before it is taken, so a crash anywhere leaves a record
 // of what may exist:
@@ -130,7 +130,7 @@ func onOff(on bool) string {
 }
 
 func (m *Manager) dynamic(g *inventory.GPU) bool {
-	return m.cfg.Partitioning == tslices.Dynamic && tslices.IsDynamic(g, tslices.Dynamic)
+	return m.cfg.Partitioning == publish.Dynamic && publish.IsDynamic(g, publish.Dynamic)
 }
 
 func findGPU(n *inventory.Node, uuid string) *inventory.GPU {

@@ -10,12 +10,12 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 func dynamicEnv(t *testing.T, profile string) *env {
 	e := newEnv(t, profile)
-	e.partitioning = slices.Dynamic
+	e.partitioning = publish.Dynamic
 	return e
 }
 
@@ -385,7 +385,7 @@ func (s *stray) DestroyStray(_ context.Context, gpu string) (int, error) {
 // partitions is asked to destroy them on every dynamic GPU, and they count
 // as orphans; a static node never asks.
 func TestDynamicStartupDestroysStrays(t *testing.T) {
-	for _, p := range []slices.Partitioning{slices.Static, slices.Dynamic} {
+	for _, p := range []publish.Partitioning{publish.Static, publish.Dynamic} {
 		e := newEnv(t, "dgx-h100")
 		e.partitioning = p
 		var s *stray
@@ -395,7 +395,7 @@ func TestDynamicStartupDestroysStrays(t *testing.T) {
 		e.orphanHook = func() { orphans++ }
 		e.start(nil)
 		want, wantOrphans := 8, 2
-		if p == slices.Static {
+		if p == publish.Static {
 			want, wantOrphans = 0, 0
 		}
 		if len(s.asked) != want || orphans != wantOrphans {

@@ -16,7 +16,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/mps/mpstest"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 const (
@@ -32,9 +32,9 @@ type env struct {
 	profile string
 	bootID  string
 	// partitioning is the node's publishing mode (static when empty).
-	partitioning slices.Partitioning
+	partitioning publish.Partitioning
 	// sharing is the node's --sharing (none when empty).
-	sharing slices.Sharing
+	sharing publish.Sharing
 	// wrap, if set, wraps the backend (fault injection).
 	wrap func(backend.Backend) backend.Backend
 	// sim is the simulated backend of the last start.
@@ -61,7 +61,7 @@ func (e *env) cdiDir() string         { return filepath.Join(e.dir, "cdi") }
 func (e *env) checkpointPath() string { return filepath.Join(e.dir, "plugin", "checkpoint.json") }
 
 // start builds a Manager as the agent does on start, with an optional crash hook.
-func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
+func (e *env) start(crash func(Step) error) (*Manager, *publish.Result) {
 	e.t.Helper()
 	_, ctx := ktesting.NewTestContext(e.t)
 	m, err := sim.Profile(e.profile, nodeName)
@@ -82,15 +82,15 @@ func (e *env) start(crash func(Step) error) (*Manager, *slices.Result) {
 	if e.wrap != nil {
 		be = e.wrap(b)
 	}
-	pubOpts := slices.Options{Partitioning: e.partitioning, Sharing: e.sharing}
+	pubOpts := publish.Options{Partitioning: e.partitioning, Sharing: e.sharing}
 	// Like the agent, which republishes when the backend's generation
 	// changes, the manager sees the node as it is now.
-	devices := func() *slices.Result {
+	devices := func() *publish.Result {
 		inv, err := b.Discover(ctx)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		r, err := slices.BuildWith(nodeName, inv, pubOpts)
+		r, err := publish.BuildWith(nodeName, inv, pubOpts)
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
-	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
 // Step names a point in prepare or unprepare where a test may stop the agent.
@@ -42,7 +42,7 @@ type Config struct {
 	Store      *checkpoint.Store
 	BootID     string
 	// Devices returns the devices now published by this node.
-	Devices func() *slices.Result
+	Devices func() *publish.Result
 	// ObservePartition, if set, is told of every backend partition call and
 	// how long it took (metrics).
 	ObservePartition func(op PartitionOp, took time.Duration, err error)
@@ -55,7 +55,7 @@ type Config struct {
 	// Partitioning is how the node publishes MIG GPUs; with Dynamic the
 	// manager carves at prepare, destroys at unprepare and removes
 	// partitions no claim owns at start (see carve.go).
-	Partitioning slices.Partitioning
+	Partitioning publish.Partitioning
 }
 
 // Device is one prepared device, as the kubelet plugin returns it.

@@ -12,20 +12,20 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
-	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
 // planned is one allocated device: what the CDI spec gets, and for a
 // dynamic placement what prepare carves first.
 type planned struct {
 	dev   cdi.ClaimDevice
-	carve *slices.Carve
+	carve *publish.Carve
 	// share is set when the claim got part of a multi-allocatable device
 	// (capacity.go; dev.ShareID is the allocation's), shared is what the
 	// device offers all its shares.
 	share  *sharing.Share
-	shared *slices.SharedCapacity
+	shared *publish.SharedCapacity
 }
 
 func cdiDevices(ps []planned) []cdi.ClaimDevice {

@@ -19,8 +19,8 @@ import (
 	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
-	"github.com/tessera-gpu/tessera/pkg/slices"
 )
 
 // On mixed-inference: gpu-0, gpu-1 A100 80GB; gpu-2, gpu-3 T4; gpu-4 MI210.
@@ -192,7 +192,7 @@ func TestMPSDeadDaemonStartedAgain(t *testing.T) {
 
 func TestMPSOnPartition(t *testing.T) {
 	e := sharingEnv(t, "dgx-h100")
-	e.partitioning = slices.Dynamic
+	e.partitioning = publish.Dynamic
 	m, _ := e.start(nil)
 	ctx := ctxFor(t)
 	c := configured("slice", mpsSlice, "gpu-7-mig-1g-10gb-6")

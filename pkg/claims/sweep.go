@@ -8,7 +8,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
-	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // sweepOrphans destroys, on GPUs partitioned dynamically, every partition
@@ -20,7 +20,7 @@ import (
 // then withholds its slices from the scheduler (Holds) and retries the
 // sweep (SweepOrphans) until it goes.
 func (m *Manager) sweepOrphans(ctx context.Context) (int, error) {
-	if m.cfg.Partitioning != tslices.Dynamic {
+	if m.cfg.Partitioning != publish.Dynamic {
 		return 0, nil
 	}
 	logger := klog.FromContext(ctx)
@@ -85,7 +85,7 @@ func (m *Manager) SweepOrphans(ctx context.Context) (int, error) {
 // Holds reports whether a claim in the checkpoint holds partition p of GPU
 // gpu: records its UUID, or is carving it (its device names p's profile and
 // placement and has no partition yet). The driver publishes with it so a
-// partition nobody holds is withheld from the scheduler (slices.Options.Held).
+// partition nobody holds is withheld from the scheduler (publish.Options.Held).
 func (m *Manager) Holds(gpu string, p *inventory.Partition) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

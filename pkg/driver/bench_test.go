@@ -7,7 +7,7 @@ import (
 
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // BenchmarkPrepareUnprepareDynamic is BenchmarkPrepareUnprepare on a node
@@ -27,7 +27,7 @@ func BenchmarkPrepareUnprepareDynamic(b *testing.B) {
 			// generateName, re-creates all slices on each republish. A real
 			// API server sees identical slices (the pool generation stays 1
 			// in the local cluster), so this is the agent's own cost.
-			n := launch(b, &node{profile: "dgx-h100", partitioning: slices.Dynamic, poll: time.Hour})
+			n := launch(b, &node{profile: "dgx-h100", partitioning: publish.Dynamic, poll: time.Hour})
 			benchPrepareUnprepare(b, n, tc.devices...)
 		})
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/metrics/metricstest"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // addShareClaim creates a claim allocated a share of device as the
@@ -36,7 +36,7 @@ func (n *node) addShareClaim(name, device, memory string) *drapbv1.Claim {
 // each reply carries its ShareID (the kubelet keys devices by it), and the
 // shared-device gauges follow the checkpoint.
 func TestCapacitySharesOverGRPC(t *testing.T) {
-	n := launch(t, &node{profile: "l4-4", sharing: slices.SharingCapacity, mps: true, metrics: metrics.New()})
+	n := launch(t, &node{profile: "l4-4", sharing: publish.SharingCapacity, mps: true, metrics: metrics.New()})
 	a, b := n.addShareClaim("a", "gpu-0", "7Gi"), n.addShareClaim("b", "gpu-0", "7Gi")
 	whole := n.addShareClaim("whole", "gpu-1", "23034Mi")
 	resp := n.prepare(a, b, whole)
@@ -108,7 +108,7 @@ func shareStatus(t *testing.T, n *node, claim string) (metav1.ConditionStatus, s
 // TestCapacityShareOnAMDSaysSchedulingOnly: nothing enforces an AMD share,
 // and its claim says so.
 func TestCapacityShareOnAMDSaysSchedulingOnly(t *testing.T) {
-	n := launch(t, &node{profile: "mixed-inference", sharing: slices.SharingCapacity})
+	n := launch(t, &node{profile: "mixed-inference", sharing: publish.SharingCapacity})
 	c := n.addShareClaim("amd", "gpu-4", "20Gi")
 	if e := n.prepare(c).Claims[c.Uid].GetError(); e != "" {
 		t.Fatal(e)

@@ -20,7 +20,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/claims"
 	"github.com/tessera-gpu/tessera/pkg/health"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // DriverName is the DRA driver name and attribute domain.
@@ -49,10 +49,10 @@ type Options struct {
 	// operations and health events; nil records nothing.
 	Metrics *metrics.Metrics
 	// Partitioning is how MIG-capable GPUs are published (static when empty).
-	Partitioning slices.Partitioning
+	Partitioning publish.Partitioning
 	// Sharing says whether devices are published multi-allocatable
 	// (capacity shares); none when empty.
-	Sharing slices.Sharing
+	Sharing publish.Sharing
 	// OrphanRetry is how often, on a dynamic node, partitions that no claim
 	// holds and that the start-up sweep could not destroy are tried again;
 	// one minute when zero.
@@ -73,7 +73,7 @@ type Driver struct {
 	tracker *health.Tracker
 
 	mu        sync.RWMutex
-	published *slices.Result
+	published *publish.Result
 	modes     string // last logged GPU publishing modes
 
 	helper *kubeletplugin.Helper
@@ -122,7 +122,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	// On a dynamic node recovery may have destroyed partitions, and what it
 	// could not destroy is withheld (it needs the checkpoint, read just
 	// now): build again. A static node's recovery changes no partition.
-	if o.Partitioning == slices.Dynamic {
+	if o.Partitioning == publish.Dynamic {
 		if err := d.Refresh(ctx); err != nil {
 			return nil, err
 		}
@@ -141,11 +141,11 @@ func (d *Driver) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("discover devices with backend %s: %w", d.opts.Backend.Name(), err)
 	}
-	opts := slices.Options{Partitioning: d.opts.Partitioning, Sharing: d.opts.Sharing, Taints: d.tracker.Taints}
+	opts := publish.Options{Partitioning: d.opts.Partitioning, Sharing: d.opts.Sharing, Taints: d.tracker.Taints}
 	if d.claims != nil {
 		opts.Held = d.claims.Holds
 	}
-	res, err := slices.BuildWith(d.opts.NodeName, inv, opts)
+	res, err := publish.BuildWith(d.opts.NodeName, inv, opts)
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (d *Driver) Refresh(ctx context.Context) error {
 }
 
 // Published returns the devices of the last Refresh.
-func (d *Driver) Published() *slices.Result {
+func (d *Driver) Published() *publish.Result {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.published

@@ -13,7 +13,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/health"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // healthResend is how often a full report is re-sent. The kubelet marks a
@@ -24,7 +24,7 @@ const healthResend = 10 * time.Second
 // (pkg/health), republishes the node's slices when a GPU's conditions (its
 // taints) change, and wakes the kubelet's health streams.
 type healthHub struct {
-	devices   func() *slices.Result
+	devices   func() *publish.Result
 	metrics   *metrics.Metrics
 	tracker   *health.Tracker
 	republish func(context.Context) error
@@ -33,7 +33,7 @@ type healthHub struct {
 	changed chan struct{} // closed and replaced on each change
 }
 
-func newHealthHub(devices func() *slices.Result, m *metrics.Metrics, tr *health.Tracker) *healthHub {
+func newHealthHub(devices func() *publish.Result, m *metrics.Metrics, tr *health.Tracker) *healthHub {
 	return &healthHub{devices: devices, metrics: m, tracker: tr, changed: make(chan struct{})}
 }
 
@@ -151,7 +151,7 @@ func (h *healthHub) setMetrics() {
 
 // gpuOf maps a signal's UUID to its GPU's: a partition's signal is its
 // GPU's. An unknown UUID is kept (a GPU not published, still tracked).
-func gpuOf(res *slices.Result, uuid string) string {
+func gpuOf(res *publish.Result, uuid string) string {
 	if res == nil {
 		return uuid
 	}

@@ -29,7 +29,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/mps/mpstest"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // node is one simulated node with a running agent, driven over the agent's
@@ -47,9 +47,9 @@ type node struct {
 	// metrics is passed to the agent; nil (most tests) records nothing.
 	metrics *metrics.Metrics
 	// partitioning is the node's publishing mode (static when empty).
-	partitioning slices.Partitioning
+	partitioning publish.Partitioning
 	// sharing is the node's --sharing (none when empty).
-	sharing slices.Sharing
+	sharing publish.Sharing
 	// poll is Options.InventoryPoll (50ms when zero).
 	poll time.Duration
 	// orphanRetry is Options.OrphanRetry (50ms when zero).

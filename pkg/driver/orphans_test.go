@@ -12,7 +12,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
-	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // stubborn refuses to destroy one partition until let go, like a MIG
@@ -41,7 +41,7 @@ func TestWithheldOrphanReturnsWhenItGoes(t *testing.T) {
 	}
 	stuck := m.Node.GPUs[6].Partitions[0]
 	s := &stubborn{uuid: stuck.UUID}
-	n := launch(t, &node{profile: "dgx-h100-mig", partitioning: tslices.Dynamic, wrap: func(b backend.Backend) backend.Backend {
+	n := launch(t, &node{profile: "dgx-h100-mig", partitioning: publish.Dynamic, wrap: func(b backend.Backend) backend.Backend {
 		s.Backend = b
 		return s
 	}})

@@ -2,12 +2,12 @@ package driver
 
 import (
 	"github.com/tessera-gpu/tessera/pkg/metrics"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // publishedCounts counts a slice build's devices by vendor, model and type
 // for tessera_published_devices.
-func publishedCounts(res *slices.Result) map[metrics.DeviceKey]int {
+func publishedCounts(res *publish.Result) map[metrics.DeviceKey]int {
 	out := map[metrics.DeviceKey]int{}
 	for _, e := range res.Devices {
 		k := metrics.DeviceKey{Vendor: string(e.GPU.Vendor), Model: e.GPU.Model, Type: metrics.TypeGPU}
@@ -20,7 +20,7 @@ func publishedCounts(res *slices.Result) map[metrics.DeviceKey]int {
 }
 
 // withholds reports whether res withholds any partition from the scheduler.
-func withholds(res *slices.Result) bool {
+func withholds(res *publish.Result) bool {
 	for _, m := range res.Modes {
 		if len(m.Withheld) > 0 {
 			return true

@@ -10,7 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // Start registers with the kubelet, publishes the node's ResourceSlices and
@@ -50,7 +50,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		}
 		go d.watchInventory(ctx, g, every)
 	}
-	if d.opts.Partitioning == slices.Dynamic {
+	if d.opts.Partitioning == publish.Dynamic {
 		every := d.opts.OrphanRetry
 		if every <= 0 {
 			every = time.Minute

@@ -13,7 +13,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/pkg/topology"
 )
 
@@ -129,11 +129,11 @@ func TestDGXH100MatchesSim(t *testing.T) {
 
 	// Published slices: same devices, order, attributes; capacities apart
 	// from the sim's whole-GPU engine counts.
-	gr, err := slices.Build("node-1", got)
+	gr, err := publish.Build("node-1", got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wr, err := slices.Build("node-1", want)
+	wr, err := publish.Build("node-1", want)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,11 +173,11 @@ func TestDGXH100OnlyIdentifiersDependOnUUIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gr, err := slices.Build("node-1", got)
+	gr, err := publish.Build("node-1", got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wr, err := slices.Build("node-1", &m.Node)
+	wr, err := publish.Build("node-1", &m.Node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestDGXH100OnlyIdentifiersDependOnUUIDs(t *testing.T) {
 	}
 }
 
-func devices(r *slices.Result) map[string]resourceapi.Device {
+func devices(r *publish.Result) map[string]resourceapi.Device {
 	out := map[string]resourceapi.Device{}
 	for _, p := range r.Resources.Pools {
 		for _, s := range p.Slices {

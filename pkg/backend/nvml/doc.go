@@ -1,6 +1,6 @@
 // Package nvml is Tessera's NVIDIA backend. It discovers GPUs, MIG
 // instances and NVLink/NVSwitch topology through NVML (github.com/NVIDIA/go-nvml)
-// and fills the vendor-neutral inventory that pkg/slices publishes.
+// and fills the vendor-neutral inventory that pkg/publish publishes.
 //
 // It is the only package of the project that imports go-nvml, which needs
 // cgo. Every file that imports it is built only with cgo on linux; without

@@ -13,7 +13,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 func TestLibraryAbsent(t *testing.T) {
@@ -105,7 +105,7 @@ func TestLostAndFailingGPUs(t *testing.T) {
 			t.Errorf("%s health %+v, want %s", g.PCIBusID, g.Health, want)
 		}
 	}
-	if _, err := slices.Build("n", n); err != nil {
+	if _, err := publish.Build("n", n); err != nil {
 		t.Errorf("slices of a degraded node: %v", err)
 	}
 }

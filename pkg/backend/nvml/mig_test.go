@@ -12,7 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // carve makes a GI of the profile at start with one full-size CI, through
@@ -86,7 +86,7 @@ func TestA100MIGInstances(t *testing.T) {
 		t.Errorf("health %+v", g.Health)
 	}
 
-	res, err := slices.Build("n", n)
+	res, err := publish.Build("n", n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // Main runs `tessera-sim inject` with args and returns the exit status.
@@ -95,7 +95,7 @@ func resolve(stateDir, device string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	names, err := slices.GPUNames(&inventory.Node{GPUs: gpus})
+	names, err := publish.GPUNames(&inventory.Node{GPUs: gpus})
 	if err != nil {
 		return "", err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
-	"github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 func TestInject(t *testing.T) {
@@ -21,7 +21,7 @@ func TestInject(t *testing.T) {
 	if _, err := sim.New(m, dir, sim.WithBootID("b")); err != nil {
 		t.Fatal(err)
 	}
-	names, err := slices.GPUNames(&inventory.Node{GPUs: m.Node.GPUs})
+	names, err := publish.GPUNames(&inventory.Node{GPUs: m.Node.GPUs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package slices_test
+package publish_test
 
 import (
 	"slices"
@@ -10,7 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
-	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // churnOrders are device orders to compare with Tessera's, as sort keys
@@ -216,14 +216,14 @@ func reorderDevices(objs []*resourceapi.ResourceSlice, cmp func(a, b resourceapi
 			devices = append(devices, *d.DeepCopy())
 		}
 	}
-	if len(devices) > len(deviceSlices)*tslices.MaxDevicesPerSlice {
+	if len(devices) > len(deviceSlices)*publish.MaxDevicesPerSlice {
 		panic("reorderDevices: more devices than the slices hold")
 	}
 	slices.SortStableFunc(devices, cmp)
 	var out []*resourceapi.ResourceSlice
 	for i, s := range deviceSlices {
 		c := s.DeepCopy()
-		lo, hi := min(i*tslices.MaxDevicesPerSlice, len(devices)), min((i+1)*tslices.MaxDevicesPerSlice, len(devices))
+		lo, hi := min(i*publish.MaxDevicesPerSlice, len(devices)), min((i+1)*publish.MaxDevicesPerSlice, len(devices))
 		c.Spec.Devices = devices[lo:hi]
 		out = append(out, c)
 	}

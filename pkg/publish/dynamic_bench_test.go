@@ -1,4 +1,4 @@
-package slices_test
+package publish_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
-	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // BenchmarkFleet measures what the slices cost the scheduler: one
@@ -44,13 +44,13 @@ func BenchmarkFleet(b *testing.B) {
 	// driver's), to show what the order costs the scheduler.
 	modes := []struct {
 		name   string
-		mode   tslices.Partitioning
+		mode   publish.Partitioning
 		byName bool
-	}{{"static", tslices.Static, false}, {"dynamic", tslices.Dynamic, false}, {"dynamic-name", tslices.Dynamic, true}}
+	}{{"static", publish.Static, false}, {"dynamic", publish.Dynamic, false}, {"dynamic-name", publish.Dynamic, true}}
 	for _, n := range []int{10, 100, 1000} {
 		for _, m := range modes {
 			cases := []claimCase{gpu}
-			if m.mode == tslices.Dynamic {
+			if m.mode == publish.Dynamic {
 				// MIG slices exist only where the scheduler may carve them.
 				cases = []claimCase{mig, gpu}
 			}
@@ -165,7 +165,7 @@ var (
 // fleetOf builds (once per process, so -count reuses it) a fleet of n
 // dgx-h100 nodes published with mode, each filled by one of a few fill
 // patterns.
-func fleetOf(b *testing.B, n int, mode tslices.Partitioning, byName bool) *fleet {
+func fleetOf(b *testing.B, n int, mode publish.Partitioning, byName bool) *fleet {
 	b.Helper()
 	fleetsMu.Lock()
 	defer fleetsMu.Unlock()
@@ -179,7 +179,7 @@ func fleetOf(b *testing.B, n int, mode tslices.Partitioning, byName bool) *fleet
 	if err != nil {
 		b.Fatal(err)
 	}
-	objs, res := alloctest.PublishSimWith(b, "dgx-h100", fleetTemplate, tslices.Options{Partitioning: mode})
+	objs, res := alloctest.PublishSimWith(b, "dgx-h100", fleetTemplate, publish.Options{Partitioning: mode})
 	order := res.Order
 	if byName {
 		objs = reorderDevices(objs, func(a, b resourceapi.Device) int { return strings.Compare(a.Name, b.Name) })
@@ -210,7 +210,7 @@ func fleetOf(b *testing.B, n int, mode tslices.Partitioning, byName bool) *fleet
 // nodes get 0-8 whole GPUs; dynamic nodes get a mix of whole GPUs and
 // 1g/2g/3g partitions up to 0-8 GPUs' worth of memory slices, about half
 // the node on average.
-func fillPatterns(b *testing.B, c *alloctest.Cluster, mode tslices.Partitioning, k int) [][]string {
+func fillPatterns(b *testing.B, c *alloctest.Cluster, mode publish.Partitioning, k int) [][]string {
 	b.Helper()
 	ctx := context.Background()
 	kinds := []struct {
@@ -235,7 +235,7 @@ func fillPatterns(b *testing.B, c *alloctest.Cluster, mode tslices.Partitioning,
 			return true
 		}
 		target := rng.Intn(9)
-		if mode == tslices.Static {
+		if mode == publish.Static {
 			for i := range target {
 				if !alloc(wholeClaim(fmt.Sprint("fill", i))) {
 					b.Fatalf("pattern %d: whole GPU %d did not fit", p, i)

@@ -1,4 +1,4 @@
-package slices_test
+package publish_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
-	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // BenchmarkFleetSharing is what --sharing=capacity costs the scheduler next
@@ -24,12 +24,12 @@ import (
 func BenchmarkFleetSharing(b *testing.B) {
 	ctx := context.Background()
 	const nodes = 1000
-	for _, mode := range []tslices.Sharing{tslices.SharingNone, tslices.SharingCapacity} {
+	for _, mode := range []publish.Sharing{publish.SharingNone, publish.SharingCapacity} {
 		classes, err := alloctest.Classes()
 		if err != nil {
 			b.Fatal(err)
 		}
-		objs, _ := alloctest.PublishSimWith(b, "l4-4", "template", tslices.Options{Partitioning: tslices.Static, Sharing: mode})
+		objs, _ := alloctest.PublishSimWith(b, "l4-4", "template", publish.Options{Partitioning: publish.Static, Sharing: mode})
 		// The fill patterns: k = 0..4 claims of 7Gi on the template node.
 		tmpl := alloctest.NewCluster(objs, classes)
 		var patterns [][]resourceapi.AllocationResult
@@ -74,7 +74,7 @@ func BenchmarkFleetSharing(b *testing.B) {
 				// Without sharing a node with four 7Gi claims is full; with
 				// capacity every node has room for both claims.
 				want := nodes
-				if mode == tslices.SharingNone {
+				if mode == publish.SharingNone {
 					want = nodes * 4 / 5
 				}
 				if fit != want {

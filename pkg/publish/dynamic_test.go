@@ -1,4 +1,4 @@
-package slices_test
+package publish_test
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
-	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
-var dynamic = tslices.Options{Partitioning: tslices.Dynamic}
+var dynamic = publish.Options{Partitioning: publish.Dynamic}
 
-func dynamicCluster(t testing.TB, machine string) (*alloctest.Cluster, *tslices.Result) {
+func dynamicCluster(t testing.TB, machine string) (*alloctest.Cluster, *publish.Result) {
 	t.Helper()
 	classes, err := alloctest.Classes()
 	if err != nil {
@@ -57,14 +57,14 @@ func TestDynamicLayoutWithinAPILimits(t *testing.T) {
 		} else {
 			deviceSlices++
 		}
-		if n := len(s.Spec.SharedCounters); n > tslices.MaxCounterSetsPerSlice {
+		if n := len(s.Spec.SharedCounters); n > publish.MaxCounterSetsPerSlice {
 			t.Errorf("slice %s: %d counter sets", s.GenerateName, n)
 		}
-		if n := len(s.Spec.Devices); n > tslices.MaxDevicesPerSlice {
+		if n := len(s.Spec.Devices); n > publish.MaxDevicesPerSlice {
 			t.Errorf("slice %s: %d devices", s.GenerateName, n)
 		}
 		for _, cs := range s.Spec.SharedCounters {
-			if len(cs.Counters) > tslices.MaxCountersPerSet {
+			if len(cs.Counters) > publish.MaxCountersPerSet {
 				t.Errorf("counter set %s: %d counters", cs.Name, len(cs.Counters))
 			}
 			sets[cs.Name] = map[string]int64{}
@@ -200,7 +200,7 @@ func TestDynamicEveryProfileFitsAsTheTableSays(t *testing.T) {
 	}
 }
 
-func profileOf(t *testing.T, res *tslices.Result, name string) inventory.PartitionProfile {
+func profileOf(t *testing.T, res *publish.Result, name string) inventory.PartitionProfile {
 	for _, e := range res.Devices {
 		if pr := e.GPU.Partitioning.Profile(name); pr != nil {
 			return *pr
@@ -292,7 +292,7 @@ func TestDynamicAllocatorAgreesWithHardwareRules(t *testing.T) {
 	profiles := []string{"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "whole"}
 	type live struct {
 		alloc resourceapi.AllocationResult
-		entry tslices.Entry
+		entry publish.Entry
 		part  string
 	}
 	var held []live
@@ -422,7 +422,7 @@ func TestDynamicPublishesByMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv := m.Node.Clone()
-	res, err := tslices.BuildWith("n", inv, dynamic)
+	res, err := publish.BuildWith("n", inv, dynamic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +437,7 @@ func TestDynamicPublishesByMode(t *testing.T) {
 	for i := range inv.GPUs {
 		inv.GPUs[i].Partitioning.Enabled = true
 	}
-	res, err = tslices.BuildWith("n", inv, dynamic)
+	res, err = publish.BuildWith("n", inv, dynamic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +504,7 @@ func TestDynamicEveryMIGTableFits(t *testing.T) {
 		g := m.Node.GPUs[gi]
 		tested[g.ProductName] = true
 		t.Run(machine+"/"+g.ProductName, func(t *testing.T) {
-			res, err := tslices.BuildWith(machine, m.Node.Clone(), dynamic)
+			res, err := publish.BuildWith(machine, m.Node.Clone(), dynamic)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -518,7 +518,7 @@ func TestDynamicEveryMIGTableFits(t *testing.T) {
 				}
 				// A second, empty GPU carves what the allocator hands out.
 				hw = alloctest.NewSim(t, m)
-				c := alloctest.NewCluster(tslices.Objects(driver, machine, res.Resources), classes)
+				c := alloctest.NewCluster(publish.Objects(driver, machine, res.Resources), classes)
 				n := 0
 				for ; ; n++ {
 					claim := alloctest.Claim(fmt.Sprint("c", n), req("mig.gpu.tessera.dev", 1,
@@ -563,11 +563,11 @@ func TestDynamicMoreThanEightGPUs(t *testing.T) {
 		g.PCIBusID = fmt.Sprintf("0001:%02x:00.0", i+1)
 		inv.GPUs = append(inv.GPUs, g)
 	}
-	res, err := tslices.BuildWith("n", inv, dynamic)
+	res, err := publish.BuildWith("n", inv, dynamic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := tslices.Objects(driver, "n", res.Resources)
+	objs := publish.Objects(driver, "n", res.Resources)
 	sets := map[string]bool{}
 	var counterSlices []int
 	for _, s := range objs {

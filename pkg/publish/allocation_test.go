@@ -1,4 +1,4 @@
-package slices_test
+package publish_test
 
 import (
 	"fmt"
@@ -12,13 +12,13 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
-	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 const driver = "gpu.tessera.dev"
 
 // publish builds the slices of a catalogue machine exactly as the agent does.
-func publish(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlice, *tslices.Result) {
+func publishNode(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlice, *publish.Result) {
 	return alloctest.PublishSim(t, profile, node)
 }
 
@@ -26,7 +26,7 @@ func publish(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlice, 
 // a node named after its profile.
 func cluster(t testing.TB, profiles ...string) *alloctest.Cluster {
 	t.Helper()
-	return sharedCluster(t, tslices.SharingNone, tslices.Static, profiles...)
+	return sharedCluster(t, publish.SharingNone, publish.Static, profiles...)
 }
 
 // Selectors a user would write, against the vendor-neutral schema.
@@ -133,7 +133,7 @@ func TestAllocation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			c := cluster(t, tc.profile)
-			_, res := publish(t, tc.profile, tc.profile)
+			_, res := publishNode(t, tc.profile, tc.profile)
 			for _, s := range tc.steps {
 				got, err := c.Allocate(ctx, tc.profile, s.claim)
 				if err != nil {
@@ -194,7 +194,7 @@ func TestEveryMachineFitsExactly(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	for _, profile := range sim.CatalogNames() {
 		t.Run(profile, func(t *testing.T) {
-			_, res := publish(t, profile, profile)
+			_, res := publishNode(t, profile, profile)
 			var whole int64
 			for _, e := range res.Devices {
 				if e.Partition == nil {
@@ -224,10 +224,10 @@ func TestEveryMachineFitsExactly(t *testing.T) {
 func TestSlicesRespectAPILimits(t *testing.T) {
 	for _, profile := range sim.CatalogNames() {
 		t.Run(profile, func(t *testing.T) {
-			objs, _ := publish(t, profile, "node-with-a-rather-long-name-0123456789")
+			objs, _ := publishNode(t, profile, "node-with-a-rather-long-name-0123456789")
 			names := map[string]bool{}
 			for _, s := range objs {
-				if n := len(s.Spec.Devices); n > tslices.MaxDevicesPerSlice {
+				if n := len(s.Spec.Devices); n > publish.MaxDevicesPerSlice {
 					t.Errorf("slice %s has %d devices", s.GenerateName, n)
 				}
 				if s.Spec.Pool.ResourceSliceCount != int64(len(objs)) {
@@ -241,7 +241,7 @@ func TestSlicesRespectAPILimits(t *testing.T) {
 						t.Errorf("duplicate device %s", d.Name)
 					}
 					names[d.Name] = true
-					if n := len(d.Attributes) + len(d.Capacity); n > tslices.MaxAttrsAndCapacity {
+					if n := len(d.Attributes) + len(d.Capacity); n > publish.MaxAttrsAndCapacity {
 						t.Errorf("device %s: %d attributes+capacities", d.Name, n)
 					}
 					for k, a := range d.Attributes {

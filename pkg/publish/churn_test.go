@@ -1,4 +1,4 @@
-package slices_test
+package publish_test
 
 import (
 	"context"

@@ -9,18 +9,18 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
-	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 const driverName = "gpu.tessera.dev"
 
-func publish(t *testing.T, root, node string) ([]*resourceapi.ResourceSlice, *tslices.Result) {
+func publishNode(t *testing.T, root, node string) ([]*resourceapi.ResourceSlice, *publish.Result) {
 	t.Helper()
-	res, err := tslices.Build(node, discover(t, root))
+	res, err := publish.Build(node, discover(t, root))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tslices.Objects(driverName, node, res.Resources), res
+	return publish.Objects(driverName, node, res.Resources), res
 }
 
 func TestPublishedSlices(t *testing.T) {
@@ -36,12 +36,12 @@ func TestPublishedSlices(t *testing.T) {
 		{fixture("mi210-pcie"), 2, "gpu-0", false},
 		{fixture("w7900"), 1, "gpu-0", false},
 		// The real capture's partition 3 has 16 MiB less VRAM than the others,
-		// and pkg/slices puts smaller partitions first.
+		// and pkg/publish puts smaller partitions first.
 		{sharedMI308X, 32, "gpu-0-xcp-cpx-3", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.root, func(t *testing.T) {
-			objs, res := publish(t, tc.root, "n1")
+			objs, res := publishNode(t, tc.root, "n1")
 			if len(res.Order) != tc.devices || res.Order[0] != tc.first {
 				t.Fatalf("%d devices starting %v, want %d starting %s", len(res.Order), res.Order[:min(3, len(res.Order))], tc.devices, tc.first)
 			}
@@ -113,7 +113,7 @@ func TestAllocation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			objs, _ := publish(t, tc.root, "n1")
+			objs, _ := publishNode(t, tc.root, "n1")
 			c := alloctest.NewCluster(objs, classes)
 			for _, s := range tc.steps {
 				got, err := c.Allocate(ctx, "n1", s.claim)
@@ -150,7 +150,7 @@ func TestSimMatchesBackend(t *testing.T) {
 		t.Run(tc.profile, func(t *testing.T) {
 			simObjs, _ := alloctest.PublishSim(t, tc.profile, "n1")
 			simDev := findModel(t, simObjs, tc.model)
-			objs, _ := publish(t, tc.root, "n1")
+			objs, _ := publishNode(t, tc.root, "n1")
 			amdDev := findModel(t, objs, tc.model)
 			names := func(d resourceapi.Device) []string {
 				var out []string

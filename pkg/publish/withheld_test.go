@@ -1,4 +1,4 @@
-package slices_test
+package publish_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
-	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // TestDynamicWithholdsPartitionsNobodyHolds: a partition no claim holds (an
@@ -24,7 +24,7 @@ func TestDynamicWithholdsPartitionsNobodyHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := tslices.BuildWith("dgx-h100", inv, dynamic)
+	first, err := publish.BuildWith("dgx-h100", inv, dynamic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,11 +62,11 @@ func TestDynamicWithholdsPartitionsNobodyHolds(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := tslices.BuildWith("dgx-h100", inv, tslices.Options{Partitioning: tslices.Dynamic, Held: tc.held})
+			res, err := publish.BuildWith("dgx-h100", inv, publish.Options{Partitioning: publish.Dynamic, Held: tc.held})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var mode tslices.GPUMode
+			var mode publish.GPUMode
 			for _, m := range res.Modes {
 				if m.UUID == victim {
 					mode = m
@@ -93,7 +93,7 @@ func TestDynamicWithholdsPartitionsNobodyHolds(t *testing.T) {
 				}
 			}
 
-			objs := tslices.Objects(alloctest.DriverName, "dgx-h100", res.Resources)
+			objs := publish.Objects(alloctest.DriverName, "dgx-h100", res.Resources)
 			c := alloctest.NewCluster(objs, classes)
 			if got, _ := c.Allocate(ctx, "dgx-h100", alloctest.Claim("eight", req("nvidia.gpu.tessera.dev", 8))); (got != nil) != (tc.held == nil) {
 				t.Errorf("8 whole GPUs allocated: %v, want %v (gpu-7 holds partitions)", got != nil, tc.held == nil)
@@ -126,7 +126,7 @@ func fill(t *testing.T, c *alloctest.Cluster, profile string) int {
 	return 0
 }
 
-func counterSet(t *testing.T, res *tslices.Result, name string) resourceapi.CounterSet {
+func counterSet(t *testing.T, res *publish.Result, name string) resourceapi.CounterSet {
 	for _, s := range res.Resources.Pools["dgx-h100"].Slices {
 		for _, cs := range s.SharedCounters {
 			if cs.Name == name {

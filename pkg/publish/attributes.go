@@ -1,4 +1,4 @@
-package slices
+package publish
 
 import (
 	"crypto/sha256"

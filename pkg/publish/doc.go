@@ -1,4 +1,4 @@
-// Package slices is the one path from a node's inventory to the
+// Package publish is the one path from a node's inventory to the
 // ResourceSlices Tessera publishes (resourceslice.DriverResources for
 // kubeletplugin.Helper.PublishResources, and the same objects for --dry-run).
 //
@@ -69,4 +69,4 @@
 // points more claims than in name order and 2 points fewer than a bound
 // that may repack every running partition; parent direction (rule 4) makes
 // no measurable difference to packing, only to where whole GPUs stay free.
-package slices
+package publish

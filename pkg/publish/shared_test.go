@@ -1,4 +1,4 @@
-package slices_test
+package publish_test
 
 import (
 	"fmt"
@@ -9,12 +9,12 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
-	tslices "github.com/tessera-gpu/tessera/pkg/slices"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // sharedCluster is the machines published with sharing and partitioning,
 // each as a node named after its profile.
-func sharedCluster(t testing.TB, sharing tslices.Sharing, part tslices.Partitioning, profiles ...string) *alloctest.Cluster {
+func sharedCluster(t testing.TB, sharing publish.Sharing, part publish.Partitioning, profiles ...string) *alloctest.Cluster {
 	t.Helper()
 	classes, err := alloctest.Classes()
 	if err != nil {
@@ -22,7 +22,7 @@ func sharedCluster(t testing.TB, sharing tslices.Sharing, part tslices.Partition
 	}
 	var all []*resourceapi.ResourceSlice
 	for _, p := range profiles {
-		s, _ := alloctest.PublishSimWith(t, p, p, tslices.Options{Partitioning: part, Sharing: sharing})
+		s, _ := alloctest.PublishSimWith(t, p, p, publish.Options{Partitioning: part, Sharing: sharing})
 		all = append(all, s...)
 	}
 	return alloctest.NewCluster(all, classes)
@@ -51,12 +51,12 @@ func TestCapacitySharing(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		sharing tslices.Sharing
-		part    tslices.Partitioning
+		sharing publish.Sharing
+		part    publish.Partitioning
 		profile string
 		steps   []step
 	}{
-		{name: "three 7Gi shares fill an L4, the fourth opens the next", sharing: tslices.SharingCapacity, profile: "l4-4", steps: []step{
+		{name: "three 7Gi shares fill an L4, the fourth opens the next", sharing: publish.SharingCapacity, profile: "l4-4", steps: []step{
 			{claim: share("a", nv, "memory", "7Gi"), want: "gpu-0", consumed: map[string]string{"memory": "7Gi", "computeUnits": "0", "decoders": "0", "encoders": "0", "jpegDecoders": "0"}},
 			{claim: share("b", nv, "memory", "7Gi"), want: "gpu-0"},
 			{claim: share("c", nv, "memory", "7Gi"), want: "gpu-0"},
@@ -71,7 +71,7 @@ func TestCapacitySharing(t *testing.T) {
 			{claim: share("f", nv, "memory", "15Gi"), want: "gpu-1"},
 			{claim: share("g", nv, "memory", "1Gi")},
 		}},
-		{name: "two shares of 29 SMs fill an L4's 58", sharing: tslices.SharingCapacity, profile: "l4-4", steps: []step{
+		{name: "two shares of 29 SMs fill an L4's 58", sharing: publish.SharingCapacity, profile: "l4-4", steps: []step{
 			{claim: share("a", nv, "memory", "1Gi", "computeUnits", "29"), want: "gpu-0", consumed: map[string]string{"memory": "1Gi", "computeUnits": "29"}},
 			{claim: share("b", nv, "memory", "1Gi", "computeUnits", "29"), want: "gpu-0"},
 			{claim: share("c", nv, "memory", "1Gi", "computeUnits", "1"), want: "gpu-1"},
@@ -79,18 +79,18 @@ func TestCapacitySharing(t *testing.T) {
 			{claim: share("d", nv, "memory", "1Gi"), want: "gpu-0"},
 			{claim: share("e", nv, "computeUnits", "59")},
 		}},
-		{name: "shares that exactly fill a GPU", sharing: tslices.SharingCapacity, profile: "l4-4", steps: []step{
+		{name: "shares that exactly fill a GPU", sharing: publish.SharingCapacity, profile: "l4-4", steps: []step{
 			{claim: share("a", nv, "memory", "11517Mi"), want: "gpu-0"},
 			{claim: share("b", nv, "memory", "11517Mi"), want: "gpu-0"},
 			{claim: share("c", nv, "memory", "1Gi"), want: "gpu-1"},
 		}},
-		{name: "requests round up to the policy", sharing: tslices.SharingCapacity, profile: "l4-4", steps: []step{
+		{name: "requests round up to the policy", sharing: publish.SharingCapacity, profile: "l4-4", steps: []step{
 			{claim: share("tiny", nv, "memory", "100Mi"), want: "gpu-0", consumed: map[string]string{"memory": "1Gi"}},
 			{claim: share("odd", nv, "memory", "7500000Ki"), want: "gpu-0", consumed: map[string]string{"memory": "7325Mi"}},
 			{claim: share("cu", nv, "memory", "1Gi", "computeUnits", "2500m"), want: "gpu-0", consumed: map[string]string{"computeUnits": "3"}},
 			{claim: share("toolarge", nv, "memory", "23035Mi")},
 		}},
-		{name: "whole GPUs exclude shares", sharing: tslices.SharingCapacity, profile: "l4-4", steps: []step{
+		{name: "whole GPUs exclude shares", sharing: publish.SharingCapacity, profile: "l4-4", steps: []step{
 			{claim: share("w0", nv), want: "gpu-0"},
 			{claim: share("w1", nv), want: "gpu-1"},
 			{claim: share("w2", nv), want: "gpu-2"},
@@ -98,25 +98,25 @@ func TestCapacitySharing(t *testing.T) {
 			{claim: share("a", nv, "memory", "1Gi")},
 			{claim: share("b", nv, "computeUnits", "1")},
 		}},
-		{name: "without sharing a capacity request takes a whole GPU", sharing: tslices.SharingNone, profile: "l4-4", steps: []step{
+		{name: "without sharing a capacity request takes a whole GPU", sharing: publish.SharingNone, profile: "l4-4", steps: []step{
 			{claim: share("a", nv, "memory", "7Gi"), want: "gpu-0"},
 			{claim: share("b", nv, "memory", "7Gi"), want: "gpu-1"},
 			{claim: share("c", nv, "memory", "7Gi"), want: "gpu-2"},
 			{claim: share("d", nv, "memory", "7Gi"), want: "gpu-3"},
 			{claim: share("e", nv, "memory", "7Gi")},
 		}},
-		{name: "AMD GPUs share too", sharing: tslices.SharingCapacity, profile: "mixed-inference", steps: []step{
+		{name: "AMD GPUs share too", sharing: publish.SharingCapacity, profile: "mixed-inference", steps: []step{
 			{claim: share("a", "amd.gpu.tessera.dev", "memory", "32000Mi"), want: "gpu-4"},
 			{claim: share("b", "amd.gpu.tessera.dev", "memory", "32000Mi", "computeUnits", "104"), want: "gpu-4"},
 			{claim: share("c", "amd.gpu.tessera.dev", "memory", "2Gi")},
 			{claim: share("d", "amd.gpu.tessera.dev", "memory", "1Gi"), want: "gpu-4"},
 		}},
-		{name: "static MIG instances are shared", sharing: tslices.SharingCapacity, profile: "dgx-h100-mig", steps: []step{
+		{name: "static MIG instances are shared", sharing: publish.SharingCapacity, profile: "dgx-h100-mig", steps: []step{
 			{claim: share("a", "mig.gpu.tessera.dev", "memory", "4Gi"), want: "gpu-6-mig-1g-10gb-0"},
 			{claim: share("b", "mig.gpu.tessera.dev", "memory", "4Gi"), want: "gpu-6-mig-1g-10gb-0"},
 			{claim: share("c", "mig.gpu.tessera.dev", "memory", "4Gi"), want: "gpu-6-mig-1g-10gb-1"},
 		}},
-		{name: "dynamic GPUs are not shared: a share takes a whole placement", sharing: tslices.SharingCapacity, part: tslices.Dynamic, profile: "dgx-h100", steps: []step{
+		{name: "dynamic GPUs are not shared: a share takes a whole placement", sharing: publish.SharingCapacity, part: publish.Dynamic, profile: "dgx-h100", steps: []step{
 			{claim: share("a", "mig.gpu.tessera.dev", "memory", "4Gi"), want: "gpu-7-mig-1g-10gb-5"},
 			{claim: share("b", "mig.gpu.tessera.dev", "memory", "4Gi"), want: "gpu-7-mig-1g-10gb-4"},
 		}},
@@ -126,7 +126,7 @@ func TestCapacitySharing(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			part := tc.part
 			if part == "" {
-				part = tslices.Static
+				part = publish.Static
 			}
 			c := sharedCluster(t, tc.sharing, part, tc.profile)
 			for _, s := range tc.steps {
@@ -145,7 +145,7 @@ func TestCapacitySharing(t *testing.T) {
 					continue
 				}
 				r := res[0].Devices.Results[0]
-				if tc.sharing == tslices.SharingCapacity && part == tslices.Static && r.ShareID == nil {
+				if tc.sharing == publish.SharingCapacity && part == publish.Static && r.ShareID == nil {
 					t.Errorf("claim %s: no ShareID on a shared device", s.claim.Name)
 				}
 				for name, q := range s.consumed {
@@ -166,9 +166,9 @@ func TestCapacitySharing(t *testing.T) {
 // mixed on one GPU.
 func TestSharedShape(t *testing.T) {
 	for _, profile := range []string{"dgx-h100", "dgx-h100-mig", "dgx-a100", "hgx-h200", "l4-4", "t4-2", "a100-pcie-pairs", "mi300x-8", "mixed-inference"} {
-		for _, part := range []tslices.Partitioning{tslices.Static, tslices.Dynamic} {
+		for _, part := range []publish.Partitioning{publish.Static, publish.Dynamic} {
 			t.Run(fmt.Sprintf("%s/%s", profile, part), func(t *testing.T) {
-				objs, res := alloctest.PublishSimWith(t, profile, "n", tslices.Options{Partitioning: part, Sharing: tslices.SharingCapacity})
+				objs, res := alloctest.PublishSimWith(t, profile, "n", publish.Options{Partitioning: part, Sharing: publish.SharingCapacity})
 				shared := 0
 				for _, s := range objs {
 					for _, d := range s.Spec.Devices {
@@ -190,8 +190,8 @@ func TestSharedShape(t *testing.T) {
 								t.Errorf("%s: capacity %s has no full request policy", d.Name, name)
 								continue
 							}
-							if name == tslices.CapMemory {
-								if p.Default.Cmp(c.Value) != 0 || c.Value.Value()%tslices.ShareMemoryStep != 0 || c.Value.Value() != e.Shared.MemoryBytes {
+							if name == publish.CapMemory {
+								if p.Default.Cmp(c.Value) != 0 || c.Value.Value()%publish.ShareMemoryStep != 0 || c.Value.Value() != e.Shared.MemoryBytes {
 									t.Errorf("%s: memory %s default %s shared %d", d.Name, c.Value.String(), p.Default.String(), e.Shared.MemoryBytes)
 								}
 							} else if !p.Default.IsZero() {
@@ -211,7 +211,7 @@ func TestSharedShape(t *testing.T) {
 						}
 					}
 				}
-				if shared == 0 && !(part == tslices.Dynamic && allMIG(profile)) {
+				if shared == 0 && !(part == publish.Dynamic && allMIG(profile)) {
 					t.Errorf("nothing shared on %s", profile)
 				}
 			})
@@ -229,12 +229,12 @@ func allMIG(profile string) bool {
 }
 
 func TestParseSharing(t *testing.T) {
-	for in, want := range map[string]tslices.Sharing{"": tslices.SharingNone, "none": tslices.SharingNone, "capacity": tslices.SharingCapacity} {
-		if got, err := tslices.ParseSharing(in); err != nil || got != want {
+	for in, want := range map[string]publish.Sharing{"": publish.SharingNone, "none": publish.SharingNone, "capacity": publish.SharingCapacity} {
+		if got, err := publish.ParseSharing(in); err != nil || got != want {
 			t.Errorf("ParseSharing(%q) = %q, %v", in, got, err)
 		}
 	}
-	if _, err := tslices.ParseSharing("mps"); err == nil {
+	if _, err := publish.ParseSharing("mps"); err == nil {
 		t.Error("ParseSharing(mps) succeeded")
 	}
 }
