@@ -53,13 +53,22 @@ func Build(nodeName string, n *inventory.Node) (*Result, error) {
 	return BuildWith(nodeName, n, Options{Partitioning: Static})
 }
 
+// group is a device's place in publishing order (the package doc's rules).
+type group int
+
+const (
+	groupWhole     group = iota // whole GPUs (rules 1, 2)
+	groupStatic                 // partitions that exist (rule 3)
+	groupPlacement              // dynamic placements, filled from the other end (rules 4, 5)
+)
+
 // item is a device being placed in publishing order.
 type item struct {
 	dev   resourceapi.Device
 	entry Entry
-	// Sort keys (see the package doc): group 0 is whole GPUs, 1 static
-	// partitions, 2 dynamic placements.
-	group, parent           int
+	// Sort keys (see the package doc).
+	group                   group
+	parent                  int
 	mem                     int64
 	stranded, damage, start int
 }
@@ -90,60 +99,90 @@ func BuildWith(nodeName string, n *inventory.Node, opts Options) (*Result, error
 		dyn, mode := dynamicGPU(g, opts.Partitioning)
 		if g.Partitioning != nil {
 			mode.Device, mode.UUID = name, g.UUID
+		}
+		var its []item
+		if dyn {
+			var set resourceapi.CounterSet
+			set, its, mode.Withheld, err = dynamicDevices(name, g, fabrics[gi], rank[gi], opts.Held)
+			counterSets = append(counterSets, set)
+		} else {
+			its, err = staticDevices(name, g, fabrics[gi], rank[gi], opts)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", nodeName, err)
+		}
+		if g.Partitioning != nil {
 			res.Modes = append(res.Modes, mode)
 		}
-		if dyn {
-			set, its, withheld, err := dynamicDevices(name, g, fabrics[gi], rank[gi], opts.Held)
-			if err != nil {
-				return nil, fmt.Errorf("node %s: %w", nodeName, err)
-			}
-			res.Modes[len(res.Modes)-1].Withheld = withheld
-			counterSets = append(counterSets, set)
-			items = append(items, its...)
-			continue
-		}
-		if g.Partitioning == nil || !g.Partitioning.Enabled {
-			d, err := wholeGPUDevice(name, g, fabrics[gi])
-			if err != nil {
-				return nil, fmt.Errorf("node %s: device %s (%s): %w", nodeName, name, g.PCIBusID, err)
-			}
-			it := item{dev: d, entry: Entry{Name: name, GPU: g}, group: 0, parent: rank[gi]}
-			if err := opts.share(&it); err != nil {
-				return nil, fmt.Errorf("node %s: %w", nodeName, err)
-			}
-			items = append(items, it)
-		}
-		for pi := range g.Partitions {
-			p := &g.Partitions[pi]
-			pname := PartitionName(name, *p)
-			d, err := partitionDevice(pname, g, p, fabrics[gi])
-			if err != nil {
-				return nil, fmt.Errorf("node %s: device %s: %w", nodeName, pname, err)
-			}
-			it := item{dev: d, entry: Entry{Name: pname, GPU: g, Partition: p}, group: 1, parent: rank[gi], mem: p.MemoryBytes, start: p.Placement.Start}
-			if err := opts.share(&it); err != nil {
-				return nil, fmt.Errorf("node %s: %w", nodeName, err)
-			}
-			items = append(items, it)
-		}
+		items = append(items, its...)
 	}
 	sortItems(items)
-	if opts.Taints != nil {
-		for i := range items {
-			if ts := opts.Taints(items[i].entry.GPU.UUID); len(ts) > 0 {
-				if len(ts) > MaxTaintsPerDevice {
-					return nil, fmt.Errorf("node %s: device %s has %d taints, limit %d", nodeName, items[i].dev.Name, len(ts), MaxTaintsPerDevice)
-				}
-				items[i].dev.Taints = ts
-			}
+	if err := taint(items, opts.Taints); err != nil {
+		return nil, fmt.Errorf("node %s: %w", nodeName, err)
+	}
+	pool, err := paginate(items, counterSets, res)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", nodeName, err)
+	}
+	res.Resources = resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: pool}}
+	return res, nil
+}
+
+// staticDevices are a GPU published by what it is now: the whole GPU
+// unless its partition mode is on, and the partitions that exist; shared
+// when the node shares by capacity.
+func staticDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, opts Options) ([]item, error) {
+	var items []item
+	if g.Partitioning == nil || !g.Partitioning.Enabled {
+		d, err := wholeGPUDevice(name, g, f)
+		if err != nil {
+			return nil, fmt.Errorf("device %s (%s): %w", name, g.PCIBusID, err)
+		}
+		items = append(items, item{dev: d, entry: Entry{Name: name, GPU: g}, group: groupWhole, parent: rank})
+	}
+	for pi := range g.Partitions {
+		p := &g.Partitions[pi]
+		pname := PartitionName(name, *p)
+		d, err := partitionDevice(pname, g, p, f)
+		if err != nil {
+			return nil, fmt.Errorf("device %s: %w", pname, err)
+		}
+		items = append(items, item{dev: d, entry: Entry{Name: pname, GPU: g, Partition: p}, group: groupStatic, parent: rank, mem: p.MemoryBytes, start: p.Placement.Start})
+	}
+	for i := range items {
+		if err := opts.share(&items[i]); err != nil {
+			return nil, err
 		}
 	}
+	return items, nil
+}
 
+// taint gives every device its GPU's taints.
+func taint(items []item, taints func(gpu string) []resourceapi.DeviceTaint) error {
+	if taints == nil {
+		return nil
+	}
+	for i := range items {
+		ts := taints(items[i].entry.GPU.UUID)
+		if len(ts) > MaxTaintsPerDevice {
+			return fmt.Errorf("device %s has %d taints, limit %d", items[i].dev.Name, len(ts), MaxTaintsPerDevice)
+		}
+		if len(ts) > 0 {
+			items[i].dev.Taints = ts
+		}
+	}
+	return nil
+}
+
+// paginate cuts the devices, in order, into slices of at most
+// MaxDevicesPerSlice, then the counter sets into slices of their own, and
+// records each device in res.
+func paginate(items []item, counterSets []resourceapi.CounterSet, res *Result) (resourceslice.Pool, error) {
 	var pool resourceslice.Pool
 	var cur resourceslice.Slice
 	for _, it := range items {
 		if n := len(it.dev.Attributes) + len(it.dev.Capacity); n > MaxAttrsAndCapacity {
-			return nil, fmt.Errorf("node %s: device %s has %d attributes and capacities, limit %d", nodeName, it.dev.Name, n, MaxAttrsAndCapacity)
+			return pool, fmt.Errorf("device %s has %d attributes and capacities, limit %d", it.dev.Name, n, MaxAttrsAndCapacity)
 		}
 		if len(cur.Devices) == MaxDevicesPerSlice {
 			pool.Slices = append(pool.Slices, cur)
@@ -162,8 +201,7 @@ func BuildWith(nodeName string, n *inventory.Node, opts Options) (*Result, error
 		pool.Slices = append(pool.Slices, resourceslice.Slice{SharedCounters: counterSets[:k]})
 		counterSets = counterSets[k:]
 	}
-	res.Resources = resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: pool}}
-	return res, nil
+	return pool, nil
 }
 
 // sortItems puts devices in allocation priority order (package doc).
@@ -173,8 +211,9 @@ func sortItems(items []item) {
 		if x.group != y.group {
 			return x.group < y.group
 		}
+		placement := x.group == groupPlacement
 		if x.parent != y.parent {
-			if x.group == 2 {
+			if placement {
 				return x.parent > y.parent // dynamic placements fill from the other end
 			}
 			return x.parent < y.parent
@@ -182,7 +221,7 @@ func sortItems(items []item) {
 		if x.mem != y.mem {
 			return x.mem < y.mem
 		}
-		if x.group == 2 && x.entry.Carve.Profile != y.entry.Carve.Profile {
+		if placement && x.entry.Carve.Profile != y.entry.Carve.Profile {
 			return x.entry.Carve.Profile < y.entry.Carve.Profile
 		}
 		if x.stranded != y.stranded {
@@ -191,7 +230,7 @@ func sortItems(items []item) {
 		if x.damage != y.damage {
 			return x.damage < y.damage
 		}
-		if x.group == 2 {
+		if placement {
 			return x.start > y.start
 		}
 		return x.start < y.start

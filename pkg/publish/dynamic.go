@@ -62,7 +62,7 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 			return set, nil, nil, fmt.Errorf("device %s (%s): %w", name, g.PCIBusID, err)
 		}
 		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: plan.all()}}
-		items = append(items, item{dev: d, entry: Entry{Name: name, GPU: g}, group: 0, parent: rank})
+		items = append(items, item{dev: d, entry: Entry{Name: name, GPU: g}, group: groupWhole, parent: rank})
 	}
 	for i := range pt.Profiles {
 		pr := &pt.Profiles[i]
@@ -80,7 +80,7 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 					e.Partition = q
 				}
 			}
-			items = append(items, item{dev: d, entry: e, group: 2, parent: rank, mem: pr.MemoryBytes, stranded: stranded(pt, pl), damage: damage(pt, pr, pl), start: pl.Start})
+			items = append(items, item{dev: d, entry: e, group: groupPlacement, parent: rank, mem: pr.MemoryBytes, stranded: stranded(pt, pl), damage: damage(pt, pr, pl), start: pl.Start})
 		}
 	}
 	return set, items, withheld, nil
