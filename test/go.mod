@@ -6,6 +6,7 @@ require (
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.70.0
+	github.com/tessera-gpu/tessera v0.0.0
 	golang.org/x/sys v0.47.0
 	google.golang.org/grpc v1.82.1
 	k8s.io/api v0.37.2
@@ -220,3 +221,8 @@ replace (
 	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.37.2
 	k8s.io/streaming => k8s.io/streaming v0.37.2
 )
+
+// The e2e suite reads the agent's formats (checkpoint, simulator state, MPS
+// stand-in status) with the agent's own packages, so a rename fails to
+// compile here instead of at run time.
+replace github.com/tessera-gpu/tessera => ../

@@ -84,6 +84,24 @@ func (s *Store) Load() (*Checkpoint, error) {
 	return New(), fmt.Errorf("%w: %s: %w (moved to %s)", ErrCorrupt, s.path, err, aside)
 }
 
+// Read decodes the checkpoint at path without the agent's recovery (a bad
+// file is an error and stays where it is): for tools and tests reading an
+// agent's state. A missing file is an empty checkpoint.
+func Read(path string) (*Checkpoint, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return New(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
+	}
+	cp, err := decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return cp, nil
+}
+
 // Save writes cp atomically, in the current format version, creating the
 // directory if needed.
 func (s *Store) Save(cp *Checkpoint) error {

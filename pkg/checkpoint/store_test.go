@@ -244,3 +244,31 @@ func TestConcurrentSaveLoad(t *testing.T) {
 		t.Errorf("temp files left: %v", tmp)
 	}
 }
+
+// Read decodes what Save wrote, leaves a bad file where it is, and reads a
+// missing file as empty.
+func TestReadIsReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cp.json")
+	if cp, err := Read(path); err != nil || len(cp.Claims) != 0 {
+		t.Fatalf("missing file: %+v %v", cp, err)
+	}
+	cp := New()
+	cp.Claims["u"] = &Claim{UID: "u", Namespace: "n", Name: "c", State: PrepareCompleted}
+	if err := NewStore(path).Save(cp); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path)
+	if err != nil || got.Claims["u"].State != PrepareCompleted {
+		t.Fatalf("Read = %+v, %v", got, err)
+	}
+	if err := os.WriteFile(path, []byte("{bad"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(path); err == nil {
+		t.Fatal("bad file read without error")
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("Read moved the bad file: %v", err)
+	}
+}

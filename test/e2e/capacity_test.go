@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/mps/standin"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
@@ -137,7 +138,7 @@ func checkShares(t *testing.T, o outcome) {
 		t.Fatal(err)
 	}
 	for _, p := range three[1:] {
-		if st := checkpointClaims(t, sharedNode)[uid(p)]; st != "PrepareCompleted" || !specExists(sharedNode, uid(p)) {
+		if st := checkpointClaims(t, sharedNode)[uid(p)]; st != checkpoint.PrepareCompleted || !specExists(sharedNode, uid(p)) {
 			t.Errorf("share %s after %s went: checkpoint %q, spec %v", p, victim, st, specExists(sharedNode, uid(p)))
 		}
 	}
@@ -150,17 +151,11 @@ func checkShares(t *testing.T, o outcome) {
 }
 
 // daemonPID is the pid of the MPS daemon whose pipes are in pipe (the
-// simulator's stand-in writes it there).
+// simulator's stand-in records it there).
 func daemonPID(t *testing.T, pipe string) int {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(pipe, "status.json"))
+	st, err := standin.ReadStatus(pipe)
 	if err != nil {
-		t.Fatalf("MPS daemon status: %v", err)
-	}
-	var st struct {
-		PID int `json:"pid"`
-	}
-	if err := json.Unmarshal(data, &st); err != nil {
 		t.Fatal(err)
 	}
 	return st.PID

@@ -2,15 +2,15 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
@@ -47,7 +47,7 @@ func TestDynamicRestartSweepsOrphansKeepsClaims(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if st := checkpointClaims(t, dynamicNode)[uid]; st != "PrepareCompleted" {
+	if st := checkpointClaims(t, dynamicNode)[uid]; st != checkpoint.PrepareCompleted {
 		t.Fatalf("after restart the claim is %q", st)
 	}
 	s, err := cluster.LoadState()
@@ -95,11 +95,11 @@ func runningSlice(t *testing.T, ns, name string) (string, simPartition) {
 	return uid, ps[0]
 }
 
-// addOrphan writes a 1g.10gb partition at a free slice of gpu (0, or 1
-// when taken is 0) into the node's simulated state, as `nvidia-smi mig
-// -cgi 1g.10gb -C` would cut it, and returns its UUID and start. With
-// inUse, a process outside Kubernetes holds it, so it cannot be destroyed.
-// The plugin must be down (nothing else writes the state then).
+// addOrphan cuts a 1g.10gb partition at a free slice of gpu (0, or 1 when
+// taken is 0) in the node's simulated state, as `nvidia-smi mig -cgi
+// 1g.10gb -C` would behind the agent's back, and returns its UUID and
+// start. With inUse, a process outside Kubernetes holds it, so it cannot be
+// destroyed. The plugin must be down (nothing else writes the state then).
 func addOrphan(t *testing.T, node, gpu string, taken int, inUse bool) (string, int) {
 	t.Helper()
 	const uuid = "MIG-0e2e0000-0000-4000-8000-000000000001"
@@ -107,48 +107,19 @@ func addOrphan(t *testing.T, node, gpu string, taken int, inUse bool) (string, i
 	if taken == 0 {
 		start = 1
 	}
-	editSimGPU(t, node, gpu, func(g map[string]any) {
-		parts, _ := g["partitions"].([]any)
-		g["partitions"] = append(parts, map[string]any{
-			"Kind": "mig", "Profile": "1g.10gb", "Placement": map[string]any{"start": start, "size": 1},
-			"UUID": uuid, "GPUInstanceID": 7 + start, "ComputeInstanceID": 0,
+	err := sim.EditState(simDir(node), gpu, func(g *sim.GPUState) {
+		g.Partitions = append(g.Partitions, inventory.Partition{
+			Kind: inventory.PartitionMIG, Profile: "1g.10gb", Placement: inventory.Placement{Start: start, Size: 1},
+			UUID: uuid, GPUInstanceID: 7 + start,
 		})
 		if inUse {
-			g["inUse"] = []any{uuid}
+			g.InUse = append(g.InUse, uuid)
 		}
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return uuid, start
-}
-
-// editSimGPU rewrites one GPU of a node's simulated state (plugin down).
-func editSimGPU(t *testing.T, node, gpu string, edit func(map[string]any)) {
-	t.Helper()
-	path := filepath.Join(cluster.NodeDir(node), "sim", "state.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, g := range doc["gpus"].([]any) {
-		if g := g.(map[string]any); g["uuid"] == gpu {
-			edit(g)
-			found = true
-		}
-	}
-	if !found {
-		t.Fatalf("no GPU %s in %s", gpu, path)
-	}
-	out, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestDynamicStuckOrphanWithheld: a partition no claim owns that cannot be
@@ -208,7 +179,9 @@ func TestDynamicStuckOrphanWithheld(t *testing.T) {
 		t.Fatal(err)
 	}
 	restartPlugin(t, dynamicNode, func() {
-		editSimGPU(t, dynamicNode, owned.gpu, func(g map[string]any) { delete(g, "inUse") })
+		if err := sim.EditState(simDir(dynamicNode), owned.gpu, func(g *sim.GPUState) { g.InUse = nil }); err != nil {
+			t.Fatal(err)
+		}
 	})
 	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
 		st := simState(t, dynamicNode)

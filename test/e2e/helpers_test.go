@@ -2,11 +2,8 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +12,10 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
@@ -71,28 +72,16 @@ func str(d resourceapi.Device, attr string) string {
 	return ""
 }
 
-// checkpointClaims reads the claims and their states in a node's checkpoint.
-func checkpointClaims(t *testing.T, node string) map[string]string {
+// checkpointClaims reads the claims and their states in a node's
+// checkpoint, with the agent's own reader.
+func checkpointClaims(t *testing.T, node string) map[string]checkpoint.State {
 	t.Helper()
-	data, err := os.ReadFile(cluster.CheckpointPath(node))
-	if os.IsNotExist(err) {
-		return nil
-	}
+	cp, err := checkpoint.Read(cluster.CheckpointPath(node))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f struct {
-		Checkpoint struct {
-			Claims map[string]struct {
-				State string `json:"state"`
-			} `json:"claims"`
-		} `json:"checkpoint"`
-	}
-	if err := json.Unmarshal(data, &f); err != nil {
-		t.Fatalf("checkpoint of %s: %v", node, err)
-	}
-	out := map[string]string{}
-	for uid, c := range f.Checkpoint.Claims {
+	out := map[string]checkpoint.State{}
+	for uid, c := range cp.Claims {
 		out[uid] = c.State
 	}
 	return out
@@ -108,6 +97,7 @@ func specExists(node, uid string) bool {
 type simPartition struct {
 	gpu, profile, uuid string
 	start              int
+	p                  inventory.Partition
 }
 
 type simNode struct {
@@ -118,52 +108,43 @@ type simNode struct {
 }
 
 // simState reads a node's simulated hardware state (the sim backend's
-// state.json): the partitions that exist and each GPU's MIG mode.
+// state file, with its own reader): the partitions that exist and each
+// GPU's MIG mode.
 func simState(t *testing.T, node string) simNode {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(cluster.NodeDir(node), "sim", "state.json"))
+	gpus, err := sim.ReadState(simDir(node))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f struct {
-		GPUs []struct {
-			UUID       string `json:"uuid"`
-			Enabled    *bool  `json:"partitioningEnabled"`
-			TimeSlice  string `json:"timeSlice"`
-			Partitions []struct {
-				Profile   string
-				UUID      string
-				Placement struct{ Start int }
-			} `json:"partitions"`
-		} `json:"gpus"`
-	}
-	if err := json.Unmarshal(data, &f); err != nil {
-		t.Fatalf("sim state of %s: %v", node, err)
-	}
 	out := simNode{migOn: map[string]bool{}, timeSlice: map[string]string{}}
-	for _, g := range f.GPUs {
+	for _, g := range gpus {
 		out.timeSlice[g.UUID] = g.TimeSlice
-		if g.Enabled != nil {
-			out.migOn[g.UUID] = *g.Enabled
+		if g.PartitioningEnabled != nil {
+			out.migOn[g.UUID] = *g.PartitioningEnabled
 		}
 		for _, p := range g.Partitions {
-			out.partitions = append(out.partitions, simPartition{gpu: g.UUID, profile: p.Profile, uuid: p.UUID, start: p.Placement.Start})
+			out.partitions = append(out.partitions, simPartition{gpu: g.UUID, profile: p.Profile, uuid: p.UUID, start: p.Placement.Start, p: p})
 		}
 	}
 	return out
 }
 
+// simDir is a node's simulator state directory (--sim-state-dir).
+func simDir(node string) string { return filepath.Join(cluster.NodeDir(node), "sim") }
+
 // carvedUUID finds the partition carved for a dynamically published device
-// (named gpu-<n>-mig-<profile>-<start>) on its parent GPU.
+// on its parent GPU: the one the device's name is the name of.
 func carvedUUID(t *testing.T, node string, d resourceapi.Device) string {
 	t.Helper()
-	start, err := strconv.Atoi(d.Name[strings.LastIndex(d.Name, "-")+1:])
-	if err != nil {
-		t.Fatalf("device %s: no placement start in its name", d.Name)
-	}
-	for _, p := range simState(t, node).partitions {
-		if p.gpu == str(d, "parentUUID") && p.profile == str(d, "profile") && p.start == start {
-			return p.uuid
+	st := simState(t, node)
+	for _, p := range st.partitions {
+		if p.gpu != str(d, "parentUUID") {
+			continue
+		}
+		for k := range len(st.timeSlice) {
+			if publish.PartitionName(publish.GPUName(k), p.p) == d.Name {
+				return p.uuid
+			}
 		}
 	}
 	t.Errorf("device %s on %s: no partition carved for it", d.Name, node)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
@@ -81,7 +82,7 @@ func TestMetricsMatchPreparedClaims(t *testing.T) {
 	// The gauge is the checkpoint's count, whatever other tests left there.
 	completed := 0
 	for _, st := range checkpointClaims(t, node) {
-		if st == "PrepareCompleted" {
+		if st == checkpoint.PrepareCompleted {
 			completed++
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
@@ -92,7 +93,7 @@ func TestPluginRestartKeepsClaimsPrepared(t *testing.T) {
 		t.Fatal(err)
 	}
 	restartPlugin(t, node, nil)
-	if st := checkpointClaims(t, node)[uid]; st != "PrepareCompleted" || !specExists(node, uid) {
+	if st := checkpointClaims(t, node)[uid]; st != checkpoint.PrepareCompleted || !specExists(node, uid) {
 		t.Fatalf("after restart: checkpoint state %q, spec %v", st, specExists(node, uid))
 	}
 	uid2 := gpuPod(t, ns, "after", node)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
@@ -233,7 +234,7 @@ func runScenario(t *testing.T, path string, check func(*testing.T, map[string]go
 			}
 			uid := string(rc.UID)
 			claims = append(claims, held{pl.Node, uid})
-			if st := checkpointClaims(t, pl.Node)[uid]; st != "PrepareCompleted" {
+			if st := checkpointClaims(t, pl.Node)[uid]; st != checkpoint.PrepareCompleted {
 				t.Errorf("claim %s on %s: checkpoint state %q, want PrepareCompleted", c.Name, pl.Node, st)
 			}
 			if !specExists(pl.Node, uid) {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/mps/standin"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
@@ -95,17 +95,8 @@ func checkMPS(t *testing.T, pods map[string]got) {
 	}
 	// The daemon is a real process (the simulator's stand-in) that was told
 	// the claim's limits through the control protocol.
-	var st struct {
-		PID                           int               `json:"pid"`
-		Devices                       []string          `json:"devices"`
-		DefaultActiveThreadPercentage float64           `json:"defaultActiveThreadPercentage"`
-		DefaultPinnedMemLimits        map[string]string `json:"defaultPinnedMemLimits"`
-	}
-	data, err := os.ReadFile(filepath.Join(pipe, "status.json"))
+	st, err := standin.ReadStatus(pipe)
 	if err != nil {
-		t.Fatalf("MPS daemon status: %v", err)
-	}
-	if err := json.Unmarshal(data, &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.DefaultActiveThreadPercentage != 50 || st.DefaultPinnedMemLimits[uuid] != "10240M" || strings.Join(st.Devices, ",") != uuid {

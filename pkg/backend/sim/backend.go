@@ -274,7 +274,7 @@ func (b *Backend) gpu(uuid string) (*inventory.GPU, error) {
 func (b *Backend) save() error {
 	doc := stateDoc{Version: stateVersion, BootID: b.bootID, Machine: b.machine.Name, NodeName: b.machine.NodeName, Serial: b.serial}
 	for _, g := range b.node.GPUs {
-		sg := stateGPU{UUID: g.UUID, PCIBusID: g.PCIBusID, Partitions: g.Partitions, TimeSlice: g.TimeSlice}
+		sg := GPUState{UUID: g.UUID, PCIBusID: g.PCIBusID, Partitions: g.Partitions, TimeSlice: g.TimeSlice}
 		if g.Partitioning != nil {
 			sg.PartitioningEnabled = &g.Partitioning.Enabled
 		}

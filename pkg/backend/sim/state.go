@@ -33,10 +33,12 @@ type stateDoc struct {
 	Machine  string     `json:"machine"`
 	NodeName string     `json:"nodeName"`
 	Serial   uint64     `json:"serial"`
-	GPUs     []stateGPU `json:"gpus"`
+	GPUs     []GPUState `json:"gpus"`
 }
 
-type stateGPU struct {
+// GPUState is one GPU as the state file records it; ReadState and
+// EditState give it to tools and tests outside the agent.
+type GPUState struct {
 	UUID string `json:"uuid"`
 	// PCIBusID names the GPU for tools that name GPUs as the slices do
 	// (tessera-sim inject --device=gpu-3); informational, not replayed.
@@ -172,6 +174,49 @@ func saveState(dir string, doc *stateDoc) error {
 // directory no agent has run on, or one from before bus IDs were recorded,
 // is an error saying so.
 func StateGPUs(dir string) ([]inventory.GPU, error) {
+	gpus, err := ReadState(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]inventory.GPU, 0, len(gpus))
+	for _, g := range gpus {
+		if g.PCIBusID == "" {
+			return nil, fmt.Errorf("simulator state in %s has no PCI bus IDs (written by an older agent; restart it once)", dir)
+		}
+		out = append(out, inventory.GPU{UUID: g.UUID, PCIBusID: g.PCIBusID})
+	}
+	return out, nil
+}
+
+// ReadState returns the GPUs recorded in the state directory as the agent
+// last saved them (read-only; the agent may be running).
+func ReadState(dir string) ([]GPUState, error) {
+	doc, err := readStateDoc(dir)
+	if err != nil {
+		return nil, err
+	}
+	return doc.GPUs, nil
+}
+
+// EditState changes the recorded state of the GPU with uuid, as something
+// outside the driver would change the hardware (nvidia-smi cutting a MIG
+// partition, a process holding one open). No agent may run on dir: it
+// would overwrite the file.
+func EditState(dir, uuid string, edit func(*GPUState)) error {
+	doc, err := readStateDoc(dir)
+	if err != nil {
+		return err
+	}
+	for i := range doc.GPUs {
+		if doc.GPUs[i].UUID == uuid {
+			edit(&doc.GPUs[i])
+			return saveState(dir, doc)
+		}
+	}
+	return fmt.Errorf("simulator state in %s has no GPU %s", dir, uuid)
+}
+
+func readStateDoc(dir string) (*stateDoc, error) {
 	p := filepath.Join(dir, stateFileName)
 	data, err := os.ReadFile(p)
 	if err != nil {
@@ -181,12 +226,5 @@ func StateGPUs(dir string) ([]inventory.GPU, error) {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("simulator state %s: %w", p, err)
 	}
-	out := make([]inventory.GPU, 0, len(doc.GPUs))
-	for _, g := range doc.GPUs {
-		if g.PCIBusID == "" {
-			return nil, fmt.Errorf("simulator state %s has no PCI bus IDs (written by an older agent; restart it once)", p)
-		}
-		out = append(out, inventory.GPU{UUID: g.UUID, PCIBusID: g.PCIBusID})
-	}
-	return out, nil
+	return &doc, nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tessera-gpu/tessera/pkg/mps"
 )
 
 // Down stops the processes it recorded at Up, but two kinds can run from a
@@ -83,7 +85,7 @@ func stray(pid int, roots []string, bins map[string]bool) string {
 		for _, kv := range bytes.Split(env, []byte{0}) {
 			k, v, _ := strings.Cut(string(kv), "=")
 			switch k {
-			case "TESSERA_MPS_DAEMON":
+			case mps.EnvDaemonID:
 				id = v
 			case "CUDA_MPS_PIPE_DIRECTORY":
 				pipe = v
