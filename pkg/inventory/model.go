@@ -75,6 +75,10 @@ type GPU struct {
 	// Health is the last known health of the GPU.
 	Health Health
 
+	// Simulated is true for a GPU of the sim backend: published as the
+	// `simulated` attribute, so nobody mistakes it for hardware.
+	Simulated bool
+
 	// TimeSlice is the compute time-slice interval set on the GPU when it
 	// is not the default, by backend.TimeSlice's name (Short, Medium,
 	// Long). Empty: the default, or unknown where the backend cannot read

@@ -34,6 +34,7 @@ const (
 	AttrPartitionKind     = "partitionKind"
 	AttrMemoryPartition   = "memoryPartitionMode"
 	AttrCardID            = "cardID"
+	AttrSimulated         = "simulated"
 	CapMemory             = "memory"
 	CapComputeUnits       = "computeUnits"
 	TypeGPU               = "gpu"
@@ -51,6 +52,10 @@ func (a attrs) str(name resourceapi.QualifiedName, v string) {
 		v = v[:maxAttributeStringLen]
 	}
 	a[name] = resourceapi.DeviceAttribute{StringValue: &v}
+}
+
+func (a attrs) boolean(name resourceapi.QualifiedName, v bool) {
+	a[name] = resourceapi.DeviceAttribute{BoolValue: &v}
 }
 
 func (a attrs) integer(name resourceapi.QualifiedName, v int64) {
@@ -117,6 +122,11 @@ func gpuAttributes(g *inventory.GPU, f topology.Fabric) (attrs, error) {
 	a.str(AttrFabric, string(f.Kind))
 	a.str(AttrFabricIsland, f.Island)
 	a.str(AttrCardID, g.CardID)
+	if g.Simulated {
+		// Only on simulated devices: hardware carries no such attribute,
+		// so a production class can refuse them (docs/design.md).
+		a.boolean(AttrSimulated, true)
+	}
 	a.integer(AttrFabricBandwidth, f.BandwidthGBps)
 	if g.PCIeRoot != "" {
 		a.str(deviceattribute.StandardDeviceAttributePCIeRoot, g.PCIeRoot)

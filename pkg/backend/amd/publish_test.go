@@ -139,7 +139,8 @@ func TestAllocation(t *testing.T) {
 
 // TestSimMatchesBackend checks that the simulator's AMD machines publish
 // what this backend publishes on the matching fixture: the same attribute
-// names and the same model, architecture, gfxVersion, vendor, memory and
+// names (plus the simulator's `simulated` mark, which hardware never
+// carries) and the same model, architecture, gfxVersion, vendor, memory and
 // computeUnits.
 func TestSimMatchesBackend(t *testing.T) {
 	tests := []struct{ profile, root, model string }{
@@ -163,6 +164,10 @@ func TestSimMatchesBackend(t *testing.T) {
 				slices.Sort(out)
 				return out
 			}
+			if simDev.Attributes["simulated"].BoolValue == nil || amdDev.Attributes["simulated"].BoolValue != nil {
+				t.Errorf("simulated mark: sim %v, amd %v", simDev.Attributes["simulated"], amdDev.Attributes["simulated"])
+			}
+			delete(simDev.Attributes, "simulated")
 			if a, s := names(amdDev), names(simDev); !slices.Equal(a, s) {
 				t.Errorf("attribute names differ:\n amd %v\n sim %v", a, s)
 			}

@@ -124,7 +124,11 @@ func (b *Backend) Machine() *Machine { return b.machine }
 func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.node.Clone(), nil
+	n := b.node.Clone()
+	for i := range n.GPUs {
+		n.GPUs[i].Simulated = true
+	}
+	return n, nil
 }
 
 // DevRoot implements backend.Backend: stateDir/dev.
