@@ -3,6 +3,7 @@ package amd
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // card is one physical GPU device (one PCI function) and the KFD nodes it
@@ -99,10 +100,28 @@ func (s byPart) Swap(i, j int) {
 // otherwise it follows from the KFD nodes: one node is SPX, one XCC per
 // node is CPX, and 2 or 4 nodes of several XCCs are DPX or QPX (ROCm
 // "GPU partitioning" for MI300: SPX 1, DPX 2, QPX 4, CPX one per XCD).
-func computeMode(pci pciInfo, nodes []*kfdNode) string {
-	if pci.ComputeMode != "" {
-		return pci.ComputeMode
+//
+// A current_compute_partition that disagrees with the KFD nodes (SPX with
+// eight nodes: a mode switch half done, or a bad read) is reported and the
+// nodes win: they are the partitions that exist.
+func computeMode(pci pciInfo, nodes []*kfdNode, warn func(string, ...any)) string {
+	derived, pm := modeOfNodes(nodes), pci.ComputeMode
+	switch {
+	case pm == "" || pm == derived:
+		return derived
+	case nodesOfMode[pm] == len(nodes), pm == "CPX" && strings.HasSuffix(derived, "XCP"):
+		return pm // KFD's nodes lack num_xcc; the file is the better name
 	}
+	warn("current_compute_partition says %s but KFD lists %d partition(s) of this GPU: published as %s", pm, len(nodes), derived)
+	return derived
+}
+
+// nodesOfMode is how many KFD nodes (partitions) a mode other than CPX
+// has; CPX has one per XCD, which differs by GPU.
+var nodesOfMode = map[string]int{"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4}
+
+// modeOfNodes names the compute partition mode from the KFD nodes alone.
+func modeOfNodes(nodes []*kfdNode) string {
 	if len(nodes) == 1 {
 		return "SPX"
 	}

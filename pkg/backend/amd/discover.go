@@ -128,7 +128,7 @@ func minorFor(r fsRoot, render int, pci pciInfo, first bool, warn func(string, .
 // buildGPU turns one card into an inventory GPU: whole in SPX mode, a
 // parent with one xcp Partition per KFD node otherwise.
 func buildGPU(r fsRoot, c *card, cpuNodes map[int]bool, warn func(string, ...any)) inventory.GPU {
-	pci := readPCI(r, c.bdf())
+	pci := readPCI(r, c.bdf(), warn)
 	first := c.Nodes[0]
 	all := make([]nodeFacts, len(c.Nodes))
 	var cus, mem int64
@@ -147,7 +147,7 @@ func buildGPU(r fsRoot, c *card, cpuNodes map[int]bool, warn func(string, ...any
 	g.RenderMinor = all[0].RenderMinor
 	g.Minor = minorFor(r, all[0].RenderMinor, pci, true, warn)
 
-	mode := computeMode(pci, c.Nodes)
+	mode := computeMode(pci, c.Nodes, warn)
 	if !partitionCapable(g.Architecture, pci) {
 		return g
 	}

@@ -3,6 +3,7 @@ package amd
 import (
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/tessera-gpu/tessera/pkg/pci"
@@ -33,8 +34,10 @@ var pcieRootRE = regexp.MustCompile(`^pci[0-9a-f]{4,8}:[0-9a-f]{2}$`)
 
 // readPCI reads /sys/bus/pci/devices/<bdf>. Files that are missing are
 // left unknown: only the amdgpu of MI300-class GPUs has the partition
-// files, and numa_node is -1 on single-socket hosts.
-func readPCI(r fsRoot, bdf string) pciInfo {
+// files, and numa_node is -1 on single-socket hosts. A value a file should
+// never hold is reported through warn and left unknown too: what KFD says
+// then stands (the partitions it lists, its CPU affinity for NUMA).
+func readPCI(r fsRoot, bdf string, warn func(string, ...any)) pciInfo {
 	info := pciInfo{DeviceID: -1, NUMANode: -1}
 	dir := path.Join(pciDevicesDir, bdf)
 	if !r.exists(dir) {
@@ -44,11 +47,14 @@ func readPCI(r fsRoot, bdf string) pciInfo {
 	if v, err := r.readInt(path.Join(dir, "device")); err == nil {
 		info.DeviceID = v
 	}
-	if v, err := r.readInt(path.Join(dir, "numa_node")); err == nil {
+	numa := path.Join(dir, "numa_node")
+	if v, err := r.readInt(numa); err == nil && v >= -1 && v < 1<<16 {
 		info.NUMARead = true
-		if v >= 0 && v < 1<<16 {
-			info.NUMANode = int(v)
-		}
+		info.NUMANode = int(v)
+	} else if err == nil {
+		warn("%s is %d, not a NUMA node: NUMA node from KFD's CPU affinity", r.path(numa), v)
+	} else if r.exists(numa) {
+		warn("%v: NUMA node from KFD's CPU affinity", err)
 	}
 	// The device's real path is /sys/devices/pciDDDD:BB/<bridges>/<bdf>;
 	// its first component after devices/ names the root complex.
@@ -61,26 +67,53 @@ func readPCI(r fsRoot, bdf string) pciInfo {
 		}
 	}
 	info.CardMinors = r.prefixedIndex(path.Join(dir, "drm"), "card")
-	info.ComputeMode, _ = r.readString(path.Join(dir, "current_compute_partition"))
-	info.MemoryMode, _ = r.readString(path.Join(dir, "current_memory_partition"))
-	info.AvailableComputeModes = modeList(r, path.Join(dir, "available_compute_partition"))
-	info.AvailableMemModes = modeList(r, path.Join(dir, "available_memory_partition"))
-	info.ComputeMode = strings.ToUpper(info.ComputeMode)
-	info.MemoryMode = strings.ToUpper(info.MemoryMode)
+	info.ComputeMode = mode(r, path.Join(dir, "current_compute_partition"), computeModes, warn)
+	info.MemoryMode = mode(r, path.Join(dir, "current_memory_partition"), memoryModes, warn)
+	info.AvailableComputeModes = modeList(r, path.Join(dir, "available_compute_partition"), computeModes, warn)
+	info.AvailableMemModes = modeList(r, path.Join(dir, "available_memory_partition"), memoryModes, warn)
 	return info
 }
 
-// modeList parses amdgpu's comma-separated mode lists ("SPX, DPX, CPX").
-func modeList(r fsRoot, rel string) []string {
+// The modes amdgpu knows (its amdgpu_gfx.c and amdgpu_gmc.c name them so).
+var (
+	computeModes = []string{"SPX", "DPX", "TPX", "QPX", "CPX"}
+	memoryModes  = []string{"NPS1", "NPS2", "NPS4", "NPS8"}
+)
+
+// mode reads a current-mode file: one of known, upper-cased; "" when the
+// file is missing or holds anything else (reported).
+func mode(r fsRoot, rel string, known []string, warn func(string, ...any)) string {
+	s, err := r.readString(rel)
+	if err != nil {
+		return ""
+	}
+	if m := strings.ToUpper(s); slices.Contains(known, m) {
+		return m
+	}
+	warn("%s holds %q, not one of %s: treated as unknown", r.path(rel), truncate(s), strings.Join(known, ", "))
+	return ""
+}
+
+// modeList parses amdgpu's comma-separated mode lists ("SPX, DPX, CPX"),
+// keeping the known modes and reporting the rest.
+func modeList(r fsRoot, rel string, known []string, warn func(string, ...any)) []string {
 	s, err := r.readString(rel)
 	if err != nil {
 		return nil
 	}
-	var out []string
+	var out, bad []string
 	for _, m := range strings.Split(s, ",") {
-		if m = strings.ToUpper(strings.TrimSpace(m)); m != "" {
+		m = strings.ToUpper(strings.TrimSpace(m))
+		switch {
+		case m == "":
+		case slices.Contains(known, m):
 			out = append(out, m)
+		default:
+			bad = append(bad, truncate(m))
 		}
+	}
+	if len(bad) > 0 {
+		warn("%s lists %q, not among %s: left out", r.path(rel), bad, strings.Join(known, ", "))
 	}
 	return out
 }
