@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -361,6 +362,25 @@ func (c *Config) StopPlugin(s *State, node string) error {
 		if s.Procs[i].Name == "plugin-"+node {
 			if err := stop(s.Procs[i], 10*time.Second); err != nil {
 				return err
+			}
+			s.Procs = append(s.Procs[:i], s.Procs[i+1:]...)
+			return c.saveState(s)
+		}
+	}
+	return fmt.Errorf("no plugin process for node %s", node)
+}
+
+// KillPlugin SIGKILLs a node's plugin, as a crash or the OOM killer would:
+// no signal handler runs, nothing is cleaned up (chaos tests).
+func (c *Config) KillPlugin(s *State, node string) error {
+	for i := len(s.Procs) - 1; i >= 0; i-- {
+		if p := s.Procs[i]; p.Name == "plugin-"+node {
+			_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+			for j := 0; alive(p) && !zombie(p.Pid); j++ {
+				if j == 200 {
+					return fmt.Errorf("%s (pid %d) survived SIGKILL", p.Name, p.Pid)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 			s.Procs = append(s.Procs[:i], s.Procs[i+1:]...)
 			return c.saveState(s)
