@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -13,6 +14,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/keyed"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
@@ -69,12 +71,25 @@ type Device struct {
 	Share *sharing.Share
 }
 
-// Manager prepares and unprepares claims. It is safe for concurrent use; work
-// on the checkpoint is serialised.
+// Manager prepares and unprepares claims. It is safe for concurrent use:
+// operations on one claim are serialised; claims without side effects on
+// the node (no partition to carve, no interval or MPS daemon) go in
+// parallel, holding m.mu only to check and record, and share checkpoint
+// writes (commit.go); the others hold m.mu throughout, as they change
+// state other claims read (partitions, MIG mode, intervals, daemons).
 type Manager struct {
 	cfg Config
-	mu  sync.Mutex
-	cp  *checkpoint.Checkpoint
+	// mu guards cp, version and snap's publication.
+	mu sync.Mutex
+	cp *checkpoint.Checkpoint
+	// version counts published states; snap is the newest (commit.go).
+	version uint64
+	snap    atomic.Pointer[snapshot]
+	// saveMu orders checkpoint writes; written is the version on disk.
+	saveMu  sync.Mutex
+	written uint64
+	// claimLocks serialises operations on one claim (by UID).
+	claimLocks keyed.Mutex
 	// crashHook, set only by this package's tests (newManager), is called
 	// after each step; a non-nil error stops the operation there as if the
 	// process had died.
@@ -98,9 +113,10 @@ func newManager(ctx context.Context, cfg Config, crash func(Step) error) (*Manag
 // Prepared returns the UIDs of claims now prepared, for tests and metrics.
 func (m *Manager) Prepared() map[string]checkpoint.Claim {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	cp := m.cp.Clone()
+	m.mu.Unlock()
 	out := map[string]checkpoint.Claim{}
-	for uid, c := range m.cp.Claims {
+	for uid, c := range cp.Claims {
 		out[uid] = *c
 	}
 	return out
@@ -130,21 +146,17 @@ func (m *Manager) crash(s Step) error {
 	return nil
 }
 
-// save persists the checkpoint; on failure the in-memory copy is restored
-// from prev so memory never runs ahead of disk.
-func (m *Manager) save(prev *checkpoint.Checkpoint) error {
-	if err := m.cfg.Store.Save(m.cp); err != nil {
-		m.cp = prev
-		return withKind(ErrCheckpoint, fmt.Errorf("save checkpoint: %w", err))
-	}
-	return nil
-}
-
 // Prepare prepares one claim and returns its devices. It is idempotent: a
 // claim already prepared returns what was prepared before.
 func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]Device, error) {
+	defer m.claimLocks.Lock(string(claim.UID))()
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			m.mu.Unlock()
+		}
+	}()
 	ref := cdi.ClaimRef{UID: string(claim.UID), Namespace: claim.Namespace, Name: claim.Name}
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "uid", claim.UID)
 
@@ -188,6 +200,15 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 			cd.PartitionUUID = d.dev.Partition.UUID
 		}
 		entry.Devices = append(entry.Devices, cd)
+	}
+	if !m.plannedEffects(devs) {
+		// Recorded in memory only: it reserves the devices against other
+		// claims; a crash before the spec and the entry are saved leaves
+		// nothing behind, or a spec that the start-up sweep removes.
+		m.cp.Claims[ref.UID] = entry
+		m.mu.Unlock()
+		locked = false
+		return m.preparePlain(ctx, logger, ref, entry, devs)
 	}
 	prev := m.cp.Clone()
 	m.cp.Claims[ref.UID] = entry
@@ -239,13 +260,75 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 	if err := m.crash(StepPrepareCompleted); err != nil {
 		return nil, err
 	}
+	logShares(logger, devs)
+	logger.V(2).Info("Prepared claim", "devices", len(devs))
+	return devicesOf(entry), nil
+}
+
+// preparePlain prepares a claim whose devices need nothing done to the
+// node, without m.mu across I/O: the entry (already in m.cp, in memory)
+// gets its CDI spec, then is saved as PrepareCompleted. No intent is saved
+// first: there is nothing to undo on the node but the spec, which a crash
+// leaves to the start-up sweep of specs no claim holds.
+func (m *Manager) preparePlain(ctx context.Context, logger klog.Logger, ref cdi.ClaimRef, entry *checkpoint.Claim, devs []planned) ([]Device, error) {
+	if err := m.crash(StepPrepareStarted); err != nil {
+		return nil, err
+	}
+	ids, err := m.cfg.CDI.WriteClaimSpec(ref, cdiDevices(devs))
+	if err != nil {
+		m.dropPlain(ctx, entry)
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, withKind(ErrCDI, fmt.Errorf("write CDI spec: %w", err)))
+	}
+	if err := m.crash(StepSpecWritten); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	entry.State = checkpoint.PrepareCompleted
+	entry.Updated = time.Now()
+	for i := range entry.Devices {
+		entry.Devices[i].CDIDeviceIDs = ids[i]
+	}
+	v := m.publishLocked()
+	out := devicesOf(entry)
+	m.mu.Unlock()
+	if err := m.persist(v); err != nil {
+		m.dropPlain(ctx, entry)
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+	}
+	if err := m.crash(StepPrepareCompleted); err != nil {
+		return nil, err
+	}
+	logShares(logger, devs)
+	logger.V(2).Info("Prepared claim", "devices", len(devs))
+	return out, nil
+}
+
+// dropPlain undoes a plain prepare that failed: its spec and its entry go.
+// A failure to save that is logged: whatever is on disk is a claim with
+// nothing on the node, which the next attempt or start rolls back.
+func (m *Manager) dropPlain(ctx context.Context, entry *checkpoint.Claim) {
+	if err := m.cfg.CDI.RemoveClaimSpec(entry.UID); err != nil {
+		klog.FromContext(ctx).Error(err, "Remove CDI spec of failed prepare", "claim", klog.KRef(entry.Namespace, entry.Name))
+	}
+	m.mu.Lock()
+	if m.cp.Claims[entry.UID] == entry {
+		delete(m.cp.Claims, entry.UID)
+	}
+	v := m.publishLocked()
+	m.mu.Unlock()
+	if err := m.persist(v); err != nil {
+		klog.FromContext(ctx).Error(err, "Save checkpoint after failed prepare", "claim", klog.KRef(entry.Namespace, entry.Name))
+	}
+}
+
+// logShares says once per prepared claim which of its capacity shares
+// nothing enforces.
+func logShares(logger klog.Logger, devs []planned) {
 	for _, d := range devs {
 		if s := d.dev.Sharing; s.IsShare() && !s.Share.Enforced {
 			logger.Info("Capacity share is accounted by the scheduler only: this GPU cannot enforce it", "device", d.dev.Device, "share", s.Share.ID, "consumed", s.Share.String(), "vendor", d.dev.GPU.Vendor)
 		}
 	}
-	logger.V(2).Info("Prepared claim", "devices", len(devs))
-	return devicesOf(entry), nil
 }
 
 // abandon undoes a prepare that failed after PrepareStarted was saved.
@@ -259,17 +342,23 @@ func (m *Manager) abandon(ctx context.Context, entry *checkpoint.Claim) {
 
 // Unprepare undoes Prepare. A claim that is not prepared is not an error.
 func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) error {
+	defer m.claimLocks.Lock(uid)()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	ref := cdi.ClaimRef{UID: uid, Namespace: namespace, Name: name}
 	c, ok := m.cp.Claims[uid]
 	if !ok {
+		m.mu.Unlock()
 		// Nothing recorded; a spec left by a lost checkpoint still goes.
 		if err := m.cfg.CDI.RemoveClaimSpec(uid); err != nil {
 			return fmt.Errorf("unprepare claim %s: %w", ref, withKind(ErrCDI, err))
 		}
 		return nil
 	}
+	if !recordedEffects(c) {
+		m.mu.Unlock()
+		return m.unpreparePlain(ctx, ref, c)
+	}
+	defer m.mu.Unlock()
 	prev := m.cp.Clone()
 	c.State = checkpoint.UnprepareStarted
 	c.Updated = time.Now()
@@ -283,6 +372,42 @@ func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) er
 		return fmt.Errorf("unprepare claim %s: %w", ref, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Unprepared claim", "claim", klog.KRef(namespace, name), "uid", uid)
+	return nil
+}
+
+// unpreparePlain unprepares a claim that holds nothing on the node but its
+// spec: the spec goes, then the entry. No intent is saved first: a crash
+// between the two leaves a prepared entry without its spec, which the
+// kubelet's retried unprepare removes (and a prepare would rewrite).
+func (m *Manager) unpreparePlain(ctx context.Context, ref cdi.ClaimRef, c *checkpoint.Claim) error {
+	if err := m.crash(StepUnprepareStarted); err != nil {
+		return err
+	}
+	if err := m.cfg.CDI.RemoveClaimSpec(c.UID); err != nil {
+		return fmt.Errorf("unprepare claim %s: %w", ref, withKind(ErrCDI, err))
+	}
+	if err := m.crash(StepSpecRemoved); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.cp.Claims, c.UID)
+	v := m.publishLocked()
+	m.mu.Unlock()
+	if err := m.persist(v); err != nil {
+		// Memory must not run ahead of disk: the entry is back, and the
+		// kubelet's retry removes it.
+		m.mu.Lock()
+		if _, taken := m.cp.Claims[c.UID]; !taken {
+			m.cp.Claims[c.UID] = c
+		}
+		m.publishLocked()
+		m.mu.Unlock()
+		return fmt.Errorf("unprepare claim %s: %w", ref, err)
+	}
+	if err := m.crash(StepUnprepareFinished); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Unprepared claim", "claim", klog.KRef(ref.Namespace, ref.Name), "uid", ref.UID)
 	return nil
 }
 

@@ -50,8 +50,8 @@ func (m *Manager) recover(ctx context.Context) error {
 			return fmt.Errorf("recover claim %s/%s (%s): %w", c.Namespace, c.Name, c.UID, err)
 		}
 	}
-	if err := m.cfg.Store.Save(m.cp); err != nil {
-		return fmt.Errorf("save checkpoint: %w", err)
+	if err := m.persist(m.publishLocked()); err != nil {
+		return err
 	}
 	if _, err := m.sweepOrphans(ctx); err != nil {
 		return err

@@ -28,6 +28,10 @@ func (d *Driver) Start(ctx context.Context) error {
 		kubeletplugin.KubeClient(d.opts.KubeClient),
 		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDataDir),
 		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistrarDir),
+		// The claims manager serialises what must be (per claim, and
+		// claims with side effects on the node); the rest, and the helper's
+		// claim GETs, run in parallel.
+		kubeletplugin.Serialize(false),
 	}
 	helper, err := kubeletplugin.Start(ctx, d, opts...)
 	if err != nil {

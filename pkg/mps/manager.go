@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/host"
+	"github.com/tessera-gpu/tessera/pkg/keyed"
 )
 
 // DefaultTimeout bounds each wait of a Manager when Config.Timeout is 0.
@@ -52,7 +52,7 @@ type Manager struct {
 	logger  klog.Logger
 	timeout time.Duration
 	bootID  string
-	locks   keyedMutex
+	locks   keyed.Mutex
 }
 
 // New returns a manager for c. It touches no files: Root is created by the
@@ -100,7 +100,7 @@ func (m *Manager) Start(ctx context.Context, spec backend.MPSDaemonSpec) (*backe
 		return nil, fmt.Errorf("mps: start daemon %s: %w", spec.ID, err)
 	}
 	logger := klog.FromContext(ctx).WithValues("mpsDaemon", spec.ID)
-	defer m.locks.lock(spec.ID)()
+	defer m.locks.Lock(spec.ID)()
 	d, err := m.start(ctx, logger, spec)
 	if err != nil {
 		return nil, fmt.Errorf("mps: start daemon %s for %s: %w", spec.ID, strings.Join(spec.Devices, ","), err)
@@ -196,7 +196,7 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 		return fmt.Errorf("mps: stop daemon: %w", err)
 	}
 	logger := klog.FromContext(ctx).WithValues("mpsDaemon", id)
-	defer m.locks.lock(id)()
+	defer m.locks.Lock(id)()
 	st, err := m.inspect(logger, id, nil)
 	if err != nil {
 		return fmt.Errorf("mps: stop daemon %s: %w", id, err)
@@ -324,40 +324,4 @@ func (m *Manager) inspect(logger klog.Logger, id string, procs []found) (daemonS
 		}
 	}
 	return st, nil
-}
-
-// keyedMutex serialises calls per id; an entry lives while someone holds
-// or waits for it, so ids of long-gone claims do not accumulate.
-type keyedMutex struct {
-	mu sync.Mutex
-	m  map[string]*refMutex
-}
-
-type refMutex struct {
-	sync.Mutex
-	refs int
-}
-
-// lock locks id and returns its unlock.
-func (k *keyedMutex) lock(id string) (unlock func()) {
-	k.mu.Lock()
-	if k.m == nil {
-		k.m = map[string]*refMutex{}
-	}
-	e := k.m[id]
-	if e == nil {
-		e = &refMutex{}
-		k.m[id] = e
-	}
-	e.refs++
-	k.mu.Unlock()
-	e.Lock()
-	return func() {
-		e.Unlock()
-		k.mu.Lock()
-		if e.refs--; e.refs == 0 {
-			delete(k.m, id)
-		}
-		k.mu.Unlock()
-	}
 }

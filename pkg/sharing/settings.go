@@ -46,3 +46,11 @@ func TimeSliceOf(i v1alpha1.TimeSliceInterval) backend.TimeSlice {
 	}
 	return backend.TimeSliceDefault
 }
+
+// HasEffects reports whether applying s changes the node: an interval to
+// set or an MPS daemon to run. A share only the scheduler accounts for
+// does not.
+func (s *Settings) HasEffects() bool {
+	_, interval := s.Interval()
+	return interval || s.IsMPS()
+}

@@ -1,0 +1,82 @@
+package claims
+
+import (
+	"fmt"
+
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+)
+
+// The checkpoint on disk trails the one in memory by at most the changes
+// whose callers are waiting for them to be durable: every change is made
+// under m.mu, published as a new version (a snapshot), and the caller waits
+// in persist until that version, or a later one, is on disk before it acts
+// on it (returns to the kubelet, carves, starts a daemon).
+//
+// Writes go one at a time and always write the newest snapshot, so callers
+// that arrive while a write is under way are served together by the next
+// one (group commit): eight prepares in flight cost about two fsyncs, not
+// eight. A newer version is never overwritten by an older one.
+
+// snapshot is the checkpoint as of one version.
+type snapshot struct {
+	version uint64
+	cp      *checkpoint.Checkpoint
+}
+
+// publishLocked makes the current state the newest version to write and
+// returns it. m.mu is held.
+func (m *Manager) publishLocked() uint64 {
+	m.version++
+	m.snap.Store(&snapshot{version: m.version, cp: m.cp.Clone()})
+	return m.version
+}
+
+// persist returns once version v, or a later one, is on disk. It does not
+// take m.mu, so it may be called with or without it.
+func (m *Manager) persist(v uint64) error {
+	m.saveMu.Lock()
+	defer m.saveMu.Unlock()
+	if m.written >= v {
+		return nil
+	}
+	s := m.snap.Load()
+	if err := m.cfg.Store.Save(s.cp); err != nil {
+		return withKind(ErrCheckpoint, fmt.Errorf("save checkpoint: %w", err))
+	}
+	m.written = s.version
+	return nil
+}
+
+// save publishes and persists the state, m.mu held (operations with side
+// effects, recovery); on failure the state is restored from prev, so it
+// never runs ahead of disk.
+func (m *Manager) save(prev *checkpoint.Checkpoint) error {
+	if err := m.persist(m.publishLocked()); err != nil {
+		m.cp = prev
+		m.publishLocked()
+		return err
+	}
+	return nil
+}
+
+// plannedEffects reports whether preparing devs changes the node beyond the
+// claim's CDI spec: a partition to carve, MIG mode to turn off under a
+// whole GPU of a dynamic node (carveAll), an interval to set, an MPS daemon.
+func (m *Manager) plannedEffects(devs []planned) bool {
+	for _, d := range devs {
+		if d.carve != nil || (d.dev.Partition == nil && m.dynamic(&d.dev.GPU)) || d.dev.Sharing.HasEffects() {
+			return true
+		}
+	}
+	return false
+}
+
+// recordedEffects is plannedEffects of a recorded claim.
+func recordedEffects(c *checkpoint.Claim) bool {
+	for _, d := range c.Devices {
+		if d.Placement != nil || d.CreatedPartition || d.Sharing.HasEffects() {
+			return true
+		}
+	}
+	return false
+}
