@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tessera-gpu/tessera/pkg/driver"
 	"github.com/tessera-gpu/tessera/pkg/flagenv"
 	"github.com/tessera-gpu/tessera/pkg/health"
 	"github.com/tessera-gpu/tessera/pkg/publish"
@@ -61,10 +62,13 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.SysfsRoot, "sysfs-root", "/", "Root under which /sys is read (backends amd and nvml); a fixture tree in tests.")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "Print the node's ResourceSlices as a YAML stream of resource.k8s.io/v1 objects and exit, without a cluster.")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty means in-cluster configuration.")
-	// The kubelet plugin helper GETs every claim before a prepare; at
-	// client-go's default 5 qps that alone caps prepare at ~5 claims/s.
-	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", 50, "Queries per second to the API server (claim GETs on prepare, slice updates).")
-	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 100, "Burst of queries to the API server.")
+	// The kubelet plugin helper GETs every claim before a prepare, so the
+	// rate caps sustained prepares per second: at client-go's default 5
+	// qps, 5 claims/s; at 50, a node starting pods in bulk was held to
+	// ~50/s once the burst was spent. 200 keeps the agent's own work
+	// (~1000 claims/s with 8 in flight) the limit only in bursts.
+	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", driver.DefaultKubeAPIQPS, "Queries per second to the API server (one claim GET per prepare, slice updates, status patches on failures and capacity shares); caps sustained prepares per second.")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", driver.DefaultKubeAPIBurst, "Burst of queries to the API server.")
 	fs.StringVar(&c.PluginDataDir, "plugin-data-dir", "/var/lib/kubelet/plugins/gpu.tessera.dev", "Directory for the plugin's gRPC socket and checkpoint.")
 	fs.StringVar(&c.RegistrarDir, "registrar-dir", "/var/lib/kubelet/plugins_registry", "Kubelet plugin registration directory.")
 	fs.StringVar(&c.CDIDir, "cdi-dir", "/var/run/cdi", "Directory for the per-claim CDI specs.")

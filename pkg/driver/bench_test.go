@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/flowcontrol"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/publish"
@@ -84,7 +87,22 @@ func benchCycle(b *testing.B, n *node, claim *drapbv1.Claim) {
 // each for its own claim of one H100 (so none conflict). claims/s counts
 // prepares (each followed by its unprepare).
 func BenchmarkPrepareThroughput(b *testing.B) {
-	n := newBenchNode(b, "dgx-h100")
+	b.Run("no-limit", func(b *testing.B) { benchThroughput(b, newBenchNode(b, "dgx-h100")) })
+	// default-limit: claim GETs pass client-go's token bucket at the
+	// agent's default QPS and burst, as its real client's do; run it long
+	// enough (-benchtime=10s) that the burst is a small part.
+	b.Run("default-limit", func(b *testing.B) {
+		n := newBenchNode(b, "dgx-h100")
+		limit := flowcontrol.NewTokenBucketRateLimiter(DefaultKubeAPIQPS, DefaultKubeAPIBurst)
+		n.client.PrependReactor("get", "resourceclaims", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+			limit.Accept()
+			return false, nil, nil
+		})
+		benchThroughput(b, n)
+	})
+}
+
+func benchThroughput(b *testing.B, n *node) {
 	var claims []*drapbv1.Claim
 	for i := range 8 {
 		claims = append(claims, n.addClaim(fmt.Sprintf("bench-%d", i), fmt.Sprintf("gpu-%d", i)))

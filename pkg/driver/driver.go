@@ -26,6 +26,14 @@ import (
 // DriverName is the DRA driver name and attribute domain.
 const DriverName = "gpu.tessera.dev"
 
+// The API client's default rate limit (the agent's --kube-api-qps and
+// --kube-api-burst): the helper GETs every claim before a prepare, so QPS
+// caps sustained prepares per second (BenchmarkPrepareThroughput/default-limit).
+const (
+	DefaultKubeAPIQPS   = 200
+	DefaultKubeAPIBurst = 400
+)
+
 // Options configure the node agent.
 type Options struct {
 	NodeName      string
