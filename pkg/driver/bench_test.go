@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/flowcontrol"
@@ -144,6 +145,32 @@ func BenchmarkPrepareUnprepareSharing(b *testing.B) {
 			n := launch(b, &node{profile: "mixed-inference", mps: true})
 			claim := n.addConfiguredClaim("bench", tc.config, "gpu-0")
 			benchCycle(b, n, claim)
+		})
+	}
+}
+
+// BenchmarkStartToPublished is an agent's start on an 8-GPU node until
+// every device is in the (fake) API server's ResourceSlices: discovery,
+// checkpoint recovery, building the slices, the helper's publication.
+func BenchmarkStartToPublished(b *testing.B) {
+	for _, profile := range []string{"dgx-h100", "mi300x-8"} {
+		b.Run(profile, func(b *testing.B) {
+			for b.Loop() {
+				n := newBenchNode(b, profile)
+				want := len(n.driver.Published().Order)
+				for {
+					l, err := n.client.ResourceV1().ResourceSlices().List(n.ctx, metav1.ListOptions{})
+					got := 0
+					for _, s := range l.Items {
+						got += len(s.Spec.Devices)
+					}
+					if err == nil && got == want {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				n.stop()
+			}
 		})
 	}
 }

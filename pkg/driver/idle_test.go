@@ -1,0 +1,43 @@
+package driver
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestIdleAgentWritesNothing: an agent with nothing to do sends the API
+// server no writes, however often it polls its backend (every 10 ms here,
+// a hundred polls a second) and publishes nothing again.
+func TestIdleAgentWritesNothing(t *testing.T) {
+	for _, profile := range []string{"dgx-h100", "mi300x-8", "mixed-inference"} {
+		t.Run(profile, func(t *testing.T) {
+			n := launch(t, &node{profile: profile, poll: 10 * time.Millisecond})
+			waitPublished(t, n)
+			before := len(n.client.Actions())
+			time.Sleep(time.Second)
+			for _, a := range n.client.Actions()[before:] {
+				if v := a.GetVerb(); v != "get" && v != "list" && v != "watch" {
+					t.Errorf("idle agent sent %s %s", v, a.GetResource().Resource)
+				}
+			}
+		})
+	}
+}
+
+// waitPublished waits until every device is in the fake API server's
+// slices and the slice controller has settled.
+func waitPublished(t *testing.T, n *node) {
+	t.Helper()
+	want := len(n.driver.Published().Order)
+	waitFor(t, func() bool {
+		l, err := n.client.ResourceV1().ResourceSlices().List(n.ctx, metav1.ListOptions{})
+		got := 0
+		for _, s := range l.Items {
+			got += len(s.Spec.Devices)
+		}
+		return err == nil && got == want
+	})
+	time.Sleep(300 * time.Millisecond)
+}
