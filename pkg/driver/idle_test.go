@@ -5,6 +5,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // TestIdleAgentWritesNothing: an agent with nothing to do sends the API
@@ -40,4 +42,41 @@ func waitPublished(t *testing.T, n *node) {
 		return err == nil && got == want
 	})
 	time.Sleep(300 * time.Millisecond)
+}
+
+// TestRepublishAfterCarveIsOneUpdate: on a dynamic node, carving a claim's
+// partition changes the hardware (the backend's generation); the agent
+// re-reads it and rebuilds its slices, which costs at most one slice write
+// (none today: a placement's device does not change when it is carved), and
+// as little when the partition goes.
+func TestRepublishAfterCarveIsOneUpdate(t *testing.T) {
+	n := launch(t, &node{profile: "dgx-h100", partitioning: publish.Dynamic, poll: 10 * time.Millisecond})
+	waitPublished(t, n)
+	writes := func(since int) (out []string) {
+		for _, a := range n.client.Actions()[since:] {
+			if v := a.GetVerb(); v != "get" && v != "list" && v != "watch" && a.GetResource().Resource == "resourceslices" {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	claim := n.addClaim("slice", "gpu-7-mig-1g-10gb-5")
+	before := len(n.client.Actions())
+	if e := n.prepare(claim).Claims[claim.Uid].GetError(); e != "" {
+		t.Fatal(e)
+	}
+	time.Sleep(time.Second) // many polls: the change is seen and published
+	w := writes(before)
+	if len(w) > 1 {
+		t.Errorf("prepare cost %d slice writes: %v", len(w), w)
+	}
+	t.Logf("prepare: slice writes %v", w)
+	before = len(n.client.Actions())
+	if e := n.unprepare(claim).Claims[claim.Uid].GetError(); e != "" {
+		t.Fatal(e)
+	}
+	time.Sleep(time.Second)
+	if w := writes(before); len(w) > 1 {
+		t.Errorf("unprepare cost %d slice writes: %v", len(w), w)
+	}
 }
