@@ -13,7 +13,7 @@ TEST_GO      = cd test && CGO_ENABLED=0 $(GO)
 NODES       ?=
 KEEP        ?=
 
-.PHONY: all build test unit vet e2e bench dry-run clean \
+.PHONY: all build test unit vet e2e bench bench-scheduler dry-run clean \
 	cluster-bins cluster-up cluster-down demo
 
 all: build
@@ -37,6 +37,11 @@ vet:
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./pkg/...
+
+# bench-scheduler: the real kube-scheduler placing pods with claims on 100
+# and 500 nodes that exist only as objects (static, dynamic, shared).
+bench-scheduler: build cluster-bins
+	$(TEST_GO) run ./cluster/cmd/bench-scheduler --repo=.. $(BENCH_ARGS)
 
 # dry-run: print a simulated DGX H100's ResourceSlices.
 dry-run: build

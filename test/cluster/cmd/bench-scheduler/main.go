@@ -1,0 +1,103 @@
+// Command bench-scheduler measures the real kube-scheduler placing pods
+// with claims on fleets of Tessera nodes that exist only as objects
+// (pkg/schedbench): `make bench-scheduler`.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/schedbench"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scheduler:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	repo := flag.String("repo", ".", "repository root")
+	sizes := flag.String("nodes", "100,500", "fleet sizes, comma-separated")
+	layouts := flag.String("layouts", "static,dynamic,shared", "layouts: static (whole H100s), dynamic (MIG 1g.10gb carved on demand), shared (7Gi of an L4)")
+	pods := flag.Int("pods", 100, "pods per run, each with its own claim")
+	rate := flag.Float64("rate", 20, "pods created per second")
+	timeout := flag.Duration("timeout", 3*time.Minute, "how long a run waits for its pods to be bound")
+	flag.Parse()
+	root, err := filepath.Abs(*repo)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var results []*schedbench.Result
+	for _, ln := range strings.Split(*layouts, ",") {
+		var l *schedbench.Layout
+		for i := range schedbench.Layouts {
+			if schedbench.Layouts[i].Name == ln {
+				l = &schedbench.Layouts[i]
+			}
+		}
+		if l == nil {
+			return fmt.Errorf("--layouts: no layout %q", ln)
+		}
+		for _, s := range strings.Split(*sizes, ",") {
+			n, err := strconv.Atoi(s)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("--nodes: %q is not a fleet size", s)
+			}
+			r, err := once(ctx, root, *l, n, *pods, *rate, *timeout)
+			if err != nil {
+				return fmt.Errorf("%s, %d nodes: %w", ln, n, err)
+			}
+			results = append(results, r)
+			fmt.Printf("%-8s %4d nodes: %d/%d pods bound, %.1f pods/s, time to bind p50 %s p99 %s max %s (setup %s)\n",
+				r.Layout, r.Nodes, r.Scheduled, r.Pods, r.PodsPerSecond, r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.Max.Round(time.Millisecond), r.SetupTook.Round(time.Second))
+		}
+	}
+	fmt.Printf("\n| layout | nodes | pods | pods/s | p50 | p99 |\n|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		fmt.Printf("| %s | %d | %d/%d | %.1f | %s | %s |\n", r.Layout, r.Nodes, r.Scheduled, r.Pods, r.PodsPerSecond, r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// once runs one layout and size on a fresh control plane (no kubelets).
+func once(ctx context.Context, root string, l schedbench.Layout, nodes, pods int, rate float64, timeout time.Duration) (*schedbench.Result, error) {
+	c := localcluster.ForRepo(root)
+	c.Dir = filepath.Join(root, "_output/bench-cluster")
+	c.Nodes = nil
+	if err := c.Up(ctx, os.Stderr); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := c.Down(os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "cluster down:", err)
+		}
+	}()
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	// Setting up 500 nodes is thousands of creates; the pods' rate is
+	// the benchmark's own.
+	cfg.QPS, cfg.Burst = 2000, 4000
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return schedbench.Run(ctx, client, l, nodes, pods, rate, timeout)
+}

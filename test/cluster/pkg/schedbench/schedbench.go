@@ -1,0 +1,265 @@
+// Package schedbench measures the real kube-scheduler placing pods with
+// claims on a fleet larger than the local cluster: N nodes that exist only
+// as Node objects with the ResourceSlices Tessera publishes for a simulated
+// machine (no kubelets: nothing runs, pods stay bound), pods created at a
+// fixed rate, each with its own claim. It reports pods scheduled per second
+// and the time from a pod's creation to its binding.
+package schedbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+	"github.com/tessera-gpu/tessera/pkg/publish"
+)
+
+// Layout is one way nodes are published and the claim its pods make.
+type Layout struct {
+	Name    string
+	Profile string
+	Options publish.Options
+	Claim   resourceapi.ExactDeviceRequest
+}
+
+func cel(class, expr string) resourceapi.ExactDeviceRequest {
+	return resourceapi.ExactDeviceRequest{DeviceClassName: class, Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}}}
+}
+
+// Layouts are the three ways a node publishes: whole H100s, dynamic MIG
+// (a pod asks a 1g.10gb slice) and capacity shares of L4s (7Gi each).
+var Layouts = []Layout{
+	{"static", "dgx-h100", publish.Options{Partitioning: publish.Static}, cel("nvidia.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].model == "H100"`)},
+	{"dynamic", "dgx-h100", publish.Options{Partitioning: publish.Dynamic}, cel("mig.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].profile == "1g.10gb"`)},
+	{"shared", "l4-4", publish.Options{Partitioning: publish.Static, Sharing: publish.SharingCapacity}, func() resourceapi.ExactDeviceRequest {
+		r := cel("nvidia.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].model == "L4"`)
+		r.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("7Gi")}}
+		return r
+	}()},
+}
+
+// Result is one run's figures.
+type Result struct {
+	Layout        string
+	Nodes, Pods   int
+	Scheduled     int
+	PodsPerSecond float64
+	P50, P99, Max time.Duration
+	SetupTook     time.Duration
+}
+
+const namespace = "schedbench"
+
+// Run creates nodes and slices for l, then pods at rate per second, and
+// waits (up to timeout) until every pod is bound.
+func Run(ctx context.Context, client kubernetes.Interface, l Layout, nodes, pods int, rate float64, timeout time.Duration) (*Result, error) {
+	setup := time.Now()
+	objs, err := template(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	if err := makeNodes(ctx, client, l, objs, nodes); err != nil {
+		return nil, err
+	}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("namespace: %w", err)
+	}
+	if err := waitServiceAccount(ctx, client); err != nil {
+		return nil, err
+	}
+	res := &Result{Layout: l.Name, Nodes: nodes, Pods: pods, SetupTook: time.Since(setup)}
+
+	w, err := client.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	bound := map[string]time.Time{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || p.Spec.NodeName == "" {
+				continue
+			}
+			mu.Lock()
+			if _, seen := bound[p.Name]; !seen {
+				bound[p.Name] = time.Now()
+			}
+			n := len(bound)
+			mu.Unlock()
+			if n == pods {
+				return
+			}
+		}
+	}()
+
+	start := time.Now()
+	interval := time.Duration(float64(time.Second) / rate)
+	for i := range pods {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
+		name := fmt.Sprintf("p-%04d", i)
+		if err := createPod(ctx, client, l, name); err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		created[name] = time.Now()
+		mu.Unlock()
+	}
+	select {
+	case <-done:
+	case <-time.After(timeout):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var lat []time.Duration
+	last := start
+	for name, t := range bound {
+		if c, ok := created[name]; ok {
+			lat = append(lat, t.Sub(c))
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	res.Scheduled = len(lat)
+	if len(lat) == 0 {
+		return res, fmt.Errorf("no pod was scheduled within %s", timeout)
+	}
+	slices.Sort(lat)
+	res.P50, res.P99, res.Max = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)], lat[len(lat)-1]
+	res.PodsPerSecond = float64(len(lat)) / last.Sub(start).Seconds()
+	return res, nil
+}
+
+// template builds one node's slices for l exactly as the agent would.
+func template(ctx context.Context, l Layout) ([]*resourceapi.ResourceSlice, error) {
+	m, err := sim.Profile(l.Profile, "template")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "schedbench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	b, err := sim.New(m, dir, sim.WithBootID("schedbench"))
+	if err != nil {
+		return nil, err
+	}
+	inv, err := b.Discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := publish.BuildWith("template", inv, l.Options)
+	if err != nil {
+		return nil, err
+	}
+	return publish.Objects(alloctest.DriverName, "template", res.Resources), nil
+}
+
+// makeNodes creates the Node objects, with room for every pod, and each
+// node's slices, a few creates in flight.
+func makeNodes(ctx context.Context, client kubernetes.Interface, l Layout, objs []*resourceapi.ResourceSlice, n int) error {
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		name := fmt.Sprintf("%s-%04d", l.Name, i)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs <- makeNode(ctx, client, name, alloctest.CloneNode(objs, "template", name))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func makeNode(ctx context.Context, client kubernetes.Interface, name string, slices []*resourceapi.ResourceSlice) error {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
+	nd, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("128"), corev1.ResourceMemory: resource.MustParse("1Ti"), corev1.ResourcePods: resource.MustParse("250")}
+	nd.Status.Capacity, nd.Status.Allocatable = room, room
+	nd.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("node %s status: %w", name, err)
+	}
+	for _, s := range slices {
+		if _, err := client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("node %s slice: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// createPod creates a pod with its own claim; it tolerates every taint, as
+// nodes without kubelets are marked unreachable after a while.
+func createPod(ctx context.Context, client kubernetes.Interface, l Layout, name string) error {
+	req := l.Claim
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &req}}}},
+	}
+	if _, err := client.ResourceV1().ResourceClaims(namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("claim %s: %w", name, err)
+	}
+	claimName := name
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claimName}},
+			Tolerations:    []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name: "work", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}},
+			}},
+		},
+	}
+	if _, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("pod %s: %w", name, err)
+	}
+	return nil
+}
+
+func waitServiceAccount(ctx context.Context, client kubernetes.Interface) error {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if _, err := client.CoreV1().ServiceAccounts(namespace).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("no default service account in %s", namespace)
+}
