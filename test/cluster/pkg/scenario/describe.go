@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -88,7 +89,7 @@ func describeSpec(what string, spec resourceapi.ResourceClaimSpec) []string {
 	var out []string
 	for _, r := range spec.Devices.Requests {
 		if r.Exactly != nil {
-			out = append(out, fmt.Sprintf("%s, request %s: %s", what, r.Name, describeExact(r.Exactly.DeviceClassName, r.Exactly.Count, r.Exactly.Selectors)))
+			out = append(out, fmt.Sprintf("%s, request %s: %s%s", what, r.Name, describeExact(r.Exactly.DeviceClassName, r.Exactly.Count, r.Exactly.Selectors), describeCapacity(r.Exactly.Capacity)))
 		}
 		for i, s := range r.FirstAvailable {
 			out = append(out, fmt.Sprintf("%s, request %s, choice %d (%s): %s", what, r.Name, i+1, s.Name, describeExact(s.DeviceClassName, s.Count, s.Selectors)))
@@ -103,6 +104,19 @@ func describeSpec(what string, spec resourceapi.ResourceClaimSpec) []string {
 		}
 	}
 	return out
+}
+
+// describeCapacity is what a request asks of each device's capacity.
+func describeCapacity(c *resourceapi.CapacityRequirements) string {
+	if c == nil || len(c.Requests) == 0 {
+		return ""
+	}
+	var parts []string
+	for name, q := range c.Requests {
+		parts = append(parts, fmt.Sprintf("%s %s", q.String(), name))
+	}
+	sort.Strings(parts)
+	return ", asking " + strings.Join(parts, " and ")
 }
 
 func describeExact(class string, count int64, sel []resourceapi.DeviceSelector) string {
