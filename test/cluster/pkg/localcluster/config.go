@@ -90,6 +90,8 @@ type Config struct {
 	// DeviceClasses is the YAML file of DeviceClasses to apply.
 	DeviceClasses string
 	Nodes         []Node
+	// SchedulerArgs are extra kube-scheduler flags (benchmarks).
+	SchedulerArgs []string
 }
 
 // ForRepo is the configuration `make cluster-up` and `make demo` use: state

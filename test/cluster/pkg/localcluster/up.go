@@ -215,7 +215,7 @@ func (c *Config) startControllers(s *State, p *pki) error {
 			"--root-ca-file=" + p.path("ca.crt"),
 			"--use-service-account-credentials=true",
 		}},
-		{"scheduler", nil},
+		{"scheduler", c.SchedulerArgs},
 	} {
 		kc := filepath.Join(c.Dir, comp.name+".kubeconfig")
 		if err := p.writeKubeconfig(kc, c.server(s), comp.name); err != nil {

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
@@ -213,9 +214,19 @@ func makeNode(ctx context.Context, client kubernetes.Interface, name string, sli
 		return fmt.Errorf("node %s: %w", name, err)
 	}
 	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("128"), corev1.ResourceMemory: resource.MustParse("1Ti"), corev1.ResourcePods: resource.MustParse("250")}
-	nd.Status.Capacity, nd.Status.Allocatable = room, room
-	nd.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{}); err != nil {
+	// The node controllers write the new node too: retry on a conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		nd.Status.Capacity, nd.Status.Allocatable = room, room
+		nd.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		_, err := client.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{})
+		if err != nil {
+			if cur, gerr := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+				nd = cur
+			}
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("node %s status: %w", name, err)
 	}
 	for _, s := range slices {
