@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -78,6 +80,17 @@ func run() error {
 	failed := 0
 	for _, f := range files {
 		if err := show(ctx, c, client, f); err != nil {
+			failed++
+			fmt.Printf("  FAILED: %v\n", err)
+		}
+	}
+	// The fleet as the kubectl plugin shows it (bin/kubectl-tessera, on
+	// PATH it is `kubectl tessera`).
+	for _, args := range [][]string{{"inventory"}, {"topo", "gpu-h100"}, {"topo", "gpu-mi300x"}} {
+		fmt.Printf("\n== kubectl tessera %s\n", strings.Join(args, " "))
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "bin/kubectl-tessera"), append(args, "--kubeconfig="+c.Kubeconfig())...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
 			failed++
 			fmt.Printf("  FAILED: %v\n", err)
 		}
