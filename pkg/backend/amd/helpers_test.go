@@ -1,12 +1,9 @@
 package amd
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
@@ -19,15 +16,7 @@ func fixture(name string) string { return filepath.Join(fixturesDir, name) }
 
 func discover(t *testing.T, root string) *inventory.Node {
 	t.Helper()
-	logger, _ := ktesting.NewTestContext(t)
-	b, err := New(Options{SysfsRoot: root, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := b.Discover(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, _ := discoverLogged(t, root)
 	return n
 }
 
