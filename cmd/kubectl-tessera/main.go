@@ -60,7 +60,7 @@ func newRoot() *cobra.Command {
 		Annotations:  map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl tessera"},
 	}
 	src.config.AddFlags(root.PersistentFlags())
-	root.AddCommand(newInventory(src), newTopo(src))
+	root.AddCommand(newInventory(src), newTopo(src), newExplain(src), newDoctor(src))
 	return root
 }
 

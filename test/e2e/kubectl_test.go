@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
@@ -39,4 +41,64 @@ func TestKubectlTessera(t *testing.T) {
 		}
 	}
 	deleteAll(t, ns)
+}
+
+// kubectlTesseraStatus runs the plugin and returns its output and whether
+// it exited 0.
+func kubectlTesseraStatus(t *testing.T, args ...string) (string, bool) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(repo, "bin/kubectl-tessera"), append(args, "--kubeconfig="+cluster.Kubeconfig())...).CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("kubectl tessera %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out), err == nil
+}
+
+// TestKubectlTesseraExplain: for demo 08's pod, which the real scheduler
+// leaves Pending, explain agrees that no node fits and names the
+// fabric-island constraint no set of devices meets.
+func TestKubectlTesseraExplain(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	sc, err := scenario.Load(filepath.Join(repo, "demo/08-unsatisfiable.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Apply(ctx, client, ns); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := scenario.WaitUnschedulable(ctx, client, ns, "too-big-job", 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	out := kubectlTessera(t, "explain", "pod/too-big-job", "-n", ns)
+	for _, want := range []string{"fits on no node", "matchAttribute gpu.tessera.dev/fabricIsland"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	deleteAll(t, ns)
+}
+
+// TestKubectlTesseraDoctor: doctor passes on the healthy cluster (each
+// agent's readiness asked at the metrics address the cluster printed) and,
+// with one node's agent stopped, fails naming that node.
+func TestKubectlTesseraDoctor(t *testing.T) {
+	s, err := cluster.LoadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"doctor"}
+	for _, n := range nodes {
+		args = append(args, "--metrics-url", n.Name+"="+localcluster.MetricsURL(s, n.Name))
+	}
+	if out, ok := kubectlTesseraStatus(t, args...); !ok || !strings.Contains(out, " 0 failed") {
+		t.Fatalf("doctor on a healthy cluster failed:\n%s", out)
+	}
+	restartPlugin(t, "gpu-mixed", func() {
+		out, ok := kubectlTesseraStatus(t, args...)
+		if ok || !strings.Contains(out, "gpu-mixed/readyz") {
+			t.Errorf("doctor with gpu-mixed's agent stopped: exit 0 %v\n%s", ok, out)
+		}
+	})
 }

@@ -1,0 +1,369 @@
+package inspect
+
+import (
+	"fmt"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// consumedCapacity is what a request consumes of capacity c, following
+// its request policy as the allocator does; false when the request breaks
+// the policy (above the range maximum, no valid value large enough).
+func consumedCapacity(want *resource.Quantity, c resourceapi.DeviceCapacity) (resource.Quantity, bool) {
+	p := c.RequestPolicy
+	if want == nil {
+		if p != nil && p.Default != nil {
+			return p.Default.DeepCopy(), true
+		}
+		return c.Value.DeepCopy(), true
+	}
+	if p == nil {
+		return want.DeepCopy(), true
+	}
+	switch {
+	case p.ValidRange != nil && p.ValidRange.Min != nil:
+		r := p.ValidRange
+		got := want.DeepCopy()
+		if got.Cmp(*r.Min) < 0 {
+			got = r.Min.DeepCopy()
+		} else if r.Step != nil && r.Step.Sign() > 0 {
+			// min + ceil((want-min)/step)*step, in exact rational arithmetic.
+			min, step, w := r.Min.AsDec(), r.Step.AsDec(), want.AsDec()
+			minR, _ := new(big.Rat).SetString(min.String())
+			stepR, _ := new(big.Rat).SetString(step.String())
+			wR, _ := new(big.Rat).SetString(w.String())
+			n := new(big.Rat).Quo(new(big.Rat).Sub(wR, minR), stepR)
+			q := new(big.Int).Quo(n.Num(), n.Denom())
+			if new(big.Rat).SetInt(q).Cmp(n) < 0 {
+				q.Add(q, big.NewInt(1))
+			}
+			v := new(big.Rat).Add(minR, new(big.Rat).Mul(new(big.Rat).SetInt(q), stepR))
+			parsed, err := resource.ParseQuantity(v.FloatString(3))
+			if err == nil {
+				got = parsed
+			}
+		}
+		if r.Max != nil && got.Cmp(*r.Max) > 0 {
+			return got, false
+		}
+		return got, true
+	case len(p.ValidValues) > 0:
+		for _, v := range p.ValidValues {
+			if v.Cmp(*want) >= 0 {
+				return v.DeepCopy(), true
+			}
+		}
+		return want.DeepCopy(), false
+	}
+	return want.DeepCopy(), true
+}
+
+// lookupFQ finds attribute name (domain/id) on d as the allocator's
+// constraints do: as given, or by its id when the domain is the driver's.
+func lookupFQ(d *resourceapi.Device, name resourceapi.FullyQualifiedName) (resourceapi.DeviceAttribute, bool) {
+	if a, ok := d.Attributes[resourceapi.QualifiedName(name)]; ok {
+		return a, true
+	}
+	domain, id, ok := strings.Cut(string(name), "/")
+	if !ok || domain != DriverName {
+		return resourceapi.DeviceAttribute{}, false
+	}
+	a, ok := d.Attributes[resourceapi.QualifiedName(id)]
+	return a, ok
+}
+
+func attrValue(a resourceapi.DeviceAttribute) string {
+	switch {
+	case a.StringValue != nil:
+		return *a.StringValue
+	case a.IntValue != nil:
+		return strconv.FormatInt(*a.IntValue, 10)
+	case a.BoolValue != nil:
+		return strconv.FormatBool(*a.BoolValue)
+	case a.VersionValue != nil:
+		return *a.VersionValue
+	}
+	return "?"
+}
+
+// constraintCandidate is what one request covered by a constraint brings:
+// how many devices it needs and which are usable.
+type constraintCandidate struct {
+	count  int64
+	usable []poolDevice
+}
+
+// constraintReports checks each constraint of c against the usable devices
+// of the requests it covers (for a firstAvailable request, its first
+// alternative with enough usable devices, else its first).
+func constraintReports(c *resourceapi.ResourceClaim, reports []RequestReport) []ConstraintReport {
+	key := claimKey(c)
+	report := func(name string) *RequestReport {
+		for i := range reports {
+			if reports[i].Claim == key && reports[i].Request == name {
+				return &reports[i]
+			}
+		}
+		return nil
+	}
+	var out []ConstraintReport
+	for _, con := range c.Spec.Devices.Constraints {
+		names := sets.New(con.Requests...)
+		var cands []constraintCandidate
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly != nil {
+				if names.Len() == 0 || names.Has(r.Name) {
+					if rep := report(r.Name); rep != nil {
+						cands = append(cands, constraintCandidate{rep.Count, rep.usable})
+					}
+				}
+				continue
+			}
+			var chosen *RequestReport
+			for _, s := range r.FirstAvailable {
+				full := r.Name + "/" + s.Name
+				if names.Len() > 0 && !names.Has(r.Name) && !names.Has(full) {
+					continue
+				}
+				rep := report(full)
+				if rep == nil {
+					continue
+				}
+				if chosen == nil || (!chosen.Enough && rep.Enough) {
+					chosen = rep
+				}
+			}
+			if chosen != nil {
+				cands = append(cands, constraintCandidate{chosen.Count, chosen.usable})
+			}
+		}
+		var rep ConstraintReport
+		switch {
+		case con.MatchAttribute != nil:
+			rep = matchAttributeReport(key, *con.MatchAttribute, cands)
+		case con.DistinctAttribute != nil:
+			rep = distinctAttributeReport(key, *con.DistinctAttribute, cands)
+		default:
+			continue
+		}
+		// With no usable device at all the constraint is not what stops
+		// the claim: the requests' own reasons say why.
+		rep.moot = !slices.ContainsFunc(cands, func(c constraintCandidate) bool { return len(c.usable) > 0 })
+		out = append(out, rep)
+	}
+	return out
+}
+
+func shortAttr(name resourceapi.FullyQualifiedName) string {
+	if _, id, ok := strings.Cut(string(name), "/"); ok {
+		return id
+	}
+	return string(name)
+}
+
+func matchAttributeReport(claim string, attr resourceapi.FullyQualifiedName, cands []constraintCandidate) ConstraintReport {
+	rep := ConstraintReport{Claim: claim, Kind: "matchAttribute", Attribute: string(attr)}
+	var need int64
+	groups := map[string]sets.Set[deviceKey]{}
+	perCand := make([]map[string]int64, len(cands))
+	lacking := sets.New[deviceKey]()
+	for i, c := range cands {
+		need += c.count
+		perCand[i] = map[string]int64{}
+		for _, d := range c.usable {
+			a, ok := lookupFQ(d.dev, attr)
+			if !ok {
+				lacking.Insert(d.key())
+				continue
+			}
+			v := attrValue(a)
+			if groups[v] == nil {
+				groups[v] = sets.New[deviceKey]()
+			}
+			groups[v].Insert(d.key())
+			perCand[i][v]++
+		}
+	}
+	best, bestN := "", -1
+	for _, v := range slices.Sorted(mapsKeys(groups)) {
+		ok := int64(groups[v].Len()) >= need
+		for i, c := range cands {
+			if perCand[i][v] < c.count {
+				ok = false
+			}
+		}
+		if ok {
+			rep.Satisfiable = true
+			rep.Message = fmt.Sprintf("matchAttribute %s: %s=%s has %d free matching devices, the claim needs %d", attr, shortAttr(attr), v, groups[v].Len(), need)
+			return rep
+		}
+		if groups[v].Len() > bestN {
+			best, bestN = v, groups[v].Len()
+		}
+	}
+	if bestN < 0 {
+		rep.Message = fmt.Sprintf("matchAttribute %s: no free matching device has a %s, the claim needs %d on one", attr, shortAttr(attr), need)
+	} else {
+		rep.Message = fmt.Sprintf("matchAttribute %s: the largest group of free matching devices with one %s has %d (%s=%s), the claim needs %d",
+			attr, shortAttr(attr), bestN, shortAttr(attr), best, need)
+	}
+	if lacking.Len() > 0 {
+		rep.Message += fmt.Sprintf("; %d free matching devices do not publish %s", lacking.Len(), shortAttr(attr))
+	}
+	return rep
+}
+
+func distinctAttributeReport(claim string, attr resourceapi.FullyQualifiedName, cands []constraintCandidate) ConstraintReport {
+	rep := ConstraintReport{Claim: claim, Kind: "distinctAttribute", Attribute: string(attr)}
+	var need int64
+	values := sets.New[string]()
+	for _, c := range cands {
+		need += c.count
+		for _, d := range c.usable {
+			if a, ok := lookupFQ(d.dev, attr); ok {
+				values.Insert(attrValue(a))
+			}
+		}
+	}
+	rep.Satisfiable = int64(values.Len()) >= need
+	rep.Message = fmt.Sprintf("distinctAttribute %s: the free matching devices have %d distinct values of %s, the claim needs %d", attr, values.Len(), shortAttr(attr), need)
+	return rep
+}
+
+// funnel describes a request's way through the node's devices:
+// "the class matches 8 of 8 devices, 8 match the selectors, 3 in use (by
+// ns/a), 5 usable".
+func funnel(r *RequestReport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "class %s matches %d of the node's %d devices", r.Class, r.ClassMatched, r.NodeDevices)
+	if len(r.Selectors) > 0 {
+		fmt.Fprintf(&b, ", %d of them match the request's selectors", r.Matching)
+	}
+	var lost []string
+	if r.InUse > 0 {
+		lost = append(lost, fmt.Sprintf("%d in use (by %s)", r.InUse, list(r.InUseBy, 4)))
+	}
+	if r.CountersExhausted > 0 {
+		lost = append(lost, fmt.Sprintf("%d blocked by exhausted shared counters", r.CountersExhausted))
+	}
+	if r.Tainted > 0 {
+		lost = append(lost, fmt.Sprintf("%d tainted (%s) without a toleration", r.Tainted, list(r.Taints, 3)))
+	}
+	if r.CapacityShort > 0 {
+		lost = append(lost, fmt.Sprintf("%d without enough capacity left", r.CapacityShort))
+	}
+	if len(lost) > 0 {
+		fmt.Fprintf(&b, "; of those %s", strings.Join(lost, ", "))
+	}
+	fmt.Fprintf(&b, "; %d usable", r.Usable)
+	return b.String()
+}
+
+// need says what the request needs: "16 devices", "all matching devices".
+func (r *RequestReport) need() string {
+	if r.AllocationMode == string(resourceapi.DeviceAllocationModeAll) {
+		return "all matching devices"
+	}
+	if r.Count == 1 {
+		return "1 device"
+	}
+	return fmt.Sprintf("%d devices", r.Count)
+}
+
+// list joins names, eliding after max.
+func list(names []string, max int) string {
+	if len(names) == 0 {
+		return "no claim in the snapshot"
+	}
+	if len(names) <= max {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
+}
+
+// counterWords describes an exhausted counter set.
+func counterWords(c CounterReport) string {
+	held := "no claim holds them (withheld by the node)"
+	if len(c.HeldBy) > 0 {
+		held = "held by " + list(c.HeldBy, 6)
+	}
+	return fmt.Sprintf("counter set %s (pool %s): %s exhausted for %d device(s), %s", c.CounterSet, c.Pool, list(c.Counters, 4), c.Devices, held)
+}
+
+// reasons says why the claims do not fit on a node, from its reports.
+func reasons(v *NodeVerdict) []string {
+	var out []string
+	if v.Error != "" {
+		out = append(out, "the allocator stopped with an error: "+v.Error)
+	}
+	for i := 0; i < len(v.Requests); {
+		r := &v.Requests[i]
+		if r.Alternative == 0 {
+			i++
+			switch {
+			case r.Problem != "":
+				out = append(out, fmt.Sprintf("request %s: %s", r.Request, r.Problem))
+			case !r.Enough:
+				out = append(out, fmt.Sprintf("request %s needs %s, too few here: %s", requestLabel(v, r), r.need(), funnel(r)))
+			}
+			continue
+		}
+		// The alternatives of one firstAvailable request.
+		parent, _, _ := strings.Cut(r.Request, "/")
+		j := i
+		enough := false
+		var alts []string
+		for ; j < len(v.Requests) && v.Requests[j].Alternative > 0 && v.Requests[j].Claim == r.Claim && strings.HasPrefix(v.Requests[j].Request, parent+"/"); j++ {
+			a := &v.Requests[j]
+			enough = enough || a.Enough
+			if a.Problem != "" {
+				alts = append(alts, fmt.Sprintf("%s: %s", a.Request, a.Problem))
+			} else {
+				alts = append(alts, fmt.Sprintf("%s needs %s: %s", a.Request, a.need(), funnel(a)))
+			}
+		}
+		if !enough {
+			out = append(out, fmt.Sprintf("request %s: none of its %d alternatives has enough devices here (%s)", parent, len(alts), strings.Join(alts, "; ")))
+		}
+		i = j
+	}
+	seen := sets.New[string]()
+	for _, r := range v.Requests {
+		if r.Enough {
+			continue
+		}
+		for _, c := range r.Counters {
+			if w := counterWords(c); !seen.Has(w) {
+				seen.Insert(w)
+				out = append(out, w)
+			}
+		}
+	}
+	for _, c := range v.Constraints {
+		if !c.Satisfiable && !c.moot {
+			out = append(out, c.Message)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, "each request has enough free matching devices and each constraint a candidate set on its own, "+
+			"but the allocator finds no combination that meets all of them at once (requests competing for the same devices, or constraints that exclude each other)")
+	}
+	return out
+}
+
+// requestLabel is the request's name, with its claim when several claims
+// are explained together.
+func requestLabel(v *NodeVerdict, r *RequestReport) string {
+	for _, o := range v.Requests {
+		if o.Claim != r.Claim {
+			return r.Claim + " " + r.Request
+		}
+	}
+	return r.Request
+}
