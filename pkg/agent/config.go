@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -18,24 +19,25 @@ import (
 // environment variable named TESSERA_<FLAG> (dashes as underscores), which
 // is how the Helm chart sets them; a flag on the command line wins.
 type Config struct {
-	NodeName       string
-	Backend        string
-	SimProfile     string
-	SimStateDir    string
-	SysfsRoot      string
-	DryRun         bool
-	Kubeconfig     string
-	KubeAPIQPS     float32
-	KubeAPIBurst   int
-	PluginDataDir  string
-	RegistrarDir   string
-	CDIDir         string
-	CheckpointPath string
-	VendorCDIDirs  []string
-	MetricsAddress string
-	Partitioning   string
-	Sharing        string
-	MPSRoot        string
+	NodeName        string
+	Backend         string
+	SimProfile      string
+	SimStateDir     string
+	SysfsRoot       string
+	DryRun          bool
+	Kubeconfig      string
+	KubeAPIQPS      float32
+	KubeAPIBurst    int
+	PluginDataDir   string
+	RegistrarDir    string
+	CDIDir          string
+	CheckpointPath  string
+	VendorCDIDirs   []string
+	MetricsAddress  string
+	Partitioning    string
+	Sharing         string
+	DynamicProfiles []string
+	MPSRoot         string
 	// Health policy (pkg/health).
 	HealthXIDPolicy          string
 	HealthWindow             time.Duration
@@ -75,6 +77,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.VendorCDIDirs, "vendor-cdi-dirs", []string{"/etc/cdi", "/var/run/cdi"}, "Where to look for the node's NVIDIA CDI spec (nvidia-ctk cdi generate); its device IDs are returned with each claim's so driver libraries reach the container. Backend nvml only.")
 	fs.StringVar(&c.CheckpointPath, "checkpoint", "", "Checkpoint file. Default <plugin-data-dir>/checkpoint.json.")
 	fs.StringVar(&c.Partitioning, "partitioning", string(publish.Static), "How MIG-capable GPUs are published: static (the partitions that exist, cut by an operator) or dynamic (every MIG profile at every placement with shared counters; the driver carves the allocated one at prepare, destroys it at unprepare, and destroys partitions no claim owns at start). GPUs whose MIG mode change needs a reset (A100 class) publish by their current mode either way.")
+	fs.StringSliceVar(&c.DynamicProfiles, "dynamic-profiles", nil, "With --partitioning=dynamic, publish only the placements of these MIG profiles (comma-separated, e.g. 1g.10gb,3g.40gb,7g.80gb; names of other GPU models are ignored on this node): fewer devices for the scheduler to scan per node. Empty publishes every profile. A partition that exists at a placement of another profile stays published.")
 	fs.StringVar(&c.Sharing, "sharing", string(publish.SharingNone), "How devices are shared between claims: none (a device belongs to one claim; pods share it by naming the same claim) or capacity (whole GPUs and static partitions are multi-allocatable: a claim asks memory and compute units and the scheduler keeps their sum within the device; a claim asking none gets the whole device; on NVIDIA each share is enforced through the device's MPS daemon, on AMD it is scheduling-only accounting). GPUs published dynamically are never shared.")
 	fs.StringVar(&c.MPSRoot, "mps-root", "", "Directory of the MPS control daemons the agent runs (one per claim that configures MPS, one per shared device with capacity shares), with their pipes and logs (mounted into the claim's containers). Default /var/run/tessera/mps; backend sim: <sim-state-dir>/mps.")
 	fs.StringVar(&c.MPSControl, "mps-control", "", "MPS control program and its leading arguments, space-separated. Default nvidia-cuda-mps-control; backend sim: the stand-in \"tessera-sim mps-control\" from the agent binary's directory.")
@@ -109,6 +112,11 @@ func (c *Config) Validate() error {
 	if _, err := publish.ParsePartitioning(c.Partitioning); err != nil {
 		return fmt.Errorf("--partitioning: %w", err)
 	}
+	for _, p := range c.DynamicProfiles {
+		if p == "" || strings.ContainsAny(p, " \t=") {
+			return fmt.Errorf("--dynamic-profiles: %q is not a profile name (e.g. 1g.10gb)", p)
+		}
+	}
 	if _, err := publish.ParseSharing(c.Sharing); err != nil {
 		return fmt.Errorf("--sharing: %w", err)
 	}
@@ -139,5 +147,5 @@ func (c *Config) healthPolicy() health.Policy {
 func (c *Config) options() publish.Options {
 	p, _ := publish.ParsePartitioning(c.Partitioning)
 	s, _ := publish.ParseSharing(c.Sharing)
-	return publish.Options{Partitioning: p, Sharing: s}
+	return publish.Options{Partitioning: p, Sharing: s, Profiles: c.DynamicProfiles}
 }

@@ -129,6 +129,7 @@ func Run(ctx context.Context, c *Config) error {
 		Metrics:        m,
 		Partitioning:   c.options().Partitioning,
 		Sharing:        c.options().Sharing,
+		Profiles:       c.DynamicProfiles,
 		Health:         c.healthPolicy(),
 	})
 	if err != nil {

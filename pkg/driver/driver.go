@@ -61,6 +61,9 @@ type Options struct {
 	// Sharing says whether devices are published multi-allocatable
 	// (capacity shares); none when empty.
 	Sharing publish.Sharing
+	// Profiles restricts the MIG profiles a dynamic GPU publishes
+	// (publish.Options.Profiles); empty publishes all.
+	Profiles []string
 	// OrphanRetry is how often, on a dynamic node, partitions that no claim
 	// holds and that the start-up sweep could not destroy are tried again;
 	// one minute when zero.
@@ -149,7 +152,7 @@ func (d *Driver) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("discover devices with backend %s: %w", d.opts.Backend.Name(), err)
 	}
-	opts := publish.Options{Partitioning: d.opts.Partitioning, Sharing: d.opts.Sharing, Taints: d.tracker.Taints}
+	opts := publish.Options{Partitioning: d.opts.Partitioning, Sharing: d.opts.Sharing, Profiles: d.opts.Profiles, Taints: d.tracker.Taints}
 	if d.claims != nil {
 		opts.Held = d.claims.Holds
 	}

@@ -103,7 +103,7 @@ func BuildWith(nodeName string, n *inventory.Node, opts Options) (*Result, error
 		var its []item
 		if dyn {
 			var set resourceapi.CounterSet
-			set, its, mode.Withheld, err = dynamicDevices(name, g, fabrics[gi], rank[gi], opts.Held)
+			set, its, mode.Withheld, err = dynamicDevices(name, g, fabrics[gi], rank[gi], opts.Held, opts.Profiles)
 			counterSets = append(counterSets, set)
 		} else {
 			its, err = staticDevices(name, g, fabrics[gi], rank[gi], opts)

@@ -2,6 +2,7 @@ package publish
 
 import (
 	"fmt"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 
@@ -47,7 +48,7 @@ func dynamicGPU(g *inventory.GPU, p Partitioning) (bool, GPUMode) {
 // pinned on, and every profile at every placement consuming its share. The
 // counters of partitions held reports nobody holds are withheld from the
 // set; their UUIDs are returned.
-func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, held func(string, *inventory.Partition) bool) (resourceapi.CounterSet, []item, []string, error) {
+func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, held func(string, *inventory.Partition) bool, profiles []string) (resourceapi.CounterSet, []item, []string, error) {
 	pt := g.Partitioning
 	plan, err := planCounters(g)
 	if err != nil {
@@ -79,6 +80,9 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 				if q := &g.Partitions[k]; q.Profile == pr.Name && q.Placement == pl {
 					e.Partition = q
 				}
+			}
+			if len(profiles) > 0 && !slices.Contains(profiles, pr.Name) && e.Partition == nil {
+				continue
 			}
 			items = append(items, item{dev: d, entry: e, group: groupPlacement, parent: rank, mem: pr.MemoryBytes, stranded: stranded(pt, pl), damage: damage(pt, pr, pl), start: pl.Start})
 		}

@@ -39,24 +39,32 @@ func BenchmarkFleet(b *testing.B) {
 		claim func() *resourceapi.ResourceClaim
 	}
 	mig := claimCase{"1g.10gb", func() *resourceapi.ResourceClaim { return migClaim("bench", "1g.10gb") }}
+	mig3 := claimCase{"3g.40gb", func() *resourceapi.ResourceClaim { return migClaim("bench", "3g.40gb") }}
 	gpu := claimCase{"gpu", func() *resourceapi.ResourceClaim { return wholeClaim("bench") }}
 	// dynamic-name is the same devices in name order (the NVIDIA DRA
 	// driver's), to show what the order costs the scheduler.
+	// dynamic-3 publishes three profiles only (--dynamic-profiles).
 	modes := []struct {
-		name   string
-		mode   publish.Partitioning
-		byName bool
-	}{{"static", publish.Static, false}, {"dynamic", publish.Dynamic, false}, {"dynamic-name", publish.Dynamic, true}}
+		name     string
+		mode     publish.Partitioning
+		byName   bool
+		profiles []string
+	}{
+		{"static", publish.Static, false, nil},
+		{"dynamic", publish.Dynamic, false, nil},
+		{"dynamic-name", publish.Dynamic, true, nil},
+		{"dynamic-3", publish.Dynamic, false, []string{"1g.10gb", "3g.40gb", "7g.80gb"}},
+	}
 	for _, n := range []int{10, 100, 1000} {
 		for _, m := range modes {
 			cases := []claimCase{gpu}
 			if m.mode == publish.Dynamic {
 				// MIG slices exist only where the scheduler may carve them.
-				cases = []claimCase{mig, gpu}
+				cases = []claimCase{mig, mig3, gpu}
 			}
 			for _, cc := range cases {
 				b.Run(fmt.Sprintf("nodes=%d/%s/claim=%s", n, m.name, cc.name), func(b *testing.B) {
-					f := fleetOf(b, n, m.mode, m.byName)
+					f := fleetOf(b, n, m.mode, m.byName, m.profiles)
 					ctx := context.Background()
 					claims := []*resourceapi.ResourceClaim{cc.claim()}
 					fit, err := f.c.Cycle(ctx, f.nodes, claims)
@@ -165,11 +173,11 @@ var (
 // fleetOf builds (once per process, so -count reuses it) a fleet of n
 // dgx-h100 nodes published with mode, each filled by one of a few fill
 // patterns.
-func fleetOf(b *testing.B, n int, mode publish.Partitioning, byName bool) *fleet {
+func fleetOf(b *testing.B, n int, mode publish.Partitioning, byName bool, profiles []string) *fleet {
 	b.Helper()
 	fleetsMu.Lock()
 	defer fleetsMu.Unlock()
-	key := fmt.Sprint(n, mode, byName)
+	key := fmt.Sprint(n, mode, byName, profiles)
 	if f, ok := fleets[key]; ok {
 		return f
 	}
@@ -179,7 +187,7 @@ func fleetOf(b *testing.B, n int, mode publish.Partitioning, byName bool) *fleet
 	if err != nil {
 		b.Fatal(err)
 	}
-	objs, res := alloctest.PublishSimWith(b, "dgx-h100", fleetTemplate, publish.Options{Partitioning: mode})
+	objs, res := alloctest.PublishSimWith(b, "dgx-h100", fleetTemplate, publish.Options{Partitioning: mode, Profiles: profiles})
 	order := res.Order
 	if byName {
 		objs = reorderDevices(objs, func(a, b resourceapi.Device) int { return strings.Compare(a.Name, b.Name) })

@@ -35,6 +35,12 @@ func ParsePartitioning(s string) (Partitioning, error) {
 // Options tune Build.
 type Options struct {
 	Partitioning Partitioning
+	// Profiles, when not empty, are the only partition profiles whose
+	// placements a dynamic GPU publishes (the agent's --dynamic-profiles):
+	// fewer devices for the scheduler to scan per node. A partition that
+	// exists at a placement of another profile is still published, so the
+	// claim holding it keeps its device.
+	Profiles []string
 	// Sharing says whether whole GPUs and static partitions are published
 	// multi-allocatable (shared.go); empty is SharingNone.
 	Sharing Sharing

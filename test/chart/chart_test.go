@@ -478,6 +478,12 @@ func TestOptions(t *testing.T) {
 			t.Errorf("partitioning=sometimes: %v", err)
 		}
 	})
+	t.Run("dynamicProfiles", func(t *testing.T) {
+		_, c := daemonSet(t, render(t, "dynamicProfiles={1g.10gb,3g.40gb}"))
+		if got := env(c)["TESSERA_DYNAMIC_PROFILES"]; got != "1g.10gb,3g.40gb" {
+			t.Errorf("TESSERA_DYNAMIC_PROFILES=%q", got)
+		}
+	})
 	t.Run("sharing", func(t *testing.T) {
 		for _, s := range []string{"none", "capacity"} {
 			_, c := daemonSet(t, render(t, "sharing="+s))
