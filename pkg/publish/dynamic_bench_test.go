@@ -194,7 +194,7 @@ func fleetOf(b *testing.B, n int, mode publish.Partitioning, byName bool, profil
 		order = slices.Sorted(slices.Values(res.Order))
 	}
 	f := &fleet{devices: len(res.Order), order: order, template: alloctest.NewCluster(objs, classes)}
-	f.patterns = fillPatterns(b, f.template, mode, 32)
+	f.patterns = fillPatterns(b, f.template, mode, 32, profiles)
 	rng := rand.New(rand.NewSource(int64(n)))
 	var all []*resourceapi.ResourceSlice
 	for i := range n {
@@ -218,7 +218,7 @@ func fleetOf(b *testing.B, n int, mode publish.Partitioning, byName bool, profil
 // nodes get 0-8 whole GPUs; dynamic nodes get a mix of whole GPUs and
 // 1g/2g/3g partitions up to 0-8 GPUs' worth of memory slices, about half
 // the node on average.
-func fillPatterns(b *testing.B, c *alloctest.Cluster, mode publish.Partitioning, k int) [][]string {
+func fillPatterns(b *testing.B, c *alloctest.Cluster, mode publish.Partitioning, k int, profiles []string) [][]string {
 	b.Helper()
 	ctx := context.Background()
 	kinds := []struct {
@@ -226,6 +226,23 @@ func fillPatterns(b *testing.B, c *alloctest.Cluster, mode publish.Partitioning,
 		slices  int    // memory slices
 		weight  int
 	}{{"", 8, 25}, {"1g.10gb", 1, 25}, {"1g.20gb", 2, 10}, {"2g.20gb", 2, 20}, {"3g.40gb", 4, 20}}
+	if len(profiles) > 0 {
+		// Only what the nodes publish, so fills reach the same depth.
+		kinds = slices.DeleteFunc(kinds, func(k struct {
+			profile string
+			slices  int
+			weight  int
+		}) bool {
+			return k.profile != "" && !slices.Contains(profiles, k.profile)
+		})
+		total := 0
+		for _, k := range kinds {
+			total += k.weight
+		}
+		for i := range kinds {
+			kinds[i].weight = kinds[i].weight * 100 / total
+		}
+	}
 	var out [][]string
 	for p := range k {
 		rng := rand.New(rand.NewSource(int64(p) + 1))
