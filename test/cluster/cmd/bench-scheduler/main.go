@@ -79,10 +79,7 @@ func run() error {
 // once runs one layout and size on a fresh control plane (no kubelets).
 func once(ctx context.Context, root string, l schedbench.Layout, nodes, pods int, rate float64, timeout time.Duration, schedQPS int) (*schedbench.Result, error) {
 	c := localcluster.ForRepo(root)
-	// A directory per run: one process bringing clusters up and down in
-	// the same directory failed a second start's TLS check (the new CA in
-	// the same files; client-go's transport cache is suspected).
-	c.Dir = filepath.Join(root, "_output/bench-cluster", fmt.Sprintf("%s-%d", l.Name, nodes))
+	c.Dir = filepath.Join(root, "_output/bench-cluster")
 	c.Nodes = nil
 	if schedQPS > 0 {
 		c.SchedulerArgs = []string{"--kube-api-qps=" + strconv.Itoa(schedQPS), "--kube-api-burst=" + strconv.Itoa(2*schedQPS)}

@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 
@@ -9,23 +10,35 @@ import (
 
 // writeKubeconfig writes a kubeconfig for a client certificate issued by p.
 func (p *pki) writeKubeconfig(path, server, certName string) error {
+	// The credentials are embedded, not referenced by path: client-go caches
+	// transports by certificate file path, so a process that brings a
+	// cluster up twice in one directory (a benchmark) would otherwise reuse
+	// the first cluster's CA and fail the second's TLS check.
+	var data [3]string
+	for i, f := range []string{"ca.crt", certName + ".crt", certName + ".key"} {
+		b, err := os.ReadFile(p.path(f))
+		if err != nil {
+			return err
+		}
+		data[i] = base64.StdEncoding.EncodeToString(b)
+	}
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: local
   cluster:
     server: %s
-    certificate-authority: %s
+    certificate-authority-data: %s
 users:
 - name: %s
   user:
-    client-certificate: %s
-    client-key: %s
+    client-certificate-data: %s
+    client-key-data: %s
 contexts:
 - name: local
   context: {cluster: local, user: %s}
 current-context: local
-`, server, p.path("ca.crt"), certName, p.path(certName+".crt"), p.path(certName+".key"), certName)
+`, server, data[0], certName, data[1], data[2], certName)
 	return os.WriteFile(path, []byte(cfg), 0o600)
 }
 
