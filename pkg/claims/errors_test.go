@@ -85,3 +85,53 @@ func moveAside(t *testing.T, dir string) {
 		os.Rename(dir+".aside", dir)
 	})
 }
+
+// TestPlainSaveFailure: when the checkpoint cannot be saved, a plain
+// prepare leaves no trace and a plain unprepare keeps the claim recorded,
+// so memory never claims what disk does not; once the disk is back the
+// kubelet's retries finish and a restart agrees.
+func TestPlainSaveFailure(t *testing.T) {
+	e := newEnv(t, "dgx-h100")
+	m, _ := e.start(nil)
+	ctx := ctxFor(t)
+	if _, err := m.Prepare(ctx, allocated("holder", "gpu-1")); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(e.checkpointPath())
+	if err := os.Rename(dir, dir+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Prepare(ctx, allocated("nosave", "gpu-2")); !errors.Is(err, ErrCheckpoint) {
+		t.Fatalf("prepare: %v", err)
+	}
+	if _, ok := m.Prepared()["uid-nosave"]; ok || e.hasSpec("uid-nosave") {
+		t.Fatal("failed prepare left its entry or spec")
+	}
+	if err := m.Unprepare(ctx, "uid-holder", "default", "holder"); !errors.Is(err, ErrCheckpoint) {
+		t.Fatalf("unprepare: %v", err)
+	}
+	if _, ok := m.Prepared()["uid-holder"]; !ok {
+		t.Fatal("failed unprepare dropped the claim from memory while disk still has it")
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir+".aside", dir); err != nil {
+		t.Fatal(err)
+	}
+	// gpu-2 is free again: the failed claim reserved nothing.
+	if _, err := m.Prepare(ctx, allocated("other", "gpu-2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Unprepare(ctx, "uid-holder", "default", "holder"); err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := e.start(nil)
+	got := m2.Prepared()
+	if _, ok := got["uid-holder"]; ok || len(got) != 1 {
+		t.Fatalf("after restart: %v", got)
+	}
+}
