@@ -47,8 +47,8 @@ var chaosKinds = []chaosKind{
 // demand, whole H100s, MI300Xs, capacity shares of L4s, legacy
 // nvidia.com/gpu pods) arriving and leaving while the agents of the
 // dynamic node and the shared node are SIGKILLed and started again, some
-// kills right after a pod for that node was created (while its prepare is
-// likely under way). A fixed seed makes the sequence of operations the same
+// kills while a claim of that node is recorded mid-prepare, and once the
+// dynamic node's kubelet is SIGKILLed and started again. A fixed seed makes the sequence of operations the same
 // every run; timing is the machine's. Every pod must run, and afterwards no
 // checkpoint entry, CDI spec, partition, MIG mode or MPS daemon of theirs
 // may be left. Each crash point on its own is proven by the unit tests
@@ -67,7 +67,7 @@ func TestChaosUnderChurn(t *testing.T) {
 	type chaosPod struct{ name, node string }
 	var alive []chaosPod
 	claimUIDs := map[string][]string{} // node to the UIDs of claims used there
-	kills, midPrepare := 0, 0
+	kills, midPrepare, kubeletKills := 0, 0, 0
 	running := func(p chaosPod) {
 		t.Helper()
 		if err := scenario.WaitRunning(ctx, client, ns, []string{p.name}, 120*time.Second); err != nil {
@@ -100,6 +100,19 @@ func TestChaosUnderChurn(t *testing.T) {
 			killAndRestart(t, v)
 			kills++
 		}
+		if i == total/2 {
+			// Once, the dynamic node's kubelet crashes and comes back: it
+			// prepares its running pods' claims again (each must be
+			// idempotent) and goes on.
+			s, err := cluster.LoadState()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cluster.RestartKubelet(s, dynamicNode); err != nil {
+				t.Fatal(err)
+			}
+			kubeletKills++
+		}
 		for len(alive) > maxAlive {
 			old := alive[0]
 			alive = alive[1:]
@@ -113,7 +126,7 @@ func TestChaosUnderChurn(t *testing.T) {
 	for _, p := range alive {
 		running(p)
 	}
-	t.Logf("%d pods ran through %d agent kills, %d of them with a claim recorded PrepareStarted", total, kills, midPrepare)
+	t.Logf("%d pods ran through %d agent kills (%d of them with a claim recorded PrepareStarted) and %d kubelet kill", total, kills, midPrepare, kubeletKills)
 	deleteAll(t, ns)
 
 	for node, uids := range claimUIDs {

@@ -373,20 +373,38 @@ func (c *Config) StopPlugin(s *State, node string) error {
 // KillPlugin SIGKILLs a node's plugin, as a crash or the OOM killer would:
 // no signal handler runs, nothing is cleaned up (chaos tests).
 func (c *Config) KillPlugin(s *State, node string) error {
+	_, err := c.kill(s, "plugin-"+node)
+	return err
+}
+
+// RestartKubelet SIGKILLs a node's kubelet and starts it again with the
+// same arguments, as a crashed kubelet comes back (chaos tests).
+func (c *Config) RestartKubelet(s *State, node string) error {
+	p, err := c.kill(s, "kubelet-"+node)
+	if err != nil {
+		return err
+	}
+	_, err = c.start(s, p.Name, p.Args[0], p.Args[1:]...)
+	return err
+}
+
+// kill SIGKILLs the recorded process name (and its group), waits until it
+// is gone and forgets it.
+func (c *Config) kill(s *State, name string) (Proc, error) {
 	for i := len(s.Procs) - 1; i >= 0; i-- {
-		if p := s.Procs[i]; p.Name == "plugin-"+node {
+		if p := s.Procs[i]; p.Name == name {
 			_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
 			for j := 0; alive(p) && !zombie(p.Pid); j++ {
 				if j == 200 {
-					return fmt.Errorf("%s (pid %d) survived SIGKILL", p.Name, p.Pid)
+					return p, fmt.Errorf("%s (pid %d) survived SIGKILL", p.Name, p.Pid)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
 			s.Procs = append(s.Procs[:i], s.Procs[i+1:]...)
-			return c.saveState(s)
+			return p, c.saveState(s)
 		}
 	}
-	return fmt.Errorf("no plugin process for node %s", node)
+	return Proc{}, fmt.Errorf("no process %s", name)
 }
 
 // SaveState persists s (tests that start or stop processes).
