@@ -98,6 +98,12 @@ func (w *Writer) WriteClaimSpec(claim ClaimRef, devs []ClaimDevice) ([][]string,
 	return ids, nil
 }
 
+// RemoveStaleTemps removes the temp files of claim specs whose write was
+// cut short by a crash (start-up: no write is in flight then).
+func (w *Writer) RemoveStaleTemps() error {
+	return fsutil.RemoveAllTemps(w.specDir, specFilePrefix+"*"+specFileExt)
+}
+
 // RemoveClaimSpec deletes the claim's spec. A missing spec is not an error:
 // unprepare may run again after a crash.
 func (w *Writer) RemoveClaimSpec(claimUID string) error {
@@ -105,6 +111,10 @@ func (w *Writer) RemoveClaimSpec(claimUID string) error {
 		return err
 	}
 	path := w.SpecPath(claimUID)
+	// A write the agent was killed in the middle of leaves a temp file.
+	if err := fsutil.RemoveTemps(path); err != nil {
+		return fmt.Errorf("remove CDI spec of claim %s: %w", claimUID, err)
+	}
 	err := os.Remove(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -65,6 +65,11 @@ func (s *Store) Load() (*Checkpoint, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
+	// A save the agent was killed in the middle of leaves a temp file;
+	// Load runs at start, before any save.
+	if err := fsutil.RemoveTemps(s.path); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", s.path, err)
+	}
 	data, err := os.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return New(), nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -324,5 +325,40 @@ func TestConcurrentPlainClaims(t *testing.T) {
 	}
 	if m3, _ := e.start(nil); len(m3.Prepared()) != 0 {
 		t.Fatal("unprepared claims recorded after a restart")
+	}
+}
+
+// TestKilledWritesLeaveNoTemps: an agent killed in the middle of writing a
+// spec or the checkpoint leaves a temp file; the next start removes them,
+// and unpreparing a claim removes its own.
+func TestKilledWritesLeaveNoTemps(t *testing.T) {
+	e := newEnv(t, "dgx-h100")
+	m, _ := e.start(nil)
+	ctx := ctxFor(t)
+	if _, err := m.Prepare(ctx, allocated("c", "gpu-0")); err != nil {
+		t.Fatal(err)
+	}
+	specTemp := filepath.Join(e.cdiDir(), ".k8s.gpu.tessera.dev-claim_uid-c.json.4242.tmp")
+	otherTemp := filepath.Join(e.cdiDir(), ".k8s.gpu.tessera.dev-claim_uid-gone.json.4243.tmp")
+	cpTemp := filepath.Join(filepath.Dir(e.checkpointPath()), "."+filepath.Base(e.checkpointPath())+".4244.tmp")
+	for _, p := range []string{specTemp, otherTemp, cpTemp} {
+		if err := os.WriteFile(p, []byte("{half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Unprepare(ctx, "uid-c", "default", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(specTemp); !os.IsNotExist(err) {
+		t.Errorf("unprepare left its claim's temp spec: %v", err)
+	}
+	if _, err := os.Stat(otherTemp); err != nil {
+		t.Errorf("unprepare of one claim removed another's temp: %v", err)
+	}
+	e.start(nil)
+	for _, p := range []string{otherTemp, cpTemp} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("start left %s: %v", filepath.Base(p), err)
+		}
 	}
 }

@@ -105,6 +105,9 @@ func (m *Manager) rebuild() (*checkpoint.Checkpoint, error) {
 
 // removeOrphanSpecs deletes claim specs that no checkpoint entry owns.
 func (m *Manager) removeOrphanSpecs(ctx context.Context) error {
+	if err := m.cfg.CDI.RemoveStaleTemps(); err != nil {
+		return fmt.Errorf("claim specs: %w", err)
+	}
 	recs, err := m.cfg.CDI.ListClaimSpecs()
 	if errors.Is(err, cdi.ErrBadSpec) {
 		// An unreadable spec cannot be tied to a claim; leave it for an

@@ -98,3 +98,35 @@ func SyncDir(dir string) error {
 	}
 	return nil
 }
+
+// RemoveTemps removes the temporary files WriteFileAtomic leaves behind
+// for path when the process dies between creating and renaming one (a
+// SIGKILL mid-write): they are never read, but they are litter no one else
+// removes. Only the writer of path may call it (no write of path in flight).
+func RemoveTemps(path string) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	return removeMatching(dir, "."+base+".*.tmp")
+}
+
+// RemoveAllTemps removes the temporary files of every file in dir whose
+// name matches pattern (a filepath.Match pattern of the final names), for
+// a start-up sweep.
+func RemoveAllTemps(dir, pattern string) error {
+	return removeMatching(dir, "."+pattern+".*.tmp")
+}
+
+func removeMatching(dir, pattern string) error {
+	matches, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		return fmt.Errorf("temp files %s: %w", pattern, err)
+	}
+	for _, m := range matches {
+		if err := os.Remove(m); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove temp file: %w", err)
+		}
+	}
+	return nil
+}

@@ -225,3 +225,40 @@ func TestSyncDirMissing(t *testing.T) {
 		t.Errorf("SyncDir(missing) = %v, want ErrNotExist", err)
 	}
 }
+
+// TestRemoveTemps: the temps of a killed write go, the file itself and
+// other files' temps stay.
+func TestRemoveTemps(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]bool{ // name: removed by RemoveTemps(dir/a.json)
+		"a.json":             false,
+		".a.json.12345.tmp":  true,
+		".a.json.999.tmp":    true,
+		".b.json.12345.tmp":  false,
+		"a.json.12345.tmp":   false,
+		".a.jsonx.12345.tmp": false,
+	}
+	for name := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemoveTemps(filepath.Join(dir, "a.json")); err != nil {
+		t.Fatal(err)
+	}
+	for name, gone := range files {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if gone != os.IsNotExist(err) {
+			t.Errorf("%s: removed %v, want %v", name, os.IsNotExist(err), gone)
+		}
+	}
+	if err := RemoveAllTemps(dir, "*.json"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".b.json.12345.tmp")); !os.IsNotExist(err) {
+		t.Errorf("RemoveAllTemps left .b.json's temp: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.json")); err != nil {
+		t.Errorf("RemoveAllTemps removed a.json: %v", err)
+	}
+}
