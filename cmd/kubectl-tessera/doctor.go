@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/pkg/inspect"
 )
@@ -46,11 +45,7 @@ resourceclaims, nodes, events and pods, and get on pods/proxy.`,
 			if err != nil {
 				return err
 			}
-			rc, err := src.config.ToRESTConfig()
-			if err != nil {
-				return err
-			}
-			c, err := kubernetes.NewForConfig(rc)
+			c, err := src.client()
 			if err != nil {
 				return err
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/pkg/inspect"
 )
@@ -50,11 +49,7 @@ func newExplain(src *source) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				rc, err := src.config.ToRESTConfig()
-				if err != nil {
-					return err
-				}
-				c, err := kubernetes.NewForConfig(rc)
+				c, err := src.client()
 				if err != nil {
 					return err
 				}

@@ -33,15 +33,20 @@ func (s *source) snapshot(ctx context.Context, node string) (*inspect.Snapshot, 
 	if len(s.files) > 0 {
 		return inspect.LoadFiles(s.files)
 	}
-	rc, err := s.config.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	c, err := kubernetes.NewForConfig(rc)
+	c, err := s.client()
 	if err != nil {
 		return nil, err
 	}
 	return inspect.FromCluster(ctx, c, node)
+}
+
+// client is a clientset for the cluster the kubeconfig flags name.
+func (s *source) client() (kubernetes.Interface, error) {
+	rc, err := s.config.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
 }
 
 func (s *source) addFileFlag(cmd *cobra.Command) {

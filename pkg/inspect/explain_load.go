@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +14,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
@@ -82,20 +80,7 @@ func (in *ExplainInput) useShippedClasses() error {
 // decodeExtras adds the DeviceClasses, Pods and ResourceClaimTemplates of
 // one stream (the slices and claims are Snapshot.decode's).
 func (in *ExplainInput) decodeExtras(name string, r io.Reader) error {
-	d := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
-	for doc := 1; ; doc++ {
-		var raw json.RawMessage
-		err := d.Decode(&raw)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s: document %d: not YAML or JSON: %w", name, doc, err)
-		}
-		if err := in.addExtra(raw); err != nil {
-			return fmt.Errorf("%s: document %d: %w", name, doc, err)
-		}
-	}
+	return decodeStream(name, r, in.addExtra)
 }
 
 func (in *ExplainInput) addExtra(raw json.RawMessage) error {

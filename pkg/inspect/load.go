@@ -44,6 +44,12 @@ func LoadFiles(paths []string) (*Snapshot, error) {
 
 // Decode adds the objects of one stream, named name in errors.
 func (s *Snapshot) decode(name string, r io.Reader) error {
+	return decodeStream(name, r, s.add)
+}
+
+// decodeStream hands each document of a YAML or JSON stream to add; errors
+// name the stream and the document.
+func decodeStream(name string, r io.Reader, add func(json.RawMessage) error) error {
 	d := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for doc := 1; ; doc++ {
 		var raw json.RawMessage
@@ -54,7 +60,7 @@ func (s *Snapshot) decode(name string, r io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("%s: document %d: not YAML or JSON: %w", name, doc, err)
 		}
-		if err := s.add(raw); err != nil {
+		if err := add(raw); err != nil {
 			return fmt.Errorf("%s: document %d: %w", name, doc, err)
 		}
 	}
