@@ -4,10 +4,8 @@
 package alloctest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -15,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 
@@ -32,33 +29,7 @@ var Features = structured.Features{
 }
 
 // Classes parses the shipped DeviceClasses.
-func Classes() ([]*resourceapi.DeviceClass, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(deviceclasses.YAML), 4096)
-	var out []*resourceapi.DeviceClass
-	for {
-		var c resourceapi.DeviceClass
-		if err := dec.Decode(&c); err == io.EOF {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("deviceclasses.yaml: %w", err)
-		}
-		if c.Name != "" {
-			out = append(out, &c)
-		}
-	}
-}
-
-type classLister []*resourceapi.DeviceClass
-
-func (l classLister) List() ([]*resourceapi.DeviceClass, error) { return l, nil }
-func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
-	for _, c := range l {
-		if c.Name == name {
-			return c, nil
-		}
-	}
-	return nil, fmt.Errorf("device class %q not found", name)
-}
+func Classes() ([]*resourceapi.DeviceClass, error) { return deviceclasses.Parse() }
 
 // Cluster is a set of published slices and the devices already allocated.
 type Cluster struct {

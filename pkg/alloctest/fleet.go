@@ -9,6 +9,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
 )
 
 // CloneNode copies the slices one node publishes (as publish.Objects renders
@@ -46,7 +48,7 @@ func (c *Cluster) NewAllocator(ctx context.Context) (structured.Allocator, error
 		AllocatedDevices:         c.Allocated,
 		AllocatedSharedDeviceIDs: c.Shared,
 		AggregatedCapacity:       c.Consumed,
-	}, classLister(c.Classes), c.Slices, c.cache)
+	}, deviceclasses.Lister(c.Classes), c.Slices, c.cache)
 }
 
 // Cycle is one scheduling cycle for a pod with claims, as kube-scheduler

@@ -14,6 +14,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
 )
 
 // ExplainFeatures are the DRA features the allocator runs with: those on by
@@ -146,18 +148,6 @@ func (e *Explanation) Fitting() []string {
 	return out
 }
 
-type explainClassLister []*resourceapi.DeviceClass
-
-func (l explainClassLister) List() ([]*resourceapi.DeviceClass, error) { return l, nil }
-func (l explainClassLister) Get(name string) (*resourceapi.DeviceClass, error) {
-	for _, c := range l {
-		if c.Name == name {
-			return c, nil
-		}
-	}
-	return nil, fmt.Errorf("device class %q not found", name)
-}
-
 func claimKey(c *resourceapi.ResourceClaim) string {
 	if c.Namespace == "" {
 		return c.Name
@@ -200,7 +190,7 @@ func pendingCopy(c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
 // explainer holds what every node's explanation needs.
 type explainer struct {
 	ctx      context.Context
-	classes  explainClassLister
+	classes  deviceclasses.Lister
 	cache    *cel.Cache
 	state    structured.AllocatedState
 	holders  allocations
@@ -236,7 +226,7 @@ func Explain(ctx context.Context, in *ExplainInput, pod string, claims []*resour
 	// claim.
 	e := &explainer{
 		ctx:     ctx,
-		classes: explainClassLister(in.Classes),
+		classes: deviceclasses.Lister(in.Classes),
 		cache:   cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
 		state: structured.AllocatedState{
 			AllocatedDevices:         sets.New[structured.DeviceID](),

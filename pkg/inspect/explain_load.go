@@ -69,11 +69,11 @@ func LoadExplainFiles(paths []string) (*ExplainInput, error) {
 }
 
 func (in *ExplainInput) useShippedClasses() error {
-	shipped := &ExplainInput{}
-	if err := shipped.decodeExtras("deployments/deviceclasses", bytes.NewReader(deviceclasses.YAML)); err != nil {
+	classes, err := deviceclasses.Parse()
+	if err != nil {
 		return err
 	}
-	in.Classes, in.ShippedClasses = shipped.Classes, true
+	in.Classes, in.ShippedClasses = classes, true
 	return nil
 }
 
