@@ -12,6 +12,9 @@ CLUSTER_BIN := _output/cluster-bin
 TEST_GO      = cd test && CGO_ENABLED=0 $(GO)
 NODES       ?=
 KEEP        ?=
+# RUNTIME=containerd: nodes run containerd and the agents run as the chart's
+# DaemonSet (cluster-up); the default, fake, is a fake CRI (see README).
+RUNTIME     ?=
 
 .PHONY: all build test unit vet e2e bench bench-scheduler dry-run clean \
 	cluster-bins cluster-up cluster-down demo
@@ -56,7 +59,7 @@ e2e: build cluster-bins
 	$(TEST_GO) test -count=1 -timeout=40m ./...
 
 cluster-up: build cluster-bins
-	$(TEST_GO) run ./cluster/cmd/localcluster up --repo=.. $(if $(NODES),--nodes=$(NODES))
+	$(TEST_GO) run ./cluster/cmd/localcluster up --repo=.. $(if $(NODES),--nodes=$(NODES)) $(if $(RUNTIME),--runtime=$(RUNTIME))
 
 cluster-down:
 	$(TEST_GO) run ./cluster/cmd/localcluster down --repo=..

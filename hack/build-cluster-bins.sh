@@ -13,13 +13,26 @@
 #   helm
 #       helm.sh/helm/v4/cmd/helm, pinned by test/cluster/helm/go.mod + go.sum
 #       (the chart tests lint and render deployments/helm/tessera with it)
+#   containerd containerd-shim-runc-v2 ctr runc cni/bridge cni/host-local
+#   cni/loopback
+#       the containerd nodes' runtime (github.com/containerd/containerd/v2,
+#       github.com/opencontainers/runc, github.com/containernetworking/plugins),
+#       pinned by test/cluster/runtime/go.mod + go.sum; runc is the one cgo
+#       build (its nsenter is C), with seccomp (containerd gives every
+#       sandbox a seccomp profile): it needs gcc and libseccomp-dev
+#   oci-image
+#       test/cluster/runtime/cmd/oci-image, which builds the containerd
+#       nodes' images from these binaries, from its sources
+#   probe pause
+#       test/cluster/cmd/{probe,pause}, the workload and sandbox programs of
+#       those images, from their sources in the test module
 #
 # Each binary has a stamp (_output/cluster-bin/.stamps/NAME) recording the
 # hashes of its pins, of this script, of `go version` and, for fake-runtime,
 # of its sources. A binary is rebuilt when it is missing or its stamp
 # differs, and the script says why. A cold build takes about 20 minutes on
-# 2 cores (helm alone about 4.5, from an empty build cache); a warm run,
-# under a second.
+# 2 cores (helm alone about 4.5, from an empty build cache), the runtime
+# about 5 more; a warm run, under a second.
 #
 # Usage: hack/build-cluster-bins.sh [--check] [--force] [NAME...]
 #   --check   build nothing; exit 0 when every binary (or each NAME) is up
@@ -36,12 +49,14 @@ SCRIPT="$ROOT/hack/build-cluster-bins.sh"
 MOD="$ROOT/test"
 ETCD_MOD="$MOD/cluster/etcd"
 HELM_MOD="$MOD/cluster/helm"
+RT_MOD="$MOD/cluster/runtime"
 OUT=${CLUSTER_BIN_DIR:-$ROOT/_output/cluster-bin}
 GO=${GO:-go}
 PAR=${BUILD_PARALLELISM:-2}
 
 KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
-ALL_BINS=(etcd "${KUBE_BINS[@]}" fake-runtime helm)
+RT_BINS=(containerd containerd-shim-runc-v2 ctr runc cni/bridge cni/host-local cni/loopback oci-image)
+ALL_BINS=(etcd "${KUBE_BINS[@]}" fake-runtime helm probe pause "${RT_BINS[@]}")
 
 check=0
 force=0
@@ -73,20 +88,31 @@ done
 
 hash_file() { sha256sum "$1" | cut -c1-64; }
 
-# hash_sources: the Go files of this repository that fake-runtime is built
-# from (names and contents), as the go command lists them; "unlistable" when
-# it cannot (which never matches a stamp).
+# hash_sources DIR PKG: the Go files of this repository that PKG (of the
+# module in DIR) is built from (names and contents), as the go command lists
+# them; "unlistable" when it cannot (which never matches a stamp).
 hash_sources() {
-	local files
+	local dir=$1 pkg=$2 files
 	# shellcheck disable=SC2016 # a Go template, not shell
-	if ! files=$(cd "$MOD" && GOWORK=off "$GO" list -deps \
+	if ! files=$(cd "$dir" && GOWORK=off "$GO" list -deps \
 		-f '{{if and .Module .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}' \
-		./cluster/cmd/fake-runtime 2>/dev/null); then
+		"$pkg" 2>/dev/null); then
 		echo unlistable
 		return
 	fi
-	(cd "$MOD" && LC_ALL=C sort <<<"${files//"$MOD/"/}" | xargs sha256sum) | sha256sum | cut -c1-64
+	(cd "$dir" && LC_ALL=C sort <<<"${files//"$dir/"/}" | xargs sha256sum) | sha256sum | cut -c1-64
 }
+
+# source_pkg NAME: "DIR PKG" of a binary built from this repository's
+# sources (stamped with their hash); nothing for the others.
+source_pkg() {
+	case "$1" in
+	fake-runtime | probe | pause) echo "$MOD ./cluster/cmd/$1" ;;
+	oci-image) echo "$RT_MOD ./cmd/oci-image" ;;
+	esac
+}
+
+is_runtime() { case " ${RT_BINS[*]} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 GO_VERSION=$("$GO" version)
 SCRIPT_HASH=$(hash_file "$SCRIPT")
@@ -102,16 +128,23 @@ stamp() {
 		printf 'helm/go.mod=%s\nhelm/go.sum=%s\n' "$(hash_file "$HELM_MOD/go.mod")" "$(hash_file "$HELM_MOD/go.sum")"
 		;;
 	*)
-		printf 'go.mod=%s\ngo.sum=%s\n' "$(hash_file "$MOD/go.mod")" "$(hash_file "$MOD/go.sum")"
+		if is_runtime "$1"; then
+			printf 'runtime/go.mod=%s\nruntime/go.sum=%s\n' "$(hash_file "$RT_MOD/go.mod")" "$(hash_file "$RT_MOD/go.sum")"
+		else
+			printf 'go.mod=%s\ngo.sum=%s\n' "$(hash_file "$MOD/go.mod")" "$(hash_file "$MOD/go.sum")"
+		fi
 		;;
 	esac
-	[[ $1 != fake-runtime ]] || printf 'sources=%s\n' "$(hash_sources)"
+	local src
+	src=$(source_pkg "$1")
+	# shellcheck disable=SC2086 # two words: DIR PKG
+	[[ -z $src ]] || printf 'sources=%s\n' "$(hash_sources $src)"
 	printf 'script=%s\ngo=%s\n' "$SCRIPT_HASH" "$GO_VERSION"
 }
 
 # why_stale NAME: prints why NAME must be built; nothing when it is fresh.
 why_stale() {
-	local name=$1 bin="$OUT/$1" st="$OUT/.stamps/$1"
+	local name=$1 bin="$OUT/$1" st="$OUT/.stamps/${1//\//-}"
 	if [[ ! -x $bin ]]; then
 		echo "not cached"
 		return
@@ -128,7 +161,7 @@ why_stale() {
 		key=${line%%=*}
 		if ! grep -qxF -- "$line" <<<"$have"; then
 			case "$key" in
-			go.mod | go.sum | etcd/go.mod | etcd/go.sum | helm/go.mod | helm/go.sum) reasons+=("pins changed: $key hash differs") ;;
+			go.mod | go.sum | */go.mod | */go.sum) reasons+=("pins changed: $key hash differs") ;;
 			sources) reasons+=("sources changed") ;;
 			script) reasons+=("build script changed") ;;
 			go) reasons+=("go version changed (now: ${line#go=})") ;;
@@ -192,6 +225,8 @@ etcd_ldflags() {
 	echo "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=go.etcd.io/etcd/server/v3@$v"
 }
 
+rt_version() { (cd "$RT_MOD" && "$GO" list -m -f '{{.Version}}' "$1"); }
+
 helm_ldflags() {
 	local v
 	v=$(cd "$HELM_MOD" && "$GO" list -m -f '{{.Version}}' helm.sh/helm/v4)
@@ -202,12 +237,28 @@ helm_ldflags() {
 KUBE_LDFLAGS=
 total_start=$SECONDS
 for name in "${stale[@]}"; do
+	cgo=0 tags=
 	case "$name" in
 	etcd)
 		dir=$ETCD_MOD pkg=go.etcd.io/etcd/server/v3 ldflags=$(etcd_ldflags)
 		;;
-	fake-runtime)
-		dir=$MOD pkg=./cluster/cmd/fake-runtime ldflags="-s -w"
+	fake-runtime | probe | pause | oci-image)
+		read -r dir pkg < <(source_pkg "$name")
+		ldflags="-s -w"
+		;;
+	containerd | containerd-shim-runc-v2 | ctr)
+		dir=$RT_MOD pkg=github.com/containerd/containerd/v2/cmd/$name
+		ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$(rt_version github.com/containerd/containerd/v2)"
+		;;
+	runc)
+		dir=$RT_MOD pkg=github.com/opencontainers/runc cgo=1 tags=seccomp
+		ldflags="-s -w -X main.version=$(rt_version github.com/opencontainers/runc)"
+		;;
+	cni/bridge | cni/loopback)
+		dir=$RT_MOD pkg=github.com/containernetworking/plugins/plugins/main/${name#cni/} ldflags="-s -w"
+		;;
+	cni/host-local)
+		dir=$RT_MOD pkg=github.com/containernetworking/plugins/plugins/ipam/host-local ldflags="-s -w"
 		;;
 	helm)
 		dir=$HELM_MOD pkg=helm.sh/helm/v4/cmd/helm ldflags=$(helm_ldflags)
@@ -219,12 +270,14 @@ for name in "${stale[@]}"; do
 	esac
 	echo "building $name ($pkg)"
 	start=$SECONDS
-	rm -f "$OUT/.stamps/$name"
+	st="$OUT/.stamps/${name//\//-}"
+	rm -f "$st"
+	mkdir -p "$(dirname "$OUT/$name")"
 	# Static, like upstream's release builds of all of these but the
-	# kubelet, which also builds and runs without cgo.
-	(cd "$dir" && CGO_ENABLED=0 "$GO" build -p "$PAR" -trimpath -ldflags "$ldflags" -o "$OUT/.$name.tmp" "$pkg")
-	mv -f "$OUT/.$name.tmp" "$OUT/$name"
-	stamp "$name" >"$OUT/.stamps/$name"
+	# kubelet, which also builds and runs without cgo, and runc.
+	(cd "$dir" && CGO_ENABLED=$cgo "$GO" build -p "$PAR" -trimpath -tags "$tags" -ldflags "$ldflags" -o "$OUT/$name.tmp" "$pkg")
+	mv -f "$OUT/$name.tmp" "$OUT/$name"
+	stamp "$name" >"$st"
 	echo "built $name in $((SECONDS - start))s ($(du -h "$OUT/$name" | cut -f1))"
 done
 echo "done in $((SECONDS - total_start))s: $OUT"

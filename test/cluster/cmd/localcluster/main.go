@@ -29,6 +29,7 @@ func run() error {
 	plugin := fs.String("plugin", "", "tessera-kubelet-plugin binary (default <repo>/bin/tessera-kubelet-plugin)")
 	webhook := fs.String("webhook", "", "tessera-webhook binary (default <repo>/bin/tessera-webhook)")
 	nodes := fs.String("nodes", "", "nodes as name=profile[:partitioning[:sharing]],... (default gpu-h100=dgx-h100,gpu-mi300x=mi300x-8,gpu-mixed=mixed-inference,gpu-h100-dynamic=dgx-h100:dynamic,gpu-l4-shared=l4-4:static:capacity)")
+	runtime := fs.String("runtime", localcluster.RuntimeFake, "container runtime of the nodes: fake (a fake CRI; the agents run as host processes) or containerd (containerd, runc and CNI per node; the agents run as the chart's DaemonSet)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: localcluster [flags] up|down")
 		fs.PrintDefaults()
@@ -55,6 +56,12 @@ func run() error {
 				return err
 			}
 		}
+	}
+	switch *runtime {
+	case localcluster.RuntimeFake, localcluster.RuntimeContainerd:
+		c.Runtime = *runtime
+	default:
+		return fmt.Errorf("--runtime %q: want fake or containerd", *runtime)
 	}
 	if *nodes != "" {
 		if c.Nodes, err = localcluster.ParseNodes(*nodes); err != nil {

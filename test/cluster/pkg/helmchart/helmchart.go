@@ -133,3 +133,11 @@ func Find(objs []*unstructured.Unstructured, kind, name string) []*unstructured.
 func Convert(o *unstructured.Unstructured, into any) error {
 	return runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, into, true)
 }
+
+// Install installs the chart as release into namespace (created when
+// missing) of the cluster of kubeconfig, with a values file.
+func (c *Chart) Install(kubeconfig, release, namespace, values string) error {
+	_, err := c.run("install", release, c.Dir, "--namespace", namespace, "--create-namespace",
+		"--kubeconfig", kubeconfig, "--values", values)
+	return err
+}

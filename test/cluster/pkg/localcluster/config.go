@@ -92,6 +92,28 @@ type Config struct {
 	Nodes         []Node
 	// SchedulerArgs are extra kube-scheduler flags (benchmarks).
 	SchedulerArgs []string
+	// Runtime is the nodes' container runtime: RuntimeFake (the default) or
+	// RuntimeContainerd.
+	Runtime string
+}
+
+// The container runtimes of the local cluster's nodes.
+const (
+	// RuntimeFake: a fake CRI runtime per node that records what each
+	// container would get; the node agents run as host processes. Fast:
+	// nothing is unpacked or started.
+	RuntimeFake = "fake"
+	// RuntimeContainerd: containerd with runc and CNI per node; the node
+	// agents run as the chart's DaemonSet, containers run for real.
+	RuntimeContainerd = "containerd"
+)
+
+// RuntimeOf is the configured runtime, RuntimeFake when unset.
+func (c *Config) RuntimeOf() string {
+	if c.Runtime == "" {
+		return RuntimeFake
+	}
+	return c.Runtime
 }
 
 // ForRepo is the configuration `make cluster-up` and `make demo` use: state
@@ -144,6 +166,8 @@ type State struct {
 	Procs   []Proc            `json:"procs"`
 	Sysctls map[string]string `json:"sysctls,omitempty"`
 	Nodes   []Node            `json:"nodes"`
+	// Runtime is the nodes' container runtime (Config.Runtime).
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // Proc is one started process.

@@ -26,6 +26,11 @@ func (c *Config) Down(out io.Writer) error {
 			errs = append(errs, err)
 		}
 	}
+	if s.Runtime == RuntimeContainerd {
+		for _, n := range s.Nodes {
+			errs = append(errs, c.stopContainers(n.Name)...)
+		}
+	}
 	errs = append(errs, c.stopStrays(out, s.Nodes)...)
 	errs = append(errs, restoreSysctls(s.Sysctls)...)
 	errs = append(errs, unmountAll(c.Dir)...)

@@ -34,7 +34,7 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 		}
 	}()
 	start := time.Now()
-	s := &State{Ports: map[string]int{}, Nodes: c.Nodes, Sysctls: readSysctls()}
+	s := &State{Ports: map[string]int{}, Nodes: c.Nodes, Sysctls: readSysctls(), Runtime: c.RuntimeOf()}
 	if err := c.saveState(s); err != nil {
 		return err
 	}
@@ -94,10 +94,27 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	step("tessera-webhook on %s, registered with the chart's webhook configuration", WebhookURL(s))
+	var images []image
+	if c.RuntimeOf() == RuntimeContainerd {
+		step("images %s:%s, %s, %s", AgentImageRepository, AgentImageTag, ProbeImage, PauseImage)
+		if images, err = c.buildImages(); err != nil {
+			return err
+		}
+	}
 	for _, n := range c.Nodes {
-		step("node %s: fake runtime, kubelet, tessera-kubelet-plugin (%s, %s partitioning, sharing %s), metrics %s", n.Name, n.Profile, n.PartitioningOf(), n.SharingOf(), MetricsURL(s, n.Name))
-		if err := c.startNode(s, p, n); err != nil {
+		if c.RuntimeOf() == RuntimeContainerd {
+			step("node %s: containerd, kubelet (%s, %s partitioning, sharing %s)", n.Name, n.Profile, n.PartitioningOf(), n.SharingOf())
+		} else {
+			step("node %s: fake runtime, kubelet, tessera-kubelet-plugin (%s, %s partitioning, sharing %s), metrics %s", n.Name, n.Profile, n.PartitioningOf(), n.SharingOf(), MetricsURL(s, n.Name))
+		}
+		if err := c.startNode(s, p, n, images); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	if c.RuntimeOf() == RuntimeContainerd {
+		step("tessera-kubelet-plugin: the chart's DaemonSet, one release per node in namespace %s", AgentNamespace)
+		if err := c.installAgents(s); err != nil {
+			return err
 		}
 	}
 	step("waiting for nodes Ready and ResourceSlices published")
@@ -200,6 +217,9 @@ func (c *Config) startAPIServer(s *State, p *pki) (*Proc, error) {
 		"--enable-admission-plugins=NodeRestriction",
 		"--allow-privileged=true",
 		"--cert-dir="+filepath.Join(c.Dir, "apiserver-certs"),
+		// kubectl logs and exec: the API server calls the kubelets.
+		"--kubelet-client-certificate="+p.path("admin.crt"),
+		"--kubelet-client-key="+p.path("admin.key"),
 	)
 }
 
@@ -242,7 +262,7 @@ func (c *Config) startControllers(s *State, p *pki) error {
 func (c *Config) kubeletConfig(s *State, p *pki, n Node) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: %s
 port: %d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -273,12 +293,40 @@ syncFrequency: 10s
 fileCheckFrequency: 10s
 serializeImagePulls: false
 containerRuntimeEndpoint: unix://%s
-`, s.Ports["kubelet-"+n.Name], s.Ports["kubelet-healthz-"+n.Name], p.path("ca.crt"), filepath.Join(c.NodeDir(n.Name), "pod-logs"), c.criSocket(n.Name))
+%s`, c.kubeletAddress(), s.Ports["kubelet-"+n.Name], s.Ports["kubelet-healthz-"+n.Name], p.path("ca.crt"), filepath.Join(c.NodeDir(n.Name), "pod-logs"), c.criSocket(n.Name), c.runtimeKubeletConfig(n.Name))
 }
 
-func (c *Config) criSocket(node string) string { return filepath.Join(c.RunDir(node), "cri.sock") }
+// kubeletAddress is where the kubelet serves. A containerd node's kubelet
+// serves on every interface: the node's address is this machine's (the
+// kubelet refuses a loopback node IP), and the API server reaches it there
+// for logs and exec, as it reaches the host-network agent pods for probes.
+// A fake node serves nothing but its health to anyone: loopback only.
+func (c *Config) kubeletAddress() string {
+	if c.RuntimeOf() == RuntimeContainerd {
+		return "0.0.0.0"
+	}
+	return "127.0.0.1"
+}
 
-func (c *Config) startNode(s *State, p *pki, n Node) error {
+// runtimeKubeletConfig: real containers (containerd nodes) go in a cgroup
+// of the node's own, which Down empties and removes.
+func (c *Config) runtimeKubeletConfig(node string) string {
+	if c.RuntimeOf() != RuntimeContainerd {
+		return ""
+	}
+	return "cgroupRoot: " + c.CgroupParent(node) + "\n"
+}
+
+// criSocket is the node's CRI endpoint: its fake runtime's or its
+// containerd's.
+func (c *Config) criSocket(node string) string {
+	if c.RuntimeOf() == RuntimeContainerd {
+		return c.ContainerdSocket(node)
+	}
+	return filepath.Join(c.RunDir(node), "cri.sock")
+}
+
+func (c *Config) startNode(s *State, p *pki, n Node, images []image) error {
 	dir := c.NodeDir(n.Name)
 	for _, d := range []string{dir, c.CDIDir(n.Name), c.RecordDir(n.Name)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -288,12 +336,12 @@ func (c *Config) startNode(s *State, p *pki, n Node) error {
 	if err := c.makeRunDir(n.Name); err != nil {
 		return err
 	}
-	if _, err := c.start(s, "fake-runtime-"+n.Name, c.bin("fake-runtime"),
-		"--socket="+c.criSocket(n.Name), "--cdi-spec-dir="+c.CDIDir(n.Name), "--record-dir="+c.RecordDir(n.Name)); err != nil {
+	if c.RuntimeOf() == RuntimeContainerd {
+		if err := c.startContainerd(s, n.Name, images); err != nil {
+			return err
+		}
+	} else if err := c.startFakeRuntime(s, n.Name); err != nil {
 		return err
-	}
-	if err := waitFile(c.criSocket(n.Name), 20*time.Second); err != nil {
-		return fmt.Errorf("fake runtime socket: %w\n%s", err, tail(filepath.Join(c.LogDir(), "fake-runtime-"+n.Name+".log"), 20))
 	}
 	kubeconfig := filepath.Join(dir, "kubelet.kubeconfig")
 	if err := p.writeKubeconfig(kubeconfig, c.server(s), "kubelet-"+n.Name); err != nil {
@@ -303,18 +351,33 @@ func (c *Config) startNode(s *State, p *pki, n Node) error {
 	if err := os.WriteFile(cfgPath, []byte(c.kubeletConfig(s, p, n)), 0o644); err != nil {
 		return err
 	}
-	if _, err := c.start(s, "kubelet-"+n.Name, c.bin("kubelet"),
-		"--config="+cfgPath,
+	args := []string{
+		"--config=" + cfgPath,
 		"--kubeconfig="+kubeconfig,
 		"--root-dir="+c.KubeletRoot(n.Name),
 		"--cert-dir="+filepath.Join(dir, "kubelet-pki"),
 		"--hostname-override="+n.Name,
-		"--node-labels=tessera.dev/simulated="+n.Profile+",tessera.dev/partitioning="+n.PartitioningOf()+",tessera.dev/sharing="+n.SharingOf(),
+		"--node-labels=tessera.dev/simulated=" + n.Profile + ",tessera.dev/partitioning=" + n.PartitioningOf() + ",tessera.dev/sharing=" + n.SharingOf() + ",tessera.dev/runtime=" + c.RuntimeOf(),
 		"--v=2",
-	); err != nil {
+	}
+	if _, err := c.start(s, "kubelet-"+n.Name, c.bin("kubelet"), args...); err != nil {
 		return err
 	}
+	if c.RuntimeOf() == RuntimeContainerd {
+		return nil // the chart's DaemonSet runs the agent (installAgents)
+	}
 	return c.StartPlugin(s, n)
+}
+
+func (c *Config) startFakeRuntime(s *State, node string) error {
+	if _, err := c.start(s, "fake-runtime-"+node, c.bin("fake-runtime"),
+		"--socket="+c.criSocket(node), "--cdi-spec-dir="+c.CDIDir(node), "--record-dir="+c.RecordDir(node)); err != nil {
+		return err
+	}
+	if err := waitFile(c.criSocket(node), 20*time.Second); err != nil {
+		return fmt.Errorf("fake runtime socket: %w\n%s", err, tail(filepath.Join(c.LogDir(), "fake-runtime-"+node+".log"), 20))
+	}
+	return nil
 }
 
 // StartPlugin starts a node's tessera-kubelet-plugin (also used by tests
@@ -333,7 +396,7 @@ func (c *Config) StartPluginWithKubeconfig(s *State, n Node, kubeconfig string) 
 		"--sim-profile="+n.Profile,
 		"--partitioning="+n.PartitioningOf(),
 		"--sharing="+n.SharingOf(),
-		"--sim-state-dir="+filepath.Join(c.NodeDir(n.Name), "sim"),
+		"--sim-state-dir="+c.SimStateDir(n.Name),
 		"--kubeconfig="+kubeconfig,
 		"--plugin-data-dir="+c.PluginDataDir(n.Name),
 		"--registrar-dir="+filepath.Join(c.KubeletRoot(n.Name), "plugins_registry"),

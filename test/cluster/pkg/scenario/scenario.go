@@ -338,3 +338,16 @@ func describeDevices(ctx context.Context, client kubernetes.Interface, devs []re
 	}
 	return nil
 }
+
+// UseImage runs every container of the scenario's pods from ref, which must
+// already be on the nodes (pull policy Never): on containerd nodes the demo
+// pods run the probe image, which shows what each container was given.
+func (sc *Scenario) UseImage(ref string) {
+	for _, p := range sc.Pods {
+		for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for i := range cs {
+				cs[i].Image, cs[i].ImagePullPolicy = ref, corev1.PullNever
+			}
+		}
+	}
+}

@@ -1,0 +1,89 @@
+// Command probe is the workload image of the local cluster's containerd
+// nodes: it prints what its container was given, one fact per line, then
+// waits to be stopped, so a test reads the container's log:
+//
+//	device /dev/nvidia0 c 195:0
+//	env NVIDIA_VISIBLE_DEVICES=GPU-...
+//	mount /var/run/... /tmp/...
+//	probe: ready
+//
+// Devices are every character and block device under /dev, environment
+// variables every one, mounts every mount point of /proc/self/mountinfo
+// with its root in the source file system; each group sorted.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	for _, l := range devices("/dev") {
+		fmt.Println(l)
+	}
+	env := os.Environ()
+	sort.Strings(env)
+	for _, e := range env {
+		fmt.Println("env " + e)
+	}
+	for _, l := range mounts("/proc/self/mountinfo") {
+		fmt.Println(l)
+	}
+	fmt.Println("probe: ready")
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	<-stop
+}
+
+func devices(root string) []string {
+	var out []string
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // e.g. a directory this container may not read
+		}
+		if d.Type()&(fs.ModeDevice|fs.ModeCharDevice) == 0 {
+			return nil
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			return nil
+		}
+		kind := "b"
+		if d.Type()&fs.ModeCharDevice != 0 {
+			kind = "c"
+		}
+		out = append(out, fmt.Sprintf("device %s %s %d:%d", p, kind, unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))))
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}
+
+// mounts reads mountinfo: field 4 is the root within the source file
+// system, field 5 the mount point.
+func mounts(path string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return []string{"mount error " + err.Error()}
+	}
+	defer f.Close()
+	var out []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) > 4 {
+			out = append(out, "mount "+fields[4]+" "+fields[3])
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,80 @@
+package localcluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// AgentNamespace is where a containerd cluster's agents run.
+const AgentNamespace = "tessera"
+
+// AgentRelease is the Helm release of a node's agent. One release per node:
+// the nodes share this machine, so each needs its own host paths (kubelet
+// root, CDI directory, simulator state), which one DaemonSet cannot give;
+// each release's DaemonSet selects its one node.
+func AgentRelease(node string) string { return "tessera-" + node }
+
+// agentValues are the chart values of a node's release: the sim backend
+// with the node's machine and modes, the node's host paths, the image
+// imported into its containerd. Host network: the API server is on this
+// machine's loopback and there is no kube-proxy for the kubernetes
+// Service, so the agent is pointed at it directly. DeviceClasses come from
+// deployments/deviceclasses (applied once at Up), and the webhook runs as a
+// host process, as on fake-runtime clusters.
+func (c *Config) agentValues(s *State, n Node) map[string]any {
+	return map[string]any{
+		"image": map[string]any{
+			"repository": AgentImageRepository,
+			"tag":        AgentImageTag,
+			"pullPolicy": "Never",
+		},
+		"backend":      "sim",
+		"sim":          map[string]any{"profile": n.Profile, "stateDir": c.SimStateDir(n.Name)},
+		"partitioning": n.PartitioningOf(),
+		"sharing":      n.SharingOf(),
+		"kubeletDir":   c.KubeletRoot(n.Name),
+		"cdi":          map[string]any{"dir": c.CDIDir(n.Name), "vendorDirs": []string{c.CDIDir(n.Name)}},
+		// The sim backend needs no privileges: the chart's claim, run.
+		"privileged":   false,
+		"hostNetwork":  true,
+		"metrics":      map[string]any{"port": s.Ports[metricsPort(n.Name)]},
+		"nodeSelector": map[string]string{"kubernetes.io/hostname": n.Name},
+		"logging":      map[string]any{"verbosity": 4},
+		"extraEnv": []map[string]string{
+			{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+			{"name": "KUBERNETES_SERVICE_PORT", "value": strconv.Itoa(s.Ports["apiserver"])},
+		},
+		"webhook": map[string]any{"enabled": false},
+		"deviceClasses": map[string]any{
+			"gpu": false, "nvidia": false, "amd": false, "mig": false, "xcp": false,
+		},
+	}
+}
+
+// SimStateDir is a node's simulator state (its agent's --sim-state-dir).
+func (c *Config) SimStateDir(node string) string { return filepath.Join(c.NodeDir(node), "sim") }
+
+// installAgents installs the chart once per node.
+func (c *Config) installAgents(s *State) error {
+	ch, err := c.chart()
+	if err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		values := filepath.Join(c.NodeDir(n.Name), "agent-values.json")
+		data, err := json.MarshalIndent(c.agentValues(s, n), "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(values, data, 0o644); err != nil {
+			return err
+		}
+		if err := ch.Install(c.Kubeconfig(), AgentRelease(n.Name), AgentNamespace, values); err != nil {
+			return fmt.Errorf("node %s: install the chart: %w", n.Name, err)
+		}
+	}
+	return nil
+}

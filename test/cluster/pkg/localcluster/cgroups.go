@@ -1,0 +1,77 @@
+package localcluster
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+)
+
+const cgroupRoot = "/sys/fs/cgroup"
+
+// cgroupDirs is parent in every hierarchy that has it: the unified one
+// (cgroup v2) or each v1 controller's.
+func cgroupDirs(parent string) []string {
+	var out []string
+	if st, err := os.Stat(filepath.Join(cgroupRoot, parent)); err == nil && st.IsDir() {
+		out = append(out, filepath.Join(cgroupRoot, parent))
+	}
+	entries, _ := os.ReadDir(cgroupRoot)
+	for _, e := range entries {
+		p := filepath.Join(cgroupRoot, e.Name(), parent)
+		if st, err := os.Stat(p); err == nil && st.IsDir() && e.IsDir() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// killCgroupProcs SIGKILLs every process in dir's tree and says how many
+// there were.
+func killCgroupProcs(dir string) int {
+	n := 0
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		f, err := os.Open(filepath.Join(p, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if pid, err := strconv.Atoi(s.Text()); err == nil && pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				n++
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// removeCgroupTree removes dir and its children, deepest first (a cgroup
+// directory is removed with rmdir, and only once empty of children).
+func removeCgroupTree(dir string) error {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	var errs []error
+	for _, d := range dirs {
+		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,190 @@
+package localcluster
+
+import (
+	"fmt"
+	"hash/fnv"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// A containerd node (RuntimeContainerd) runs its own containerd: its own
+// socket, state and root, its own CNI bridge and subnet, its own cgroup
+// parent. Several share one kernel, so nothing of theirs may be at a fixed
+// host path.
+
+// ContainerdSocket is a node's containerd socket (in its short RunDir).
+func (c *Config) ContainerdSocket(node string) string {
+	return filepath.Join(c.RunDir(node), "containerd.sock")
+}
+
+// CgroupParent is the cgroup (in every hierarchy) the node's kubelet puts
+// its pods under: one per node and cluster, so Down finds what to kill.
+func (c *Config) CgroupParent(node string) string { return "/" + filepath.Base(c.RunDir(node)) }
+
+func (c *Config) containerdDir(node string) string {
+	return filepath.Join(c.NodeDir(node), "containerd")
+}
+
+// nodeHash: 32 bits that tell this cluster's node apart from others on the
+// machine (the RunDir's hash), for names that must be unique host-wide.
+func (c *Config) nodeHash(node string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(c.NodeDir(node)))
+	return h.Sum32()
+}
+
+// bridge is the node's CNI bridge (at most 15 characters).
+func (c *Config) bridge(node string) string { return fmt.Sprintf("tsr%08x", c.nodeHash(node)) }
+
+// podSubnet is the node's pod subnet, 10.200.0.0/24 to 10.249.255.0/24 by
+// the node's hash: distinct between the nodes of one cluster (checked at
+// Up) and, almost always, between clusters.
+func (c *Config) podSubnet(node string) string {
+	h := c.nodeHash(node)
+	return fmt.Sprintf("10.%d.%d.0/24", 200+h%50, (h>>8)%256)
+}
+
+func (c *Config) containerdConfig(node string) string {
+	d := c.containerdDir(node)
+	return fmt.Sprintf(`version = 3
+root = %q
+state = %q
+# Plugins this machine cannot use, or that would listen at fixed host paths
+# shared by every node (NRI's socket).
+disabled_plugins = [
+  'io.containerd.snapshotter.v1.btrfs',
+  'io.containerd.snapshotter.v1.zfs',
+  'io.containerd.snapshotter.v1.devmapper',
+  'io.containerd.snapshotter.v1.blockfile',
+  'io.containerd.snapshotter.v1.erofs',
+  'io.containerd.nri.v1.nri',
+]
+imports = []
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[plugins]
+  [plugins.'io.containerd.internal.v1.opt']
+    path = %q
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = 'overlayfs'
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = %q
+  [plugins.'io.containerd.cri.v1.runtime']
+    # The agent writes one CDI spec per claim here (the chart's cdi.dir).
+    cdi_spec_dirs = [%q]
+    # Pod network namespaces under the state dir, not /var/run/netns.
+    netns_mounts_under_state_dir = true
+    # Keep containers' oom_score_adj at or above containerd's own: the
+    # kubelet asks -998 for sandboxes and critical pods, and lowering it
+    # needs CAP_SYS_RESOURCE, which a sandboxed machine may not grant.
+    restrict_oom_score_adj = true
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = 'io.containerd.runc.v2'
+      runtime_path = %q
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = %q
+        SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = [%q]
+      conf_dir = %q
+`, filepath.Join(d, "root"), filepath.Join(c.RunDir(node), "containerd"),
+		c.ContainerdSocket(node), c.ContainerdSocket(node)+".ttrpc",
+		filepath.Join(d, "opt"), PauseImage, c.CDIDir(node),
+		c.bin("containerd-shim-runc-v2"), c.bin("runc"),
+		filepath.Join(c.BinDir, "cni"), filepath.Join(d, "cni"))
+}
+
+// cniConfig: a bridge of the node's own with host-local addresses (kept
+// under the node's directory). The kubelet reaches pods through it (probes);
+// pods need no way out. No portmap: it needs iptables and no pod here asks
+// for a host port.
+func (c *Config) cniConfig(node string) string {
+	return fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "tessera-%08x",
+  "plugins": [{
+    "type": "bridge",
+    "bridge": %q,
+    "isGateway": true,
+    "ipMasq": false,
+    "ipam": {
+      "type": "host-local",
+      "ranges": [[{"subnet": %q}]],
+      "dataDir": %q
+    }
+  }]
+}
+`, c.nodeHash(node), c.bridge(node), c.podSubnet(node), filepath.Join(c.containerdDir(node), "cni-ipam"))
+}
+
+// startContainerd writes a node's containerd and CNI configuration, starts
+// it, and imports the cluster's images.
+func (c *Config) startContainerd(s *State, node string, images []image) error {
+	d := c.containerdDir(node)
+	if err := os.MkdirAll(filepath.Join(d, "cni"), 0o755); err != nil {
+		return err
+	}
+	cfg := filepath.Join(d, "config.toml")
+	if err := os.WriteFile(cfg, []byte(c.containerdConfig(node)), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(d, "cni", "10-tessera.conflist"), []byte(c.cniConfig(node)), 0o644); err != nil {
+		return err
+	}
+	if _, err := c.start(s, "containerd-"+node, c.bin("containerd"), "--config="+cfg); err != nil {
+		return err
+	}
+	if err := waitFile(c.ContainerdSocket(node), 20*time.Second); err != nil {
+		return fmt.Errorf("containerd socket: %w\n%s", err, tail(filepath.Join(c.LogDir(), "containerd-"+node+".log"), 20))
+	}
+	for _, im := range images {
+		// The kubelet's namespace, where the CRI looks for images.
+		out, err := exec.Command(c.bin("ctr"), "--address="+c.ContainerdSocket(node), "--namespace=k8s.io",
+			"images", "import", im.Archive).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("import %s into containerd: %w\n%s", im.Ref, err, out)
+		}
+	}
+	return nil
+}
+
+// stopContainers kills every process in the node's cgroup parent (the
+// containers outlive containerd and their shims by design), removes the
+// cgroups and the node's bridge. The shims go with the strays.
+func (c *Config) stopContainers(node string) []error {
+	var errs []error
+	dirs := cgroupDirs(c.CgroupParent(node))
+	for try := 0; ; try++ {
+		pids := 0
+		for _, d := range dirs {
+			pids += killCgroupProcs(d)
+		}
+		if pids == 0 {
+			break
+		}
+		if try == 100 {
+			errs = append(errs, fmt.Errorf("node %s: processes of %s survive SIGKILL", node, c.CgroupParent(node)))
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, d := range dirs {
+		if err := removeCgroupTree(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", c.bridge(node))); err == nil {
+		if out, err := exec.Command("ip", "link", "delete", c.bridge(node)).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("delete bridge %s: %w: %s", c.bridge(node), err, strings.TrimSpace(string(out))))
+		}
+	}
+	return errs
+}

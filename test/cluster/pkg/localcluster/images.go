@@ -1,0 +1,56 @@
+package localcluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// The images of a containerd cluster, built from this machine's binaries
+// (hack/build-cluster-bins.sh's oci-image) and imported into every node:
+// nothing is pulled.
+const (
+	// AgentImageRepository and AgentImageTag: tessera-kubelet-plugin, the
+	// chart's DaemonSet image (pull policy Never).
+	AgentImageRepository = "tessera.local/tessera-kubelet-plugin"
+	AgentImageTag        = "dev"
+	// ProbeImage is the workload image: it prints the devices, environment
+	// and mounts its container got, then waits (test/cluster/cmd/probe).
+	ProbeImage = "tessera.local/probe:dev"
+	// PauseImage is containerd's sandbox image (test/cluster/cmd/pause).
+	PauseImage = "tessera.local/pause:dev"
+)
+
+// image is one image archive to import.
+type image struct {
+	Ref     string
+	Archive string
+}
+
+func (c *Config) imagesDir() string { return filepath.Join(c.Dir, "images") }
+
+// buildImages writes the archives of the agent, probe and pause images.
+func (c *Config) buildImages() ([]image, error) {
+	if err := os.MkdirAll(c.imagesDir(), 0o755); err != nil {
+		return nil, err
+	}
+	specs := []struct {
+		ref, bin, path string
+	}{
+		{AgentImageRepository + ":" + AgentImageTag, c.PluginBin, "/usr/bin/tessera-kubelet-plugin"},
+		{ProbeImage, c.bin("probe"), "/usr/bin/probe"},
+		{PauseImage, c.bin("pause"), "/pause"},
+	}
+	var out []image
+	for _, sp := range specs {
+		archive := filepath.Join(c.imagesDir(), filepath.Base(sp.path)+".tar")
+		cmd := exec.Command(c.bin("oci-image"), "--ref="+sp.ref, "--out="+archive,
+			"--add="+sp.bin+"="+sp.path, "--entrypoint="+sp.path)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build image %s: %w\n%s", sp.ref, err, b)
+		}
+		out = append(out, image{Ref: sp.ref, Archive: archive})
+	}
+	return out, nil
+}
