@@ -16,7 +16,7 @@ KEEP        ?=
 # DaemonSet (cluster-up); the default, fake, is a fake CRI (see README).
 RUNTIME     ?=
 
-.PHONY: all build test unit vet e2e bench bench-scheduler dry-run clean \
+.PHONY: all build test unit vet e2e e2e-containerd bench bench-scheduler dry-run clean \
 	cluster-bins cluster-up cluster-down demo
 
 all: build
@@ -26,7 +26,7 @@ build:
 
 # test: vet, every unit test with the race detector (needs cgo), then the
 # end-to-end suite in a local cluster.
-test: vet unit e2e
+test: vet unit e2e e2e-containerd
 
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
@@ -54,9 +54,16 @@ dry-run: build
 cluster-bins:
 	hack/build-cluster-bins.sh
 
-# e2e: the test module's own unit tests, then test/e2e against a local cluster.
+# e2e: the test module's own unit tests, then test/e2e against a local
+# cluster of fake-runtime nodes.
 e2e: build cluster-bins
-	$(TEST_GO) test -count=1 -timeout=40m ./...
+	$(TEST_GO) test -count=1 -timeout=40m $$(cd test && $(GO) list ./... | grep -v /e2e/containerd)
+
+# e2e-containerd: test/e2e/containerd against a local cluster of containerd
+# nodes, the agents installed by the chart; after e2e, not beside it (two
+# clusters at once would share two cores).
+e2e-containerd: build cluster-bins
+	$(TEST_GO) test -count=1 -timeout=20m ./e2e/containerd/
 
 cluster-up: build cluster-bins
 	$(TEST_GO) run ./cluster/cmd/localcluster up --repo=.. $(if $(NODES),--nodes=$(NODES)) $(if $(RUNTIME),--runtime=$(RUNTIME))

@@ -37,16 +37,23 @@ func (c *Config) buildImages() ([]image, error) {
 	}
 	specs := []struct {
 		ref, bin, path string
+		extra          []string // more HOST=IMAGE files
 	}{
-		{AgentImageRepository + ":" + AgentImageTag, c.PluginBin, "/usr/bin/tessera-kubelet-plugin"},
-		{ProbeImage, c.bin("probe"), "/usr/bin/probe"},
-		{PauseImage, c.bin("pause"), "/pause"},
+		// The sim backend runs its MPS stand-in, tessera-sim, from the
+		// agent binary's directory (as deployments/Dockerfile installs it).
+		{AgentImageRepository + ":" + AgentImageTag, c.PluginBin, "/usr/bin/tessera-kubelet-plugin",
+			[]string{filepath.Join(filepath.Dir(c.PluginBin), "tessera-sim") + "=/usr/bin/tessera-sim"}},
+		{ProbeImage, c.bin("probe"), "/usr/bin/probe", nil},
+		{PauseImage, c.bin("pause"), "/pause", nil},
 	}
 	var out []image
 	for _, sp := range specs {
 		archive := filepath.Join(c.imagesDir(), filepath.Base(sp.path)+".tar")
-		cmd := exec.Command(c.bin("oci-image"), "--ref="+sp.ref, "--out="+archive,
-			"--add="+sp.bin+"="+sp.path, "--entrypoint="+sp.path)
+		args := []string{"--ref=" + sp.ref, "--out=" + archive, "--add=" + sp.bin + "=" + sp.path, "--entrypoint=" + sp.path}
+		for _, e := range sp.extra {
+			args = append(args, "--add="+e)
+		}
+		cmd := exec.Command(c.bin("oci-image"), args...)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build image %s: %w\n%s", sp.ref, err, b)
 		}

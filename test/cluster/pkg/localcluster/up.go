@@ -220,6 +220,8 @@ func (c *Config) startAPIServer(s *State, p *pki) (*Proc, error) {
 		// kubectl logs and exec: the API server calls the kubelets.
 		"--kubelet-client-certificate="+p.path("admin.crt"),
 		"--kubelet-client-key="+p.path("admin.key"),
+		// Node names are not host names here.
+		"--kubelet-preferred-address-types=InternalIP",
 	)
 }
 

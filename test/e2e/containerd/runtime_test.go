@@ -1,0 +1,285 @@
+package containerd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
+)
+
+// TestAgentsRunFromTheChart: on every node the agent is the pod of its
+// release's DaemonSet, running the imported image unprivileged, Ready only
+// with the node's pool published (its readiness probe is /readyz), and its
+// writes pass the node-scoped admission policy with its own token.
+func TestAgentsRunFromTheChart(t *testing.T) {
+	for _, n := range nodes {
+		p := agentPod(t, n.Name)
+		if owner := metav1.GetControllerOf(p); owner == nil || owner.Kind != "DaemonSet" || owner.Name != localcluster.AgentRelease(n.Name) {
+			t.Errorf("node %s: agent pod %s is controlled by %v, want DaemonSet %s", n.Name, p.Name, owner, localcluster.AgentRelease(n.Name))
+		}
+		c := p.Spec.Containers[0]
+		if want := localcluster.AgentImageRepository + ":" + localcluster.AgentImageTag; c.Image != want {
+			t.Errorf("node %s: agent image %s, want %s", n.Name, c.Image, want)
+		}
+		if sc := c.SecurityContext; sc == nil || sc.Privileged == nil || *sc.Privileged {
+			t.Errorf("node %s: agent container is privileged; the sim backend needs no privilege", n.Name)
+		}
+		if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+			t.Errorf("node %s: agent readiness probe %+v, want GET /readyz", n.Name, c.ReadinessProbe)
+		}
+		if ok, msg := localcluster.PoolPublished(context.Background(), client, n.Name); !ok {
+			t.Errorf("node %s: agent pod Ready but pool not published: %s", n.Name, msg)
+		}
+		if p.Spec.ServiceAccountName != localcluster.AgentRelease(n.Name) {
+			t.Errorf("node %s: agent runs as service account %s", n.Name, p.Spec.ServiceAccountName)
+		}
+	}
+}
+
+// TestScenariosInContainers runs demo scenarios with the probe image: every
+// pod Running, every container's devices, environment and mounts those of
+// its claims' CDI specs; deleting the pods unprepares their claims.
+func TestScenariosInContainers(t *testing.T) {
+	for _, name := range []string{
+		"01-legacy-nvidia-gpu.yaml", // extended resource nvidia.com/gpu
+		"02-an-h100.yaml",
+		"09-dynamic-mig.yaml", // partitions carved at prepare
+		"14-gpu-shares-l4.yaml", // shares under each L4's MPS daemon
+	} {
+		t.Run(strings.TrimSuffix(name, ".yaml"), func(t *testing.T) {
+			ns := namespace(t, "")
+			sc := runScenario(t, ns, name)
+			claims := preparedClaims(t, ns)
+			if t.Failed() {
+				return
+			}
+			if err := sc.Delete(context.Background(), client, ns, 90*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			waitUnprepared(t, claims)
+		})
+	}
+}
+
+// runScenario applies a demo file with the probe image, waits for its pods
+// to run and checks each container.
+func runScenario(t *testing.T, ns, name string) *scenario.Scenario {
+	t.Helper()
+	ctx := context.Background()
+	sc, err := scenario.Load(scenarioPath(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.UseImage(localcluster.ProbeImage)
+	if err := sc.Apply(ctx, client, ns); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range sc.Pods {
+		names = append(names, p.Name)
+	}
+	if err := scenario.WaitRunning(ctx, client, ns, names, 120*time.Second); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	for _, n := range names {
+		p, err := client.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range p.Spec.Containers {
+			checkContainer(t, ns, p, c)
+		}
+	}
+	return sc
+}
+
+// TestAgentRestarts: the agent's process is killed (the kubelet restarts
+// its container) and then its pod is deleted (the DaemonSet makes a new
+// one); each time the running pods keep their containers, their claims
+// stay prepared, and the new agent prepares a new claim.
+func TestAgentRestarts(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "")
+	runScenario(t, ns, "09-dynamic-mig.yaml")
+	before := preparedClaims(t, ns)
+	node := nodes[1].Name // the dynamic node: its partitions must survive
+	for uid, n := range before {
+		if n != node {
+			t.Fatalf("claim %s prepared on %s, want %s", uid, n, node)
+		}
+	}
+	running := containerIDs(t, ns)
+
+	old := agentPod(t, node)
+	killAgent(t, node)
+	waitAgent(t, node, func(p *corev1.Pod) bool {
+		return p.UID == old.UID && p.Status.ContainerStatuses[0].RestartCount > 0
+	}, "its container restarted")
+
+	second := agentPod(t, node)
+	zero := int64(0)
+	if err := client.CoreV1().Pods(localcluster.AgentNamespace).Delete(ctx, second.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	waitAgent(t, node, func(p *corev1.Pod) bool { return p.UID != second.UID }, "a new pod")
+
+	for uid := range before {
+		if st, ok := checkpointClaims(t, node)[uid]; !ok || st != checkpoint.PrepareCompleted {
+			t.Errorf("claim %s: checkpoint state %q after the agent restarts, want %q", uid, st, checkpoint.PrepareCompleted)
+		}
+		if !specExists(node, uid) {
+			t.Errorf("claim %s: CDI spec gone after the agent restarts", uid)
+		}
+	}
+	if after := containerIDs(t, ns); fmt.Sprint(after) != fmt.Sprint(running) {
+		t.Errorf("workload containers changed across the agent restarts:\n before %v\n after  %v", running, after)
+	}
+	// The new agent serves: one more claim on the node.
+	runScenario(t, namespace(t, "more"), "02-an-h100.yaml")
+}
+
+// waitUnprepared waits until the kubelet has unprepared every claim (UID
+// to node): out of the node's checkpoint and its CDI spec removed.
+func waitUnprepared(t *testing.T, claims map[string]string) {
+	t.Helper()
+	err := scenario.Poll(context.Background(), 60*time.Second, func() (bool, string) {
+		for uid, node := range claims {
+			if _, ok := checkpointClaims(t, node)[uid]; ok {
+				return false, fmt.Sprintf("claim %s still in node %s's checkpoint", uid, node)
+			}
+			if specExists(node, uid) {
+				return false, fmt.Sprintf("claim %s: CDI spec still on node %s", uid, node)
+			}
+		}
+		return true, ""
+	})
+	if err != nil {
+		t.Errorf("after the pods were deleted: %v", err)
+	}
+}
+
+func agentPod(t *testing.T, node string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	if err := scenario.Poll(context.Background(), 60*time.Second, func() (bool, string) {
+		p, msg := readyAgent(node)
+		pod = p
+		return p != nil, msg
+	}); err != nil {
+		t.Fatalf("node %s: %v", node, err)
+	}
+	return pod
+}
+
+// readyAgent is the node's one Ready agent pod, or nil and why not.
+func readyAgent(node string) (*corev1.Pod, string) {
+	l, err := client.CoreV1().Pods(localcluster.AgentNamespace).List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, err.Error()
+	}
+	var live []corev1.Pod
+	for _, p := range l.Items {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p)
+		}
+	}
+	if len(live) != 1 {
+		return nil, fmt.Sprintf("%d agent pods", len(live))
+	}
+	p := &live[0]
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return p, ""
+		}
+	}
+	return nil, "agent pod " + p.Name + " not Ready"
+}
+
+// waitAgent waits for the node's agent pod to be Ready and match, and
+// checks that a Ready agent means a published pool all along.
+func waitAgent(t *testing.T, node string, match func(*corev1.Pod) bool, what string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := scenario.Poll(ctx, 120*time.Second, func() (bool, string) {
+		p, msg := readyAgent(node)
+		if p == nil {
+			return false, msg
+		}
+		if ok, msg := localcluster.PoolPublished(ctx, client, node); !ok {
+			t.Errorf("node %s: agent pod %s Ready while its pool is not published: %s", node, p.Name, msg)
+		}
+		return match(p), "waiting for " + what
+	}); err != nil {
+		t.Fatalf("node %s: %v", node, err)
+	}
+}
+
+// killAgent SIGKILLs the node's agent process, found by what the kubelet
+// gave its container: NODE_NAME in its environment.
+func killAgent(t *testing.T, node string) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		cmd, err := os.ReadFile(filepath.Join(p, "cmdline"))
+		if err != nil || !strings.HasPrefix(string(cmd), "/usr/bin/tessera-kubelet-plugin\x00") {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join(p, "environ"))
+		if !strings.Contains("\x00"+string(env), "\x00NODE_NAME="+node+"\x00") {
+			continue
+		}
+		var pid int
+		fmt.Sscan(filepath.Base(p), &pid)
+		if err := killPid(pid); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("node %s: no agent process", node)
+}
+
+// preparedClaims maps the UIDs of the namespace's allocated claims to
+// their nodes.
+func preparedClaims(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	l, err := client.ResourceV1().ResourceClaims(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, c := range l.Items {
+		if a := c.Status.Allocation; a != nil && len(a.Devices.Results) > 0 {
+			out[string(c.UID)] = a.Devices.Results[0].Pool
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("namespace %s has no allocated claim", ns)
+	}
+	return out
+}
+
+// containerIDs are the namespace's running containers, by pod.
+func containerIDs(t *testing.T, ns string) map[string][]string {
+	t.Helper()
+	l, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, p := range l.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			out[p.Name] = append(out[p.Name], c.ContainerID)
+		}
+	}
+	return out
+}
