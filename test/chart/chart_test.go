@@ -133,6 +133,7 @@ var optionSets = [][]string{
 	{"backend=nvml"},
 	{"backend=amd", "privileged=false"},
 	{"backend=sim"},
+	{"backend=sim", "sim.profile=l4-4", "sim.stateDir=/srv/sim"},
 	{"partitioning=dynamic"},
 	{"logging.format=json", "logging.verbosity=5"},
 	{"metrics.port=9555"},
@@ -271,6 +272,12 @@ func TestDefaults(t *testing.T) {
 	sc := c.SecurityContext
 	if sc == nil || sc.Privileged == nil || !*sc.Privileged || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Errorf("securityContext %+v: want privileged, read-only root", sc)
+	}
+	// The runtime creates the termination message file as a mount point:
+	// never under the host's /dev, which is mounted read-only (the
+	// containerd e2e saw the container fail to start there).
+	if p := c.TerminationMessagePath; p == "" || p == "/dev" || strings.HasPrefix(p, "/dev/") {
+		t.Errorf("terminationMessagePath %q is under the read-only host /dev", p)
 	}
 	for name, want := range map[string]struct {
 		p    *corev1.Probe
@@ -461,6 +468,26 @@ func TestOptions(t *testing.T) {
 			hasSim := slices.ContainsFunc(ds.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "sim-state" })
 			if hasSim != (b == "sim") {
 				t.Errorf("backend=%s: sim state volume %v", b, hasSim)
+			}
+		}
+		// backend=sim: the machine and the state directory, mounted at the
+		// path the agent is told (its CDI specs name device nodes there).
+		for _, tc := range []struct {
+			sets             []string
+			profile, dir, at string
+		}{
+			{[]string{"backend=sim"}, "dgx-h100", "", "/var/run/tessera"},
+			{[]string{"backend=sim", "sim.profile=l4-4", "sim.stateDir=/srv/sim"}, "l4-4", "/srv/sim", "/srv/sim"},
+		} {
+			ds, c := daemonSet(t, render(t, tc.sets...))
+			e := env(c)
+			if e["TESSERA_SIM_PROFILE"] != tc.profile || e["TESSERA_SIM_STATE_DIR"] != tc.dir {
+				t.Errorf("%v: TESSERA_SIM_PROFILE=%q TESSERA_SIM_STATE_DIR=%q", tc.sets, e["TESSERA_SIM_PROFILE"], e["TESSERA_SIM_STATE_DIR"])
+			}
+			i := slices.IndexFunc(ds.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "sim-state" })
+			j := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "sim-state" })
+			if i < 0 || j < 0 || ds.Spec.Template.Spec.Volumes[i].HostPath.Path != tc.at || c.VolumeMounts[j].MountPath != tc.at {
+				t.Errorf("%v: sim state not mounted from and at %s", tc.sets, tc.at)
 			}
 		}
 		if _, err := chart(t).Template(ns, "backend=cuda"); err == nil || !strings.Contains(err.Error(), "backend must be auto, nvml, amd or sim") {

@@ -71,6 +71,8 @@ type want struct {
 	devices map[string]string
 	env     []string
 	mounts  []string
+	// sources are the mounts' host paths by container path.
+	sources map[string]string
 }
 
 func claimWants(t *testing.T, node, claimUID string) want {
@@ -104,8 +106,10 @@ func claimWants(t *testing.T, node, claimUID string) want {
 		t.Fatalf("inject %v: %v", out.ids, err)
 	}
 	out.env = spec.Process.Env
+	out.sources = map[string]string{}
 	for _, m := range spec.Mounts {
 		out.mounts = append(out.mounts, m.Destination)
+		out.sources[m.Destination] = m.Source
 	}
 	out.devices = map[string]string{}
 	for _, id := range out.ids {

@@ -10,9 +10,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/mps/standin"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
@@ -103,28 +106,72 @@ func runScenario(t *testing.T, ns, name string) *scenario.Scenario {
 	return sc
 }
 
-// TestAgentRestarts: the agent's process is killed (the kubelet restarts
-// its container) and then its pod is deleted (the DaemonSet makes a new
-// one); each time the running pods keep their containers, their claims
-// stay prepared, and the new agent prepares a new claim.
+// TestAgentRestarts: a node's agent process is killed (the kubelet
+// restarts its container), then its pod is deleted (the DaemonSet makes a
+// new one). Each time the running pods keep their containers, their claims
+// stay prepared, the shares' MPS daemons keep answering, and the new agent
+// prepares a new claim. On the dynamic node the carved partitions are at
+// stake, on the shared node the MPS daemons the agent started.
 func TestAgentRestarts(t *testing.T) {
+	for _, tc := range []struct {
+		node, scenario string
+	}{
+		{nodes[1].Name, "09-dynamic-mig.yaml"},
+		{nodes[2].Name, "14-gpu-shares-l4.yaml"},
+	} {
+		t.Run(tc.node, func(t *testing.T) { agentRestarts(t, tc.node, tc.scenario) })
+	}
+}
+
+func agentRestarts(t *testing.T, node, file string) {
 	ctx := context.Background()
 	ns := namespace(t, "")
-	runScenario(t, ns, "09-dynamic-mig.yaml")
+	runScenario(t, ns, file)
 	before := preparedClaims(t, ns)
-	node := nodes[1].Name // the dynamic node: its partitions must survive
 	for uid, n := range before {
 		if n != node {
 			t.Fatalf("claim %s prepared on %s, want %s", uid, n, node)
 		}
 	}
 	running := containerIDs(t, ns)
+	pipes := mpsPipes(t, ns)
+	if strings.Contains(file, "shares") && len(pipes) == 0 {
+		t.Fatalf("%s: no container mounts an MPS daemon's pipes", file)
+	}
+	check := func(when string) {
+		t.Helper()
+		for uid := range before {
+			if st, ok := checkpointClaims(t, node)[uid]; !ok || st != checkpoint.PrepareCompleted {
+				t.Errorf("%s: claim %s in checkpoint state %q, want %q", when, uid, st, checkpoint.PrepareCompleted)
+			}
+			if !specExists(node, uid) {
+				t.Errorf("%s: claim %s has no CDI spec", when, uid)
+			}
+		}
+		if after := containerIDs(t, ns); fmt.Sprint(after) != fmt.Sprint(running) {
+			t.Errorf("%s: workload containers changed:\n before %v\n after  %v", when, running, after)
+		}
+		for _, pipe := range pipes {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := standin.Send(sctx, pipe, "get_server_list")
+			cancel()
+			if err != nil {
+				t.Errorf("%s: MPS daemon of %s does not answer: %v", when, pipe, err)
+			}
+			// The pid is the daemon's in the agent container's namespace.
+			if st, err := standin.ReadStatus(pipe); err == nil {
+				t.Logf("%s: MPS daemon of %s: pid %d in the agent's namespace", when, filepath.Base(filepath.Dir(pipe)), st.PID)
+			}
+		}
+	}
 
+	check("before")
 	old := agentPod(t, node)
 	killAgent(t, node)
 	waitAgent(t, node, func(p *corev1.Pod) bool {
 		return p.UID == old.UID && p.Status.ContainerStatuses[0].RestartCount > 0
 	}, "its container restarted")
+	check("after the agent's container was killed")
 
 	second := agentPod(t, node)
 	zero := int64(0)
@@ -132,20 +179,73 @@ func TestAgentRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAgent(t, node, func(p *corev1.Pod) bool { return p.UID != second.UID }, "a new pod")
+	check("after the agent's pod was replaced")
 
-	for uid := range before {
-		if st, ok := checkpointClaims(t, node)[uid]; !ok || st != checkpoint.PrepareCompleted {
-			t.Errorf("claim %s: checkpoint state %q after the agent restarts, want %q", uid, st, checkpoint.PrepareCompleted)
-		}
-		if !specExists(node, uid) {
-			t.Errorf("claim %s: CDI spec gone after the agent restarts", uid)
+	// The new agent serves: one more claim, on this node.
+	runOnNode(t, namespace(t, "more"), node)
+}
+
+// runOnNode runs a probe pod on node with a claim of one whole GPU and
+// checks its container.
+func runOnNode(t *testing.T, ns, node string) {
+	t.Helper()
+	ctx := context.Background()
+	tmpl := &resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-gpu"},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.tessera.dev"}}},
+		}}},
+	}
+	if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec: corev1.PodSpec{
+			NodeSelector:   map[string]string{"kubernetes.io/hostname": node},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl.Name}},
+			Containers: []corev1.Container{{
+				Name: "probe", Image: localcluster.ProbeImage, ImagePullPolicy: corev1.PullNever,
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}},
+			}},
+		},
+	}
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := scenario.WaitRunning(ctx, client, ns, []string{pod.Name}, 120*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p, err := client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkContainer(t, ns, p, p.Spec.Containers[0])
+}
+
+// mpsPipes are the host directories of the MPS daemons the namespace's
+// running containers use (the CDI mount at the container's pipe path).
+func mpsPipes(t *testing.T, ns string) []string {
+	t.Helper()
+	l, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for i := range l.Items {
+		p := &l.Items[i]
+		for _, c := range p.Spec.Containers {
+			for _, ref := range c.Resources.Claims {
+				w := claimWants(t, p.Spec.NodeName, claimUID(t, ns, p, ref.Name))
+				if src := w.sources[cdi.MPSContainerPipeDir]; src != "" && !seen[src] {
+					seen[src] = true
+					out = append(out, src)
+				}
+			}
 		}
 	}
-	if after := containerIDs(t, ns); fmt.Sprint(after) != fmt.Sprint(running) {
-		t.Errorf("workload containers changed across the agent restarts:\n before %v\n after  %v", running, after)
-	}
-	// The new agent serves: one more claim on the node.
-	runScenario(t, namespace(t, "more"), "02-an-h100.yaml")
+	return out
 }
 
 // waitUnprepared waits until the kubelet has unprepared every claim (UID

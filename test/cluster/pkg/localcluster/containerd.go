@@ -40,8 +40,8 @@ func (c *Config) nodeHash(node string) uint32 {
 func (c *Config) bridge(node string) string { return fmt.Sprintf("tsr%08x", c.nodeHash(node)) }
 
 // podSubnet is the node's pod subnet, 10.200.0.0/24 to 10.249.255.0/24 by
-// the node's hash: distinct between the nodes of one cluster (checked at
-// Up) and, almost always, between clusters.
+// the node's hash: distinct between the nodes of one cluster (checked by
+// checkNetworks) and, almost always, between clusters.
 func (c *Config) podSubnet(node string) string {
 	h := c.nodeHash(node)
 	return fmt.Sprintf("10.%d.%d.0/24", 200+h%50, (h>>8)%256)
@@ -123,6 +123,20 @@ func (c *Config) cniConfig(node string) string {
   }]
 }
 `, c.nodeHash(node), c.bridge(node), c.podSubnet(node), filepath.Join(c.containerdDir(node), "cni-ipam"))
+}
+
+// checkNetworks refuses nodes whose bridges or subnets would collide.
+func (c *Config) checkNetworks() error {
+	seen := map[string]string{}
+	for _, n := range c.Nodes {
+		for _, key := range []string{c.bridge(n.Name), c.podSubnet(n.Name)} {
+			if other, ok := seen[key]; ok {
+				return fmt.Errorf("nodes %s and %s would share %s: rename one", other, n.Name, key)
+			}
+			seen[key] = n.Name
+		}
+	}
+	return nil
 }
 
 // startContainerd writes a node's containerd and CNI configuration, starts

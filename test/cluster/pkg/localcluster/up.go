@@ -96,6 +96,9 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 	step("tessera-webhook on %s, registered with the chart's webhook configuration", WebhookURL(s))
 	var images []image
 	if c.RuntimeOf() == RuntimeContainerd {
+		if err := c.checkNetworks(); err != nil {
+			return err
+		}
 		step("images %s:%s, %s, %s", AgentImageRepository, AgentImageTag, ProbeImage, PauseImage)
 		if images, err = c.buildImages(); err != nil {
 			return err
