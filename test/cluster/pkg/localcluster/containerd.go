@@ -6,23 +6,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
 // A containerd node (RuntimeContainerd) runs its own containerd: its own
-// socket, state and root, its own CNI bridge and subnet, its own cgroup
-// parent. Several share one kernel, so nothing of theirs may be at a fixed
-// host path.
+// socket, state and root, its own CNI bridge and subnet. Several share one
+// kernel, so nothing of theirs may be at a fixed host path. (Their
+// containers' cgroups are all under /k8s.io: with cgroupsPerQOS off the
+// kubelet names no cgroup parent, and containerd names its namespace.)
 
 // ContainerdSocket is a node's containerd socket (in its short RunDir).
 func (c *Config) ContainerdSocket(node string) string {
 	return filepath.Join(c.RunDir(node), "containerd.sock")
 }
-
-// CgroupParent is the cgroup (in every hierarchy) the node's kubelet puts
-// its pods under: one per node and cluster, so Down finds what to kill.
-func (c *Config) CgroupParent(node string) string { return "/" + filepath.Base(c.RunDir(node)) }
 
 func (c *Config) containerdDir(node string) string {
 	return filepath.Join(c.NodeDir(node), "containerd")
@@ -170,30 +169,44 @@ func (c *Config) startContainerd(s *State, node string, images []image) error {
 	return nil
 }
 
-// stopContainers kills every process in the node's cgroup parent (the
-// containers outlive containerd and their shims by design), removes the
-// cgroups and the node's bridge. The shims go with the strays.
+// stopContainers kills what runs in a node's containers: they outlive
+// containerd and their shims by design. Each container's (and sandbox's)
+// first process is a child of its shim and PID 1 of its own PID namespace,
+// so killing it makes the kernel kill the rest of that namespace (the
+// agent's MPS daemons with the agent). The shims go with the strays.
+// runc never deletes these containers, so their cgroups are removed here,
+// by the container IDs in containerd's state, and the node's bridge.
 func (c *Config) stopContainers(node string) []error {
 	var errs []error
-	dirs := cgroupDirs(c.CgroupParent(node))
+	shims := c.shims(node)
 	for try := 0; ; try++ {
-		pids := 0
-		for _, d := range dirs {
-			pids += killCgroupProcs(d)
+		left := 0
+		for _, pid := range childrenOf(shims) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			left++
 		}
-		if pids == 0 {
+		if left == 0 {
 			break
 		}
 		if try == 100 {
-			errs = append(errs, fmt.Errorf("node %s: processes of %s survive SIGKILL", node, c.CgroupParent(node)))
+			errs = append(errs, fmt.Errorf("node %s: container processes survive SIGKILL", node))
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for _, d := range dirs {
-		if err := removeCgroupTree(d); err != nil {
-			errs = append(errs, err)
+	tasks, _ := os.ReadDir(filepath.Join(c.RunDir(node), "containerd", "io.containerd.runtime.v2.task", "k8s.io"))
+	for _, task := range tasks {
+		// containerd's CRI puts a container without a cgroup parent from
+		// the kubelet under its namespace's name.
+		for _, d := range cgroupDirs(filepath.Join("/k8s.io", task.Name())) {
+			if err := removeCgroupTree(d); err != nil {
+				errs = append(errs, err)
+			}
 		}
+	}
+	// The parent too, once no cluster's containers are left in it.
+	for _, d := range cgroupDirs("/k8s.io") {
+		_ = syscall.Rmdir(d)
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/net", c.bridge(node))); err == nil {
 		if out, err := exec.Command("ip", "link", "delete", c.bridge(node)).CombinedOutput(); err != nil {
@@ -201,4 +214,62 @@ func (c *Config) stopContainers(node string) []error {
 		}
 	}
 	return errs
+}
+
+// shims are the pids of the node's containerd shims: the shim binary,
+// started with the node's containerd socket as its -address.
+func (c *Config) shims(node string) map[int]bool {
+	out := map[int]bool{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", p.Name(), "exe"))
+		if err != nil || strings.TrimSuffix(exe, " (deleted)") != c.bin("containerd-shim-runc-v2") {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		for _, a := range strings.Split(string(cmdline), "\x00") {
+			if a == c.ContainerdSocket(node) {
+				out[pid] = true
+			}
+		}
+	}
+	return out
+}
+
+// childrenOf lists the live (not zombie) processes whose parent is one of
+// parents.
+func childrenOf(parents map[int]bool) []int {
+	var out []int
+	if len(parents) == 0 {
+		return nil
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// After the parenthesised command name: state, then the parent.
+		st := string(data)
+		i := strings.LastIndexByte(st, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(st[i+1:])
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil && parents[ppid] {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

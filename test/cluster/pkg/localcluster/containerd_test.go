@@ -8,7 +8,7 @@ import (
 )
 
 // TestContainerdNodesApart: two nodes of a cluster, and the same node of
-// two clusters, get their own socket, cgroup parent, bridge and subnet, and
+// two clusters, get their own socket, bridge and subnet, and
 // each node's containerd and CNI configuration point at its own.
 func TestContainerdNodesApart(t *testing.T) {
 	a := &Config{Dir: "/x/cluster-a", BinDir: "/x/bin", Runtime: RuntimeContainerd, Nodes: []Node{{Name: "n1"}, {Name: "n2"}}}
@@ -22,7 +22,7 @@ func TestContainerdNodesApart(t *testing.T) {
 		node string
 	}{{a, "n1"}, {a, "n2"}, {b, "n1"}} {
 		who := x.c.Dir + "/" + x.node
-		for _, v := range []string{x.c.ContainerdSocket(x.node), x.c.CgroupParent(x.node), x.c.bridge(x.node), x.c.podSubnet(x.node)} {
+		for _, v := range []string{x.c.ContainerdSocket(x.node), x.c.bridge(x.node), x.c.podSubnet(x.node)} {
 			if other, ok := seen[v]; ok {
 				t.Errorf("%s and %s share %s", other, who, v)
 			}

@@ -298,7 +298,7 @@ syncFrequency: 10s
 fileCheckFrequency: 10s
 serializeImagePulls: false
 containerRuntimeEndpoint: unix://%s
-%s`, c.kubeletAddress(), s.Ports["kubelet-"+n.Name], s.Ports["kubelet-healthz-"+n.Name], p.path("ca.crt"), filepath.Join(c.NodeDir(n.Name), "pod-logs"), c.criSocket(n.Name), c.runtimeKubeletConfig(n.Name))
+`, c.kubeletAddress(), s.Ports["kubelet-"+n.Name], s.Ports["kubelet-healthz-"+n.Name], p.path("ca.crt"), filepath.Join(c.NodeDir(n.Name), "pod-logs"), c.criSocket(n.Name))
 }
 
 // kubeletAddress is where the kubelet serves. A containerd node's kubelet
@@ -311,15 +311,6 @@ func (c *Config) kubeletAddress() string {
 		return "0.0.0.0"
 	}
 	return "127.0.0.1"
-}
-
-// runtimeKubeletConfig: real containers (containerd nodes) go in a cgroup
-// of the node's own, which Down empties and removes.
-func (c *Config) runtimeKubeletConfig(node string) string {
-	if c.RuntimeOf() != RuntimeContainerd {
-		return ""
-	}
-	return "cgroupRoot: " + c.CgroupParent(node) + "\n"
 }
 
 // criSocket is the node's CRI endpoint: its fake runtime's or its
@@ -358,10 +349,10 @@ func (c *Config) startNode(s *State, p *pki, n Node, images []image) error {
 	}
 	args := []string{
 		"--config=" + cfgPath,
-		"--kubeconfig="+kubeconfig,
-		"--root-dir="+c.KubeletRoot(n.Name),
-		"--cert-dir="+filepath.Join(dir, "kubelet-pki"),
-		"--hostname-override="+n.Name,
+		"--kubeconfig=" + kubeconfig,
+		"--root-dir=" + c.KubeletRoot(n.Name),
+		"--cert-dir=" + filepath.Join(dir, "kubelet-pki"),
+		"--hostname-override=" + n.Name,
 		"--node-labels=tessera.dev/simulated=" + n.Profile + ",tessera.dev/partitioning=" + n.PartitioningOf() + ",tessera.dev/sharing=" + n.SharingOf() + ",tessera.dev/runtime=" + c.RuntimeOf(),
 		"--v=2",
 	}
