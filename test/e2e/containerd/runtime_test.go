@@ -56,7 +56,7 @@ func TestScenariosInContainers(t *testing.T) {
 	for _, name := range []string{
 		"01-legacy-nvidia-gpu.yaml", // extended resource nvidia.com/gpu
 		"02-an-h100.yaml",
-		"09-dynamic-mig.yaml", // partitions carved at prepare
+		"09-dynamic-mig.yaml",   // partitions carved at prepare
 		"14-gpu-shares-l4.yaml", // shares under each L4's MPS daemon
 	} {
 		t.Run(strings.TrimSuffix(name, ".yaml"), func(t *testing.T) {
