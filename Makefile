@@ -57,7 +57,7 @@ cluster-bins:
 # e2e: the test module's own unit tests, then test/e2e against a local
 # cluster of fake-runtime nodes.
 e2e: build cluster-bins
-	$(TEST_GO) test -count=1 -timeout=40m $$(cd test && $(GO) list ./... | grep -v /e2e/containerd)
+	$(TEST_GO) test -count=1 -timeout=40m $$($(GO) list ./... | grep -v /e2e/containerd)
 
 # e2e-containerd: test/e2e/containerd against a local cluster of containerd
 # nodes, the agents installed by the chart; after e2e, not beside it (two

@@ -296,13 +296,10 @@ func readyAgent(node string) (*corev1.Pod, string) {
 	if len(live) != 1 {
 		return nil, fmt.Sprintf("%d agent pods", len(live))
 	}
-	p := &live[0]
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return p, ""
-		}
+	if p := &live[0]; podReady(p) {
+		return p, ""
 	}
-	return nil, "agent pod " + p.Name + " not Ready"
+	return nil, "agent pod " + live[0].Name + " not Ready"
 }
 
 // waitAgent waits for the node's agent pod to be Ready and match, and

@@ -22,9 +22,10 @@ func AgentRelease(node string) string { return "tessera-" + node }
 // imported into its containerd. Host network: the API server is on this
 // machine's loopback and there is no kube-proxy for the kubernetes
 // Service, so the agent is pointed at it directly. DeviceClasses come from
-// deployments/deviceclasses (applied once at Up), and the webhook runs as a
-// host process, as on fake-runtime clusters.
-func (c *Config) agentValues(s *State, n Node) map[string]any {
+// deployments/deviceclasses (applied once at Up). The first node's release
+// also runs the webhook (cluster-wide: one is enough), as the chart's
+// Deployment and Service; the API server calls its pods directly.
+func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 	return map[string]any{
 		"image": map[string]any{
 			"repository": AgentImageRepository,
@@ -47,7 +48,14 @@ func (c *Config) agentValues(s *State, n Node) map[string]any {
 			{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
 			{"name": "KUBERNETES_SERVICE_PORT", "value": strconv.Itoa(s.Ports["apiserver"])},
 		},
-		"webhook": map[string]any{"enabled": false},
+		"webhook": map[string]any{
+			"enabled": webhook,
+			"image": map[string]any{
+				"repository": WebhookImageRepository,
+				"tag":        AgentImageTag,
+				"pullPolicy": "Never",
+			},
+		},
 		"deviceClasses": map[string]any{
 			"gpu": false, "nvidia": false, "amd": false, "mig": false, "xcp": false,
 		},
@@ -63,9 +71,9 @@ func (c *Config) installAgents(s *State) error {
 	if err != nil {
 		return err
 	}
-	for _, n := range c.Nodes {
+	for i, n := range c.Nodes {
 		values := filepath.Join(c.NodeDir(n.Name), "agent-values.json")
-		data, err := json.MarshalIndent(c.agentValues(s, n), "", "  ")
+		data, err := json.MarshalIndent(c.agentValues(s, n, i == 0), "", "  ")
 		if err != nil {
 			return err
 		}

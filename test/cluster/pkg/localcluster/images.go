@@ -15,6 +15,8 @@ const (
 	// chart's DaemonSet image (pull policy Never).
 	AgentImageRepository = "tessera.local/tessera-kubelet-plugin"
 	AgentImageTag        = "dev"
+	// WebhookImageRepository: tessera-webhook, the chart's Deployment.
+	WebhookImageRepository = "tessera.local/tessera-webhook"
 	// ProbeImage is the workload image: it prints the devices, environment
 	// and mounts its container got, then waits (test/cluster/cmd/probe).
 	ProbeImage = "tessera.local/probe:dev"
@@ -30,7 +32,8 @@ type image struct {
 
 func (c *Config) imagesDir() string { return filepath.Join(c.Dir, "images") }
 
-// buildImages writes the archives of the agent, probe and pause images.
+// buildImages writes the archives of the agent, webhook, probe and pause
+// images.
 func (c *Config) buildImages() ([]image, error) {
 	if err := os.MkdirAll(c.imagesDir(), 0o755); err != nil {
 		return nil, err
@@ -43,6 +46,7 @@ func (c *Config) buildImages() ([]image, error) {
 		// agent binary's directory (as deployments/Dockerfile installs it).
 		{AgentImageRepository + ":" + AgentImageTag, c.PluginBin, "/usr/bin/tessera-kubelet-plugin",
 			[]string{filepath.Join(filepath.Dir(c.PluginBin), "tessera-sim") + "=/usr/bin/tessera-sim"}},
+		{WebhookImageRepository + ":" + AgentImageTag, c.WebhookBin, "/usr/bin/tessera-webhook", nil},
 		{ProbeImage, c.bin("probe"), "/usr/bin/probe", nil},
 		{PauseImage, c.bin("pause"), "/pause", nil},
 	}

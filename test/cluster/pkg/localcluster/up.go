@@ -46,8 +46,10 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 	// chosen: those are free when chosen but held only once their
 	// component starts, and the webhook's bind could take one of them.
 	// It is registered once the API server runs.
-	if err := c.startWebhookProcess(ctx, s); err != nil {
-		return err
+	if c.RuntimeOf() != RuntimeContainerd { // there the chart runs it
+		if err := c.startWebhookProcess(ctx, s); err != nil {
+			return err
+		}
 	}
 	ports, err := newPortPicker()
 	if err != nil {
@@ -90,10 +92,12 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 	if err := c.applyDeviceClasses(ctx, client); err != nil {
 		return fmt.Errorf("apply DeviceClasses: %w", err)
 	}
-	if err := c.registerWebhook(ctx, s); err != nil {
-		return err
+	if c.RuntimeOf() != RuntimeContainerd {
+		if err := c.registerWebhook(ctx, s); err != nil {
+			return err
+		}
+		step("tessera-webhook on %s, registered with the chart's webhook configuration", WebhookURL(s))
 	}
-	step("tessera-webhook on %s, registered with the chart's webhook configuration", WebhookURL(s))
 	var images []image
 	if c.RuntimeOf() == RuntimeContainerd {
 		if err := c.checkNetworks(); err != nil {
@@ -115,7 +119,7 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 		}
 	}
 	if c.RuntimeOf() == RuntimeContainerd {
-		step("tessera-kubelet-plugin: the chart's DaemonSet, one release per node in namespace %s", AgentNamespace)
+		step("tessera-kubelet-plugin: the chart's DaemonSet, one release per node in namespace %s; tessera-webhook: the chart's Deployment", AgentNamespace)
 		if err := c.installAgents(s); err != nil {
 			return err
 		}
@@ -225,6 +229,9 @@ func (c *Config) startAPIServer(s *State, p *pki) (*Proc, error) {
 		"--kubelet-client-key="+p.path("admin.key"),
 		// Node names are not host names here.
 		"--kubelet-preferred-address-types=InternalIP",
+		// Webhooks behind a Service (the chart's, on containerd nodes)
+		// are called at their pods' addresses: there is no kube-proxy.
+		"--enable-aggregator-routing=true",
 	)
 }
 
