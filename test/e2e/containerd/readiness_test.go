@@ -38,7 +38,7 @@ func TestReadinessFollowsSlices(t *testing.T) {
 			return false, err.Error()
 		}
 		for i, p := range l.Items {
-			if p.UID != old.UID && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil {
+			if isAgent(&p) && p.UID != old.UID && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil {
 				started = &l.Items[i]
 				return true, ""
 			}

@@ -281,6 +281,13 @@ func agentPod(t *testing.T, node string) *corev1.Pod {
 	return pod
 }
 
+// isAgent: a pod of an agent DaemonSet (the namespace also holds the
+// webhook's pods).
+func isAgent(p *corev1.Pod) bool {
+	o := metav1.GetControllerOf(p)
+	return o != nil && o.Kind == "DaemonSet"
+}
+
 // readyAgent is the node's one Ready agent pod, or nil and why not.
 func readyAgent(node string) (*corev1.Pod, string) {
 	l, err := client.CoreV1().Pods(localcluster.AgentNamespace).List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
@@ -289,7 +296,7 @@ func readyAgent(node string) (*corev1.Pod, string) {
 	}
 	var live []corev1.Pod
 	for _, p := range l.Items {
-		if p.DeletionTimestamp == nil {
+		if p.DeletionTimestamp == nil && isAgent(&p) {
 			live = append(live, p)
 		}
 	}
