@@ -9,15 +9,14 @@
 package containerd
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/e2eutil"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 )
 
@@ -52,28 +51,5 @@ func run(m *testing.M) int {
 	cluster.Dir = filepath.Join(repo, "_output/e2e-containerd-cluster")
 	cluster.Nodes = nodes
 	cluster.Runtime = localcluster.RuntimeContainerd
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	start := time.Now()
-	if err := cluster.Up(ctx, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: cluster up:", err)
-		return 1
-	}
-	fmt.Printf("e2e: cluster up in %s\n", time.Since(start).Round(100*time.Millisecond))
-	code := 1
-	defer func() {
-		if err := cluster.Down(os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: cluster down:", err)
-			code = 1
-		}
-		if code != 0 {
-			fmt.Fprintf(os.Stderr, "e2e: component logs kept in %s\n", cluster.LogDir())
-		}
-	}()
-	if client, err = cluster.Client(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code = m.Run()
-	return code
+	return e2eutil.Run(m, cluster, &client)
 }

@@ -1,0 +1,100 @@
+// Package e2eutil holds what the end-to-end suites (test/e2e on fake-runtime
+// nodes, test/e2e/containerd on containerd nodes) share: bringing their
+// cluster up around the tests, a namespace per test, and reading a node
+// agent's checkpoint and CDI specs.
+package e2eutil
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
+)
+
+// Run brings the cluster up, runs the tests, and brings it down; it
+// returns the exit code. The logs stay when anything failed.
+func Run(m *testing.M, cluster *localcluster.Config, client *kubernetes.Interface) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := cluster.Up(ctx, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: cluster up:", err)
+		return 1
+	}
+	fmt.Printf("e2e: cluster up in %s\n", time.Since(start).Round(100*time.Millisecond))
+	code := 1
+	defer func() {
+		if err := cluster.Down(os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: cluster down:", err)
+			code = 1
+		}
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "e2e: component logs kept in %s\n", cluster.LogDir())
+		}
+	}()
+	var err error
+	if *client, err = cluster.Client(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code = m.Run()
+	return code
+}
+
+// Namespace creates a fresh namespace for one test, named after it (and
+// suffix, which tells a test's namespaces apart), and waits until pods can
+// be admitted into it (its default service account exists).
+func Namespace(t *testing.T, client kubernetes.Interface, suffix string) string {
+	t.Helper()
+	ctx := context.Background()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	if suffix != "" {
+		name += "-" + suffix
+	}
+	name = strings.Trim(name, "-")
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		_, err := client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// CheckpointClaims reads the claims and their states in a node's
+// checkpoint, with the agent's own reader.
+func CheckpointClaims(t *testing.T, cluster *localcluster.Config, node string) map[string]checkpoint.State {
+	t.Helper()
+	cp, err := checkpoint.Read(cluster.CheckpointPath(node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]checkpoint.State{}
+	for uid, c := range cp.Claims {
+		out[uid] = c.State
+	}
+	return out
+}
+
+// SpecExists reports whether a node has a CDI spec for a claim UID.
+func SpecExists(cluster *localcluster.Config, node, uid string) bool {
+	m, _ := filepath.Glob(filepath.Join(cluster.CDIDir(node), "*"+uid+"*"))
+	return len(m) > 0
+}
