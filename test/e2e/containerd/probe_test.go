@@ -20,9 +20,11 @@ import (
 )
 
 // seen is what a probe container printed: its device nodes ("c 195:0" by
-// path), environment and mount points.
+// path) and what opening each gave ("ok", "ENXIO", "EPERM"...), environment
+// and mount points.
 type seen struct {
 	devices map[string]string
+	opened  map[string]string
 	env     map[string]string
 	mounts  map[string]bool
 }
@@ -45,13 +47,14 @@ func probeLog(t *testing.T, ns, pod, container string) seen {
 	if err != nil {
 		t.Fatalf("log of %s/%s container %s: %v", ns, pod, container, err)
 	}
-	s := seen{devices: map[string]string{}, env: map[string]string{}, mounts: map[string]bool{}}
+	s := seen{devices: map[string]string{}, opened: map[string]string{}, env: map[string]string{}, mounts: map[string]bool{}}
 	sc := bufio.NewScanner(strings.NewReader(log))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		switch {
-		case len(f) == 4 && f[0] == "device":
+		case len(f) == 5 && f[0] == "device":
 			s.devices[f[1]] = f[2] + " " + f[3]
+			s.opened[f[1]] = f[4]
 		case len(f) >= 2 && f[0] == "env":
 			k, v, _ := strings.Cut(strings.TrimPrefix(sc.Text(), "env "), "=")
 			s.env[k] = v
@@ -169,6 +172,11 @@ func checkContainer(t *testing.T, ns string, pod *corev1.Pod, c corev1.Container
 		for path, nums := range w.devices {
 			if got.devices[path] != nums {
 				t.Errorf("pod %s container %s (claim %s): device %s is %q in the container, the simulator's node is %q", pod.Name, c.Name, ref, path, got.devices[path], nums)
+			}
+			// The device cgroup must admit it: a simulated node has no
+			// driver behind it (ENXIO); a refused one gives EPERM.
+			if o := got.opened[path]; o != "ENXIO" && o != "ok" {
+				t.Errorf("pod %s container %s (claim %s): opening %s gave %s: the container's device cgroup does not admit it", pod.Name, c.Name, ref, path, o)
 			}
 		}
 		for _, kv := range w.env {

@@ -2,12 +2,15 @@
 // nodes: it prints what its container was given, one fact per line, then
 // waits to be stopped, so a test reads the container's log:
 //
-//	device /dev/nvidia0 c 195:0
+//	device /dev/nvidia0 c 195:0 ENXIO
 //	env NVIDIA_VISIBLE_DEVICES=GPU-...
 //	mount /var/run/... /tmp/...
 //	probe: ready
 //
-// Devices are every character and block device under /dev, environment
+// Devices are every character and block device under /dev, each with what
+// opening it read-only gave: "ok" or the errno's name. EPERM means the
+// container's device cgroup refuses it; a simulated GPU's node admitted
+// by the cgroup gives ENXIO (no driver behind its numbers). Environment
 // variables every one, mounts every mount point of /proc/self/mountinfo
 // with its root in the source file system; each group sorted.
 package main
@@ -61,11 +64,24 @@ func devices(root string) []string {
 		if d.Type()&fs.ModeCharDevice != 0 {
 			kind = "c"
 		}
-		out = append(out, fmt.Sprintf("device %s %s %d:%d", p, kind, unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))))
+		out = append(out, fmt.Sprintf("device %s %s %d:%d %s", p, kind, unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), tryOpen(p)))
 		return nil
 	})
 	sort.Strings(out)
 	return out
+}
+
+// tryOpen opens a device node without blocking and says how that went.
+func tryOpen(path string) string {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		if errno, ok := err.(unix.Errno); ok {
+			return unix.ErrnoName(errno)
+		}
+		return "error"
+	}
+	unix.Close(fd)
+	return "ok"
 }
 
 // mounts reads mountinfo: field 4 is the root within the source file
