@@ -1,14 +1,12 @@
 package localcluster
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"syscall"
 )
 
@@ -29,31 +27,6 @@ func cgroupDirs(parent string) []string {
 		}
 	}
 	return out
-}
-
-// killCgroupProcs SIGKILLs every process in dir's tree and says how many
-// there were.
-func killCgroupProcs(dir string) int {
-	n := 0
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		f, err := os.Open(filepath.Join(p, "cgroup.procs"))
-		if err != nil {
-			return nil
-		}
-		defer f.Close()
-		s := bufio.NewScanner(f)
-		for s.Scan() {
-			if pid, err := strconv.Atoi(s.Text()); err == nil && pid > 0 {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				n++
-			}
-		}
-		return nil
-	})
-	return n
 }
 
 // removeCgroupTree removes dir and its children, deepest first (a cgroup

@@ -220,17 +220,12 @@ func (c *Config) stopContainers(node string) []error {
 // started with the node's containerd socket as its -address.
 func (c *Config) shims(node string) map[int]bool {
 	out := map[int]bool{}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
+	all, _ := pids() // none found: nothing to stop
+	for _, pid := range all {
+		if procExe(pid) != c.bin("containerd-shim-runc-v2") {
 			continue
 		}
-		exe, err := os.Readlink(filepath.Join("/proc", p.Name(), "exe"))
-		if err != nil || strings.TrimSuffix(exe, " (deleted)") != c.bin("containerd-shim-runc-v2") {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		for _, a := range strings.Split(string(cmdline), "\x00") {
 			if a == c.ContainerdSocket(node) {
 				out[pid] = true
@@ -243,31 +238,13 @@ func (c *Config) shims(node string) map[int]bool {
 // childrenOf lists the live (not zombie) processes whose parent is one of
 // parents.
 func childrenOf(parents map[int]bool) []int {
-	var out []int
 	if len(parents) == 0 {
 		return nil
 	}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// After the parenthesised command name: state, then the parent.
-		st := string(data)
-		i := strings.LastIndexByte(st, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(st[i+1:])
-		if len(f) < 2 || f[0] == "Z" {
-			continue
-		}
-		if ppid, err := strconv.Atoi(f[1]); err == nil && parents[ppid] {
+	var out []int
+	all, _ := pids()
+	for _, pid := range all {
+		if state, ppid, err := procStat(pid); err == nil && state != "Z" && parents[ppid] {
 			out = append(out, pid)
 		}
 	}

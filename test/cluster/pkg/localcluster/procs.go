@@ -60,12 +60,22 @@ func alive(p Proc) bool {
 	if err := syscall.Kill(p.Pid, 0); err != nil {
 		return false
 	}
-	exe, err := os.Readlink("/proc/" + strconv.Itoa(p.Pid) + "/exe")
-	if err != nil || len(p.Args) == 0 {
+	exe := procExe(p.Pid)
+	if exe == "" || len(p.Args) == 0 {
 		return false
 	}
 	want, _ := filepath.Abs(p.Args[0])
-	return strings.TrimSuffix(exe, " (deleted)") == want
+	return exe == want
+}
+
+// procExe is the program pid runs (even when its file was replaced), ""
+// when it cannot be read.
+func procExe(pid int) string {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(exe, " (deleted)")
 }
 
 // stop sends SIGTERM to the process group, waits, then SIGKILL.
@@ -92,14 +102,47 @@ func stop(p Proc, grace time.Duration) error {
 }
 
 func zombie(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	state, _, err := procStat(pid)
 	if err != nil {
 		return errors.Is(err, os.ErrNotExist)
 	}
-	// Field 3, after the parenthesised command name, is the state.
+	return state == "Z"
+}
+
+// procStat reads a process's state and parent pid from /proc/<pid>/stat:
+// the fields after the parenthesised command name (which may itself hold
+// spaces and parentheses).
+func procStat(pid int) (state string, ppid int, err error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, err
+	}
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+	var f []string
+	if i >= 0 {
+		f = strings.Fields(s[i+1:])
+	}
+	if len(f) < 2 {
+		return "", 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, s)
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return f[0], ppid, err
+}
+
+// pids lists the processes of the machine.
+func pids() ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
 }
 
 // tail returns the last n lines of a file, for error messages.

@@ -47,14 +47,13 @@ func (c *Config) stopStrays(out io.Writer, nodes []Node) []error {
 	if c.BinDir != "" {
 		bins[c.BinDir] = true
 	}
-	procs, err := os.ReadDir("/proc")
+	all, err := pids()
 	if err != nil {
-		return []error{fmt.Errorf("list processes: %w", err)}
+		return []error{err}
 	}
 	var errs []error
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil || pid == os.Getpid() {
+	for _, pid := range all {
+		if pid == os.Getpid() {
 			continue
 		}
 		what := stray(pid, roots, bins)
@@ -95,8 +94,8 @@ func stray(pid int, roots []string, bins map[string]bool) string {
 			return "MPS daemon " + id
 		}
 	}
-	exe, err := os.Readlink(filepath.Join(base, "exe"))
-	if err != nil || !bins[filepath.Dir(strings.TrimSuffix(exe, " (deleted)"))] {
+	exe := procExe(pid)
+	if exe == "" || !bins[filepath.Dir(exe)] {
 		return ""
 	}
 	cmdline, err := os.ReadFile(filepath.Join(base, "cmdline"))
