@@ -28,8 +28,9 @@
 #       those images, from their sources in the test module
 #
 # Each binary has a stamp (_output/cluster-bin/.stamps/NAME) recording the
-# hashes of its pins, of this script, of `go version` and, for fake-runtime,
-# of its sources. A binary is rebuilt when it is missing or its stamp
+# hashes of its pins, of this script, of `go version` and, for the programs
+# built from this repository (fake-runtime, probe, pause, oci-image), of
+# their sources. A binary is rebuilt when it is missing or its stamp
 # differs, and the script says why. A cold build takes about 20 minutes on
 # 2 cores (helm alone about 4.5, from an empty build cache), the runtime
 # about 5 more; a warm run, under a second.
@@ -202,6 +203,10 @@ if command -v flock >/dev/null; then flock 9; fi
 export GOWORK=off GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 # Versions come from the module graph, so the pins live only in go.mod.
+
+# mod_version DIR MODULE: the version of MODULE that the module in DIR uses.
+mod_version() { (cd "$1" && "$GO" list -m -f '{{.Version}}' "$2"); }
+
 kube_ldflags() {
 	local v t major minor rest
 	read -r v t < <(cd "$MOD" && "$GO" list -m -f '{{.Version}} {{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
@@ -219,17 +224,15 @@ kube_ldflags() {
 
 etcd_ldflags() {
 	local v
-	v=$(cd "$ETCD_MOD" && "$GO" list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
+	v=$(mod_version "$ETCD_MOD" go.etcd.io/etcd/server/v3)
 	# etcd's version is a constant of go.etcd.io/etcd/api/v3/version; only
 	# the git SHA is set at build time.
 	echo "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=go.etcd.io/etcd/server/v3@$v"
 }
 
-rt_version() { (cd "$RT_MOD" && "$GO" list -m -f '{{.Version}}' "$1"); }
-
 helm_ldflags() {
 	local v
-	v=$(cd "$HELM_MOD" && "$GO" list -m -f '{{.Version}}' helm.sh/helm/v4)
+	v=$(mod_version "$HELM_MOD" helm.sh/helm/v4)
 	# What helm's own Makefile sets from its git tag.
 	echo "-s -w -X helm.sh/helm/v4/internal/version.version=$v -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
 }
@@ -248,11 +251,11 @@ for name in "${stale[@]}"; do
 		;;
 	containerd | containerd-shim-runc-v2 | ctr)
 		dir=$RT_MOD pkg=github.com/containerd/containerd/v2/cmd/$name
-		ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$(rt_version github.com/containerd/containerd/v2)"
+		ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$(mod_version "$RT_MOD" github.com/containerd/containerd/v2)"
 		;;
 	runc)
 		dir=$RT_MOD pkg=github.com/opencontainers/runc cgo=1 tags=seccomp
-		ldflags="-s -w -X main.version=$(rt_version github.com/opencontainers/runc)"
+		ldflags="-s -w -X main.version=$(mod_version "$RT_MOD" github.com/opencontainers/runc)"
 		;;
 	cni/bridge | cni/loopback)
 		dir=$RT_MOD pkg=github.com/containernetworking/plugins/plugins/main/${name#cni/} ldflags="-s -w"
