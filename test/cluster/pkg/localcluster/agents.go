@@ -29,7 +29,7 @@ func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 	return map[string]any{
 		"image": map[string]any{
 			"repository": AgentImageRepository,
-			"tag":        AgentImageTag,
+			"tag":        ImageTag,
 			"pullPolicy": "Never",
 		},
 		"backend":      "sim",
@@ -52,7 +52,7 @@ func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 			"enabled": webhook,
 			"image": map[string]any{
 				"repository": WebhookImageRepository,
-				"tag":        AgentImageTag,
+				"tag":        ImageTag,
 				"pullPolicy": "Never",
 			},
 		},

@@ -11,10 +11,11 @@ import (
 // (hack/build-cluster-bins.sh's oci-image) and imported into every node:
 // nothing is pulled.
 const (
-	// AgentImageRepository and AgentImageTag: tessera-kubelet-plugin, the
-	// chart's DaemonSet image (pull policy Never).
+	// ImageTag is the tag of the images of this repository's programs.
+	ImageTag = "dev"
+	// AgentImageRepository: tessera-kubelet-plugin, the chart's DaemonSet
+	// image (pull policy Never).
 	AgentImageRepository = "tessera.local/tessera-kubelet-plugin"
-	AgentImageTag        = "dev"
 	// WebhookImageRepository: tessera-webhook, the chart's Deployment.
 	WebhookImageRepository = "tessera.local/tessera-webhook"
 	// ProbeImage is the workload image: it prints the devices, environment
@@ -44,9 +45,9 @@ func (c *Config) buildImages() ([]image, error) {
 	}{
 		// The sim backend runs its MPS stand-in, tessera-sim, from the
 		// agent binary's directory (as deployments/Dockerfile installs it).
-		{AgentImageRepository + ":" + AgentImageTag, c.PluginBin, "/usr/bin/tessera-kubelet-plugin",
+		{AgentImageRepository + ":" + ImageTag, c.PluginBin, "/usr/bin/tessera-kubelet-plugin",
 			[]string{filepath.Join(filepath.Dir(c.PluginBin), "tessera-sim") + "=/usr/bin/tessera-sim"}},
-		{WebhookImageRepository + ":" + AgentImageTag, c.WebhookBin, "/usr/bin/tessera-webhook", nil},
+		{WebhookImageRepository + ":" + ImageTag, c.WebhookBin, "/usr/bin/tessera-webhook", nil},
 		{ProbeImage, c.bin("probe"), "/usr/bin/probe", nil},
 		{PauseImage, c.bin("pause"), "/pause", nil},
 	}
