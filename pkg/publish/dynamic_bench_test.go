@@ -15,6 +15,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -24,83 +25,145 @@ import (
 // allocator over every slice of the fleet, Filter calls Allocate on every
 // node (sequentially here; the scheduler spreads Filter over goroutines).
 //
-// Every node is filled beforehand to a pseudo-random level (about half its
-// GPUs, some whole, some carrying 1g/2g/3g partitions), by the allocator
-// itself so the state is one the scheduler could have reached; some nodes
-// are full, most still fit the claim. ns/op is one cycle; us/node divides
-// it by the nodes; fit-nodes is how many nodes the claim fits; scanned/node
-// is how many devices per node the allocator looks at past its in-use
-// check (each costs CEL), which is what Filter's cost grows with. Nodes are
-// deep copies, as an informer cache holds them: a 1000-node dynamic fleet
-// is about 1.4 GB of live heap.
+// Layouts: Tessera static (the whole-GPU layout: eight devices), Tessera
+// dynamic (every MIG placement), dynamic-3 (--dynamic-profiles with three
+// profiles), and nvidia: the NVIDIA DRA driver's DynamicMIG layout of the
+// same machine with its own DeviceClasses (alloctest.NVIDIALayout), the
+// reference the dynamic layout is held to.
+//
+// Fills: empty, or every node filled beforehand to a pseudo-random level
+// (about half its GPUs, some whole, some carrying 1g/2g/3g partitions) by
+// the allocator itself, so the state is one the scheduler could have
+// reached; some nodes are then full, most still fit the claim.
+//
+// ns/op is one cycle; us/node divides it by the nodes; fit-nodes is how
+// many nodes the claim fits; scanned/node is how many devices per node the
+// allocator looks at past its in-use check (each costs CEL), which is what
+// Filter's cost grows with beyond building the node's pool. Nodes are deep
+// copies, as an informer cache holds them: a 1000-node dynamic fleet is
+// about 1.4 GB of live heap.
 func BenchmarkFleet(b *testing.B) {
-	type claimCase struct {
-		name  string
-		claim func() *resourceapi.ResourceClaim
-	}
-	mig := claimCase{"1g.10gb", func() *resourceapi.ResourceClaim { return migClaim("bench", "1g.10gb") }}
-	mig3 := claimCase{"3g.40gb", func() *resourceapi.ResourceClaim { return migClaim("bench", "3g.40gb") }}
-	gpu := claimCase{"gpu", func() *resourceapi.ResourceClaim { return wholeClaim("bench") }}
-	// dynamic-name is the same devices in name order (the NVIDIA DRA
-	// driver's), to show what the order costs the scheduler.
-	// dynamic-3 publishes three profiles only (--dynamic-profiles).
-	modes := []struct {
-		name     string
-		mode     publish.Partitioning
-		byName   bool
-		profiles []string
-	}{
-		{"static", publish.Static, false, nil},
-		{"dynamic", publish.Dynamic, false, nil},
-		{"dynamic-name", publish.Dynamic, true, nil},
-		{"dynamic-3", publish.Dynamic, false, []string{"1g.10gb", "3g.40gb", "7g.80gb"}},
-	}
 	for _, n := range []int{10, 100, 1000} {
-		for _, m := range modes {
-			cases := []claimCase{gpu}
-			if m.mode == publish.Dynamic {
-				// MIG slices exist only where the scheduler may carve them.
-				cases = []claimCase{mig, mig3, gpu}
-			}
-			for _, cc := range cases {
-				b.Run(fmt.Sprintf("nodes=%d/%s/claim=%s", n, m.name, cc.name), func(b *testing.B) {
-					f := fleetOf(b, n, m.mode, m.byName, m.profiles)
-					ctx := context.Background()
-					claims := []*resourceapi.ResourceClaim{cc.claim()}
-					fit, err := f.c.Cycle(ctx, f.nodes, claims)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if fit == 0 || (n >= 100 && fit == n) {
-						b.Fatalf("claim fits %d of %d nodes: the fleet does not exercise both outcomes", fit, n)
-					}
-					if want := f.expectedFit(b, ctx, cc.claim); fit != want {
-						b.Fatalf("claim fits %d nodes of the fleet, %d by the template node's fill patterns: the clones are wrong", fit, want)
-					}
-					b.ReportAllocs()
-					runtime.GC() // the fleet's construction garbage is not the cycle's
-					for b.Loop() {
-						if _, err := f.c.Cycle(ctx, f.nodes, claims); err != nil {
+		for _, l := range fleetLayouts {
+			for _, fill := range []string{"empty", "half"} {
+				for _, kind := range l.claims {
+					b.Run(fmt.Sprintf("nodes=%d/%s/fill=%s/claim=%s", n, l.name, fill, kind), func(b *testing.B) {
+						f := fleetOf(b, n, l, fill == "half")
+						ctx := context.Background()
+						claims := []*resourceapi.ResourceClaim{l.claim("bench", kind)}
+						fit, err := f.c.Cycle(ctx, f.nodes, claims)
+						if err != nil {
 							b.Fatal(err)
 						}
-					}
-					perCycle := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-					b.ReportMetric(perCycle/float64(n)/1e3, "us/node")
-					b.ReportMetric(float64(f.devices), "devices/node")
-					b.ReportMetric(float64(fit), "fit-nodes")
-					b.ReportMetric(f.scanned(b, ctx, claims), "scanned/node")
-				})
+						switch {
+						case fill == "empty" && fit != n:
+							b.Fatalf("claim fits %d of %d empty nodes", fit, n)
+						case fill == "half" && (fit == 0 || (n >= 100 && fit == n)):
+							b.Fatalf("claim fits %d of %d nodes: the fleet does not exercise both outcomes", fit, n)
+						}
+						if want := f.expectedFit(b, ctx, func() *resourceapi.ResourceClaim { return l.claim("bench", kind) }); fit != want {
+							b.Fatalf("claim fits %d nodes of the fleet, %d by the template node's fill patterns: the clones are wrong", fit, want)
+						}
+						b.ReportAllocs()
+						runtime.GC() // the fleet's construction garbage is not the cycle's
+						for b.Loop() {
+							if _, err := f.c.Cycle(ctx, f.nodes, claims); err != nil {
+								b.Fatal(err)
+							}
+						}
+						perCycle := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+						b.ReportMetric(perCycle/float64(n)/1e3, "us/node")
+						b.ReportMetric(float64(f.devices), "devices/node")
+						b.ReportMetric(float64(fit), "fit-nodes")
+						b.ReportMetric(f.scanned(b, ctx, claims), "scanned/node")
+					})
+				}
 			}
 		}
 	}
 }
 
+// A fleetLayout is how every node of a fleet publishes its DGX H100, and
+// the claims its users write for it.
+type fleetLayout struct {
+	name   string
+	driver string
+	claims []string // claim kinds benchmarked: "gpu" or a MIG profile
+	// publish returns the template node's slices.
+	publish func(b *testing.B) []*resourceapi.ResourceSlice
+	// kinds are what fills draw from: "gpu" or a profile, with the memory
+	// slices each takes and its weight.
+	kinds []fillKind
+	claim func(name, kind string) *resourceapi.ResourceClaim
+}
+
+type fillKind struct {
+	kind   string // "gpu" or a profile
+	slices int    // memory slices
+	weight int
+}
+
+var (
+	migKinds = []fillKind{{"gpu", 8, 25}, {"1g.10gb", 1, 25}, {"1g.20gb", 2, 10}, {"2g.20gb", 2, 20}, {"3g.40gb", 4, 20}}
+	// The kinds dynamic-3 publishes, weights rescaled to 100.
+	mig3Kinds = []fillKind{{"gpu", 8, 35}, {"1g.10gb", 1, 35}, {"3g.40gb", 4, 30}}
+
+	tesseraClaim = func(name, kind string) *resourceapi.ResourceClaim {
+		if kind == "gpu" {
+			return wholeClaim(name)
+		}
+		return migClaim(name, kind)
+	}
+	tesseraLayout = func(opts publish.Options) func(b *testing.B) []*resourceapi.ResourceSlice {
+		return func(b *testing.B) []*resourceapi.ResourceSlice {
+			objs, _ := alloctest.PublishSimWith(b, "dgx-h100", fleetTemplate, opts)
+			return objs
+		}
+	}
+	fleetLayouts = []fleetLayout{
+		{name: "static", driver: alloctest.DriverName, claims: []string{"gpu"}, publish: tesseraLayout(publish.Options{Partitioning: publish.Static}),
+			kinds: []fillKind{{"gpu", 8, 100}}, claim: tesseraClaim},
+		{name: "dynamic", driver: alloctest.DriverName, claims: []string{"gpu", "1g.10gb", "3g.40gb"}, publish: tesseraLayout(publish.Options{Partitioning: publish.Dynamic}),
+			kinds: migKinds, claim: tesseraClaim},
+		{name: "dynamic-3", driver: alloctest.DriverName, claims: []string{"gpu", "1g.10gb", "3g.40gb"},
+			publish: tesseraLayout(publish.Options{Partitioning: publish.Dynamic, Profiles: []string{"1g.10gb", "3g.40gb", "7g.80gb"}}),
+			kinds:   mig3Kinds, claim: tesseraClaim},
+		{name: "nvidia", driver: alloctest.NVIDIADriverName, claims: []string{"gpu", "1g.10gb", "3g.40gb"}, publish: nvidiaTemplate,
+			kinds: migKinds, claim: nvidiaClaim},
+	}
+)
+
+func nvidiaTemplate(b *testing.B) []*resourceapi.ResourceSlice {
+	m, err := sim.Profile("dgx-h100", fleetTemplate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inv, err := alloctest.NewSim(b, m).Discover(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	objs, err := alloctest.NVIDIALayout(fleetTemplate, inv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return objs
+}
+
+// nvidiaClaim is a claim as the NVIDIA driver's users write it.
+func nvidiaClaim(name, kind string) *resourceapi.ResourceClaim {
+	if kind == "gpu" {
+		return alloctest.Claim(name, req("gpu.nvidia.com", 1))
+	}
+	return alloctest.Claim(name, req("mig.nvidia.com", 1, fmt.Sprintf(`device.attributes["gpu.nvidia.com"].profile == %q`, kind)))
+}
+
 // fleet is n cloned DGX H100 nodes, partly allocated.
 type fleet struct {
 	c       *alloctest.Cluster
+	driver  string
 	nodes   []*v1.Node
 	devices int      // per node
-	order   []string // a node's devices in published order
+	order   []string // a node's devices in the order the allocator scans them
 	// The template node the nodes were cloned from, its fill patterns and
 	// which one each node got.
 	template *alloctest.Cluster
@@ -115,7 +178,7 @@ func (f *fleet) expectedFit(b *testing.B, ctx context.Context, claim func() *res
 	for p, devs := range f.patterns {
 		f.template.Allocated.Clear()
 		for _, d := range devs {
-			f.template.MarkAllocated(fleetTemplate, d)
+			f.template.Allocated.Insert(structured.MakeDeviceID(f.driver, fleetTemplate, d))
 		}
 		got, err := f.template.Allocate(ctx, fleetTemplate, claim())
 		if err != nil {
@@ -152,7 +215,7 @@ func (f *fleet) scanned(b *testing.B, ctx context.Context, claims []*resourceapi
 			stop = res[0].Devices.Results[0].Device
 		}
 		for _, d := range f.order {
-			if !f.c.Allocated.Has(structured.MakeDeviceID(alloctest.DriverName, n.Name, d)) {
+			if !f.c.Allocated.Has(structured.MakeDeviceID(f.driver, n.Name, d)) {
 				total++
 			}
 			if d == stop {
@@ -171,13 +234,13 @@ var (
 )
 
 // fleetOf builds (once per process, so -count reuses it) a fleet of n
-// dgx-h100 nodes published with mode, each filled by one of a few fill
-// patterns.
-func fleetOf(b *testing.B, n int, mode publish.Partitioning, byName bool, profiles []string) *fleet {
+// dgx-h100 nodes published with layout l, empty or each filled by one of
+// a few fill patterns.
+func fleetOf(b *testing.B, n int, l fleetLayout, filled bool) *fleet {
 	b.Helper()
 	fleetsMu.Lock()
 	defer fleetsMu.Unlock()
-	key := fmt.Sprint(n, mode, byName, profiles)
+	key := fmt.Sprint(n, l.name, filled)
 	if f, ok := fleets[key]; ok {
 		return f
 	}
@@ -187,14 +250,14 @@ func fleetOf(b *testing.B, n int, mode publish.Partitioning, byName bool, profil
 	if err != nil {
 		b.Fatal(err)
 	}
-	objs, res := alloctest.PublishSimWith(b, "dgx-h100", fleetTemplate, publish.Options{Partitioning: mode, Profiles: profiles})
-	order := res.Order
-	if byName {
-		objs = reorderDevices(objs, func(a, b resourceapi.Device) int { return strings.Compare(a.Name, b.Name) })
-		order = slices.Sorted(slices.Values(res.Order))
+	classes = append(classes, alloctest.NVIDIAClasses()...)
+	objs := l.publish(b)
+	f := &fleet{driver: l.driver, order: scanOrder(objs), template: alloctest.NewCluster(objs, classes)}
+	f.devices = len(f.order)
+	f.patterns = [][]string{nil}
+	if filled {
+		f.patterns = fillPatterns(b, f.template, l, 32)
 	}
-	f := &fleet{devices: len(res.Order), order: order, template: alloctest.NewCluster(objs, classes)}
-	f.patterns = fillPatterns(b, f.template, mode, 32, profiles)
 	rng := rand.New(rand.NewSource(int64(n)))
 	var all []*resourceapi.ResourceSlice
 	for i := range n {
@@ -206,89 +269,61 @@ func fleetOf(b *testing.B, n int, mode publish.Partitioning, byName bool, profil
 	f.c = alloctest.NewCluster(all, classes)
 	for i, node := range f.nodes {
 		for _, d := range f.patterns[f.assigned[i]] {
-			f.c.MarkAllocated(node.Name, d)
+			f.c.Allocated.Insert(structured.MakeDeviceID(l.driver, node.Name, d))
 		}
 	}
 	fleets[key] = f
 	return f
 }
 
-// fillPatterns allocates k pseudo-random workloads on one node with the
-// real allocator and returns each as its allocated device names. Static
-// nodes get 0-8 whole GPUs; dynamic nodes get a mix of whole GPUs and
-// 1g/2g/3g partitions up to 0-8 GPUs' worth of memory slices, about half
-// the node on average.
-func fillPatterns(b *testing.B, c *alloctest.Cluster, mode publish.Partitioning, k int, profiles []string) [][]string {
-	b.Helper()
-	ctx := context.Background()
-	kinds := []struct {
-		profile string // "" is a whole GPU
-		slices  int    // memory slices
-		weight  int
-	}{{"", 8, 25}, {"1g.10gb", 1, 25}, {"1g.20gb", 2, 10}, {"2g.20gb", 2, 20}, {"3g.40gb", 4, 20}}
-	if len(profiles) > 0 {
-		// Only what the nodes publish, so fills reach the same depth.
-		kinds = slices.DeleteFunc(kinds, func(k struct {
-			profile string
-			slices  int
-			weight  int
-		}) bool {
-			return k.profile != "" && !slices.Contains(profiles, k.profile)
-		})
-		total := 0
-		for _, k := range kinds {
-			total += k.weight
-		}
-		for i := range kinds {
-			kinds[i].weight = kinds[i].weight * 100 / total
+// scanOrder is a node's devices in the order the allocator scans them:
+// slices by name, devices in slice order.
+func scanOrder(objs []*resourceapi.ResourceSlice) []string {
+	sorted := slices.Clone(objs)
+	slices.SortFunc(sorted, func(a, b *resourceapi.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
+	var out []string
+	for _, s := range sorted {
+		for _, d := range s.Spec.Devices {
+			out = append(out, d.Name)
 		}
 	}
+	return out
+}
+
+// fillPatterns allocates k pseudo-random workloads on one node with the
+// real allocator and returns each as its allocated device names: kinds
+// drawn by weight up to 0-8 GPUs' worth of memory slices, about half the
+// node on average.
+func fillPatterns(b *testing.B, c *alloctest.Cluster, l fleetLayout, k int) [][]string {
+	b.Helper()
+	ctx := context.Background()
 	var out [][]string
 	for p := range k {
 		rng := rand.New(rand.NewSource(int64(p) + 1))
 		c.Allocated.Clear()
 		var devs []string
-		alloc := func(claim *resourceapi.ResourceClaim) bool {
-			got, err := c.Allocate(ctx, fleetTemplate, claim)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if got == nil {
-				return false
-			}
-			devs = append(devs, alloctest.Devices(got[0])...)
-			return true
-		}
 		target := rng.Intn(9)
-		if mode == publish.Static {
-			for i := range target {
-				if !alloc(wholeClaim(fmt.Sprint("fill", i))) {
-					b.Fatalf("pattern %d: whole GPU %d did not fit", p, i)
-				}
-			}
-			out = append(out, devs)
-			continue
-		}
 		used, misses := 0, 0
 		for i := 0; used < 8*target && misses < 5; i++ {
 			r := rng.Intn(100)
-			kind := kinds[0]
-			for _, kd := range kinds {
+			kind := l.kinds[0]
+			for _, kd := range l.kinds {
 				if r < kd.weight {
 					kind = kd
 					break
 				}
 				r -= kd.weight
 			}
-			claim := wholeClaim(fmt.Sprint("fill", i))
-			if kind.profile != "" {
-				claim = migClaim(fmt.Sprint("fill", i), kind.profile)
+			got, err := c.Allocate(ctx, fleetTemplate, l.claim(fmt.Sprint("fill", i), kind.kind))
+			if err != nil {
+				b.Fatal(err)
 			}
-			if alloc(claim) {
-				used += kind.slices
-			} else {
+			if got == nil {
 				misses++
+				continue
 			}
+			devs = append(devs, alloctest.Devices(got[0])...)
+			used += kind.slices
 		}
 		out = append(out, devs)
 	}
