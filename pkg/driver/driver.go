@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
@@ -86,6 +87,11 @@ type Driver struct {
 	mu        sync.RWMutex
 	published *publish.Result
 	modes     string // last logged GPU publishing modes
+
+	// sendMu serialises handing slices to the helper; sent is what it was
+	// last handed.
+	sendMu sync.Mutex
+	sent   *resourceslice.DriverResources
 
 	helper *kubeletplugin.Helper
 	// healthStop ends the backend's health watch; healthDone is closed

@@ -66,8 +66,11 @@ func (d *Driver) Start(ctx context.Context) error {
 		every = 30 * time.Second
 	}
 	go d.watchSharing(ctx, every)
+	d.sendMu.Lock()
 	res := d.Published()
-	if err := helper.PublishResources(ctx, res.Resources); err != nil {
+	err = d.send(ctx, res)
+	d.sendMu.Unlock()
+	if err != nil {
 		helper.Stop()
 		return fmt.Errorf("publish ResourceSlices: %w", err)
 	}

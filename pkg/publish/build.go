@@ -71,6 +71,10 @@ type item struct {
 	parent                  int
 	mem                     int64
 	stranded, damage, start int
+	// blocked is set on a placement the partitions that exist leave no
+	// room for; tier is a placement's rank within its GPU (occupancy.go).
+	blocked bool
+	tier    int
 }
 
 // BuildWith turns a node's inventory into the node's one pool of
@@ -117,6 +121,9 @@ func BuildWith(nodeName string, n *inventory.Node, opts Options) (*Result, error
 		items = append(items, its...)
 	}
 	sortItems(items)
+	if tierPlacements(items) {
+		sortItems(items)
+	}
 	if err := taint(items, opts.Taints); err != nil {
 		return nil, fmt.Errorf("node %s: %w", nodeName, err)
 	}
@@ -175,16 +182,18 @@ func taint(items []item, taints func(gpu string) []resourceapi.DeviceTaint) erro
 }
 
 // paginate cuts the devices, in order, into slices of at most
-// MaxDevicesPerSlice, then the counter sets into slices of their own, and
-// records each device in res.
+// MaxDevicesPerSlice, each dynamic GPU's placements starting a slice of
+// their own, then the counter sets into slices of their own, and records
+// each device in res.
 func paginate(items []item, counterSets []resourceapi.CounterSet, res *Result) (resourceslice.Pool, error) {
 	var pool resourceslice.Pool
 	var cur resourceslice.Slice
-	for _, it := range items {
+	for i, it := range items {
 		if n := len(it.dev.Attributes) + len(it.dev.Capacity); n > MaxAttrsAndCapacity {
 			return pool, fmt.Errorf("device %s has %d attributes and capacities, limit %d", it.dev.Name, n, MaxAttrsAndCapacity)
 		}
-		if len(cur.Devices) == MaxDevicesPerSlice {
+		newGPU := it.group == groupPlacement && i > 0 && (items[i-1].group != groupPlacement || items[i-1].parent != it.parent)
+		if len(cur.Devices) == MaxDevicesPerSlice || (newGPU && len(cur.Devices) > 0) {
 			pool.Slices = append(pool.Slices, cur)
 			cur = resourceslice.Slice{}
 		}
@@ -217,6 +226,9 @@ func sortItems(items []item) {
 				return x.parent > y.parent // dynamic placements fill from the other end
 			}
 			return x.parent < y.parent
+		}
+		if x.tier != y.tier {
+			return x.tier < y.tier
 		}
 		if x.mem != y.mem {
 			return x.mem < y.mem

@@ -64,6 +64,22 @@
 //     slice 7), and 3g.40gb takes slice 4 first, so 4g.40gb at 0 stays
 //     possible.
 //
+//  6. Each dynamic GPU's placements are a slice of their own (after the
+//     slices of whole GPUs and static partitions), so carving or destroying
+//     a partition changes one slice, and the resourceslice controller
+//     updates that one object without a new pool generation.
+//  7. Within that slice, by what the GPU holds now (occupancy.go): first the
+//     first free placement of each profile in the order of rule 5, then the
+//     other free placements, then the placements the partitions that exist
+//     leave no room for (and those partitions). A claim for one profile
+//     gets the device rule 5 gives it, but scans at most one device of each
+//     smaller profile on the way (a 3g.40gb claim on an empty H100: 13
+//     devices scanned instead of 30), and devices that cannot fit are
+//     scanned last. A claim matching several profiles takes the smallest
+//     profile's first placement; a second such claim on the same GPU before
+//     the agent republishes takes the next profile's first placement, not
+//     the smallest profile's second.
+//
 // Measured with random MIG and whole-GPU claims arriving and leaving on one
 // DGX H100 at full offered load, first fit in this order places about 0.4
 // points more claims than in name order and 2 points fewer than a bound

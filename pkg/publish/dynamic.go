@@ -56,6 +56,7 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 	}
 	set := resourceapi.CounterSet{Name: name, Counters: plan.all()}
 	withheld := withhold(set.Counters, plan, g, held)
+	avail := free(plan, g)
 	var items []item
 	if !pt.ModeChangeNeedsReset || !pt.Enabled {
 		d, err := wholeGPUDevice(name, g, f)
@@ -74,7 +75,8 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 			if err != nil {
 				return set, nil, nil, fmt.Errorf("device %s: %w", pname, err)
 			}
-			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: plan.consumption(pr, pl)}}
+			use := plan.consumption(pr, pl)
+			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: use}}
 			e := Entry{Name: pname, GPU: g, Carve: &Carve{Profile: pr.Name, Placement: pl}}
 			for k := range g.Partitions {
 				if q := &g.Partitions[k]; q.Profile == pr.Name && q.Placement == pl {
@@ -84,7 +86,8 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 			if len(profiles) > 0 && !slices.Contains(profiles, pr.Name) && e.Partition == nil {
 				continue
 			}
-			items = append(items, item{dev: d, entry: e, group: groupPlacement, parent: rank, mem: pr.MemoryBytes, stranded: stranded(pt, pl), damage: damage(pt, pr, pl), start: pl.Start})
+			items = append(items, item{dev: d, entry: e, group: groupPlacement, parent: rank, mem: pr.MemoryBytes, stranded: stranded(pt, pl), damage: damage(pt, pr, pl), start: pl.Start,
+				blocked: e.Partition != nil || !fits(use, avail)})
 		}
 	}
 	return set, items, withheld, nil

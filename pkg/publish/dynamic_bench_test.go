@@ -89,8 +89,11 @@ type fleetLayout struct {
 	name   string
 	driver string
 	claims []string // claim kinds benchmarked: "gpu" or a MIG profile
-	// publish returns the template node's slices.
-	publish func(b *testing.B) []*resourceapi.ResourceSlice
+	// publish returns the template node's slices with the partitions of
+	// devices (device names of the empty node's slices) carved, as its
+	// agent publishes them once it prepared claims on them; the NVIDIA
+	// layout does not change with what is carved.
+	publish func(b *testing.B, devices []string) []*resourceapi.ResourceSlice
 	// kinds are what fills draw from: "gpu" or a profile, with the memory
 	// slices each takes and its weight.
 	kinds []fillKind
@@ -114,10 +117,9 @@ var (
 		}
 		return migClaim(name, kind)
 	}
-	tesseraLayout = func(opts publish.Options) func(b *testing.B) []*resourceapi.ResourceSlice {
-		return func(b *testing.B) []*resourceapi.ResourceSlice {
-			objs, _ := alloctest.PublishSimWith(b, "dgx-h100", fleetTemplate, opts)
-			return objs
+	tesseraLayout = func(opts publish.Options) func(b *testing.B, devices []string) []*resourceapi.ResourceSlice {
+		return func(b *testing.B, devices []string) []*resourceapi.ResourceSlice {
+			return occupiedSlices(b, opts, devices)
 		}
 	}
 	fleetLayouts = []fleetLayout{
@@ -133,7 +135,50 @@ var (
 	}
 )
 
-func nvidiaTemplate(b *testing.B) []*resourceapi.ResourceSlice {
+// occupiedSlices publishes a dgx-h100 with opts after carving the
+// partitions of devices (whole GPUs among them stay as they are: a claim
+// holding a whole GPU carves nothing).
+func occupiedSlices(b *testing.B, opts publish.Options, devices []string) []*resourceapi.ResourceSlice {
+	ctx := context.Background()
+	m, err := sim.Profile("dgx-h100", fleetTemplate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hw := alloctest.NewSim(b, m)
+	inv, err := hw.Discover(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	empty, err := publish.BuildWith(fleetTemplate, inv, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, d := range devices {
+		e, ok := empty.Devices[d]
+		if !ok {
+			b.Fatalf("no device %s", d)
+		}
+		if e.Carve == nil {
+			continue
+		}
+		if err := hw.SetPartitionMode(ctx, e.GPU.UUID, true); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := hw.CreatePartition(ctx, e.GPU.UUID, e.Carve.Profile, e.Carve.Placement); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if inv, err = hw.Discover(ctx); err != nil {
+		b.Fatal(err)
+	}
+	res, err := publish.BuildWith(fleetTemplate, inv, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return publish.Objects(alloctest.DriverName, fleetTemplate, res.Resources)
+}
+
+func nvidiaTemplate(b *testing.B, _ []string) []*resourceapi.ResourceSlice {
 	m, err := sim.Profile("dgx-h100", fleetTemplate)
 	if err != nil {
 		b.Fatal(err)
@@ -162,13 +207,15 @@ type fleet struct {
 	c       *alloctest.Cluster
 	driver  string
 	nodes   []*v1.Node
-	devices int      // per node
-	order   []string // a node's devices in the order the allocator scans them
-	// The template node the nodes were cloned from, its fill patterns and
-	// which one each node got.
-	template *alloctest.Cluster
-	patterns [][]string
-	assigned []int
+	devices int // per node
+	// The fill patterns (devices allocated), the template node each
+	// pattern's nodes were cloned from (published with the pattern's
+	// partitions carved), its devices in the order the allocator scans them,
+	// and which pattern each node got.
+	patterns  [][]string
+	templates []*alloctest.Cluster
+	orders    [][]string
+	assigned  []int
 }
 
 // expectedFit counts the nodes a claim fits by allocating it on the
@@ -176,11 +223,12 @@ type fleet struct {
 func (f *fleet) expectedFit(b *testing.B, ctx context.Context, claim func() *resourceapi.ResourceClaim) int {
 	fits := make([]bool, len(f.patterns))
 	for p, devs := range f.patterns {
-		f.template.Allocated.Clear()
+		t := f.templates[p]
+		t.Allocated.Clear()
 		for _, d := range devs {
-			f.template.Allocated.Insert(structured.MakeDeviceID(f.driver, fleetTemplate, d))
+			t.Allocated.Insert(structured.MakeDeviceID(f.driver, fleetTemplate, d))
 		}
-		got, err := f.template.Allocate(ctx, fleetTemplate, claim())
+		got, err := t.Allocate(ctx, fleetTemplate, claim())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -205,7 +253,7 @@ func (f *fleet) scanned(b *testing.B, ctx context.Context, claims []*resourceapi
 		b.Fatal(err)
 	}
 	total := 0
-	for _, n := range f.nodes {
+	for i, n := range f.nodes {
 		res, err := a.Allocate(ctx, n, claims)
 		if err != nil {
 			b.Fatal(err)
@@ -214,7 +262,7 @@ func (f *fleet) scanned(b *testing.B, ctx context.Context, claims []*resourceapi
 		if res != nil {
 			stop = res[0].Devices.Results[0].Device
 		}
-		for _, d := range f.order {
+		for _, d := range f.orders[f.assigned[i]] {
 			if !f.c.Allocated.Has(structured.MakeDeviceID(f.driver, n.Name, d)) {
 				total++
 			}
@@ -251,20 +299,24 @@ func fleetOf(b *testing.B, n int, l fleetLayout, filled bool) *fleet {
 		b.Fatal(err)
 	}
 	classes = append(classes, alloctest.NVIDIAClasses()...)
-	objs := l.publish(b)
-	f := &fleet{driver: l.driver, order: scanOrder(objs), template: alloctest.NewCluster(objs, classes)}
-	f.devices = len(f.order)
-	f.patterns = [][]string{nil}
+	empty := l.publish(b, nil)
+	f := &fleet{driver: l.driver, devices: len(scanOrder(empty)), patterns: [][]string{nil}}
 	if filled {
-		f.patterns = fillPatterns(b, f.template, l, 32)
+		f.patterns = fillPatterns(b, alloctest.NewCluster(empty, classes), l, 32)
+	}
+	objs := make([][]*resourceapi.ResourceSlice, len(f.patterns))
+	for p, devs := range f.patterns {
+		objs[p] = l.publish(b, devs)
+		f.templates = append(f.templates, alloctest.NewCluster(objs[p], classes))
+		f.orders = append(f.orders, scanOrder(objs[p]))
 	}
 	rng := rand.New(rand.NewSource(int64(n)))
 	var all []*resourceapi.ResourceSlice
 	for i := range n {
 		name := fmt.Sprintf("dgx-h100-%04d", i)
-		all = append(all, alloctest.CloneNode(objs, fleetTemplate, name)...)
-		f.nodes = append(f.nodes, alloctest.Node(name))
 		f.assigned = append(f.assigned, rng.Intn(len(f.patterns)))
+		all = append(all, alloctest.CloneNode(objs[f.assigned[i]], fleetTemplate, name)...)
+		f.nodes = append(f.nodes, alloctest.Node(name))
 	}
 	f.c = alloctest.NewCluster(all, classes)
 	for i, node := range f.nodes {
