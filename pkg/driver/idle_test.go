@@ -47,8 +47,8 @@ func waitPublished(t *testing.T, n *node) {
 // TestRepublishAfterCarveIsOneUpdate: on a dynamic node, carving a claim's
 // partition changes the hardware (the backend's generation); the agent
 // re-reads it and rebuilds its slices, which costs at most one slice write
-// (none today: a placement's device does not change when it is carved), and
-// as little when the partition goes.
+// (the GPU's placement slice, reordered by occupancy), and as little when
+// the partition goes, though MIG mode changes in a step of its own.
 func TestRepublishAfterCarveIsOneUpdate(t *testing.T) {
 	n := launch(t, &node{profile: "dgx-h100", partitioning: publish.Dynamic, poll: 10 * time.Millisecond})
 	waitPublished(t, n)
