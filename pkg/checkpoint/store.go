@@ -108,7 +108,13 @@ func Read(path string) (*Checkpoint, error) {
 }
 
 // Save writes cp atomically, in the current format version, creating the
-// directory if needed.
+// directory if needed. The data is synced, the rename is not
+// (fsutil.WriteFileWhole): after a power loss the node has rebooted,
+// every partition, daemon and setting a claim held is gone, and an older
+// whole checkpoint serves recovery as well as the newest: a claim missing
+// from it is prepared from scratch when the kubelet asks again, and one
+// whose unprepare it lost is marked Rebooted and yields its devices
+// (pkg/claims).
 func (s *Store) Save(cp *Checkpoint) error {
 	if cp == nil {
 		return fmt.Errorf("save checkpoint %s: nil checkpoint", s.path)
@@ -126,7 +132,7 @@ func (s *Store) Save(cp *Checkpoint) error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o750); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", s.path, err)
 	}
-	if err := fsutil.WriteFileAtomic(s.path, data, 0o600); err != nil {
+	if err := fsutil.WriteFileWhole(s.path, data, 0o600); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	return nil

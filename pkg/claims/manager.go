@@ -164,6 +164,13 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 		if err := m.ensureSpec(ctx, ref, c); err != nil {
 			return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 		}
+		if c.Rebooted {
+			prev := m.cp.Clone()
+			c.Rebooted = false
+			if err := m.save(prev); err != nil {
+				return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+			}
+		}
 		logger.V(4).Info("Claim already prepared")
 		return devicesOf(c), nil
 	}
@@ -177,6 +184,9 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 
 	devs, err := m.resolve(claim)
 	if err != nil {
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+	}
+	if err := m.yieldRebooted(ctx, ref, devs); err != nil {
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
 	if err := m.checkConflicts(ref, devs); err != nil {

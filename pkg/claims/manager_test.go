@@ -238,6 +238,44 @@ func TestRebootRewritesSpecs(t *testing.T) {
 	}
 }
 
+// TestRebootedClaimYields: a claim prepared before a reboot that the kubelet
+// has not prepared again (an unprepare whose checkpoint write the power loss
+// undid) gives way, spec and entry, to a claim allocated its device; one
+// the kubelet prepared again holds its device as before, across restarts.
+func TestRebootedClaimYields(t *testing.T) {
+	e := newEnv(t, "dgx-h100")
+	m, _ := e.start(nil)
+	ctx := ctxFor(t)
+	for _, c := range []*resourceapi.ResourceClaim{allocated("gone", "gpu-7"), allocated("survivor", "gpu-6")} {
+		if _, err := m.Prepare(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.bootID = "boot-2"
+	m2, _ := e.start(nil)
+	if _, err := m2.Prepare(ctx, allocated("survivor", "gpu-6")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m2.Prepare(ctx, allocated("new", "gpu-7")); err != nil {
+		t.Fatalf("claim allocated the device of a claim left from before the reboot: %v", err)
+	}
+	got := m2.Prepared()
+	if _, ok := got["uid-gone"]; ok || e.hasSpec("uid-gone") {
+		t.Errorf("the leftover claim is still recorded (%v) or has its spec (%v)", ok, e.hasSpec("uid-gone"))
+	}
+	if c, ok := got["uid-new"]; !ok || c.State != checkpoint.PrepareCompleted {
+		t.Errorf("new claim: %+v", c)
+	}
+	m3, _ := e.start(nil) // same boot: the survivor's flag was saved cleared
+	if c := m3.Prepared()["uid-survivor"]; c.Rebooted {
+		t.Error("the claim prepared again after the reboot is still marked")
+	}
+	_, err := m3.Prepare(ctx, allocated("intruder", "gpu-6"))
+	if !errors.Is(err, ErrDeviceInUse) {
+		t.Fatalf("a claim for the device of a claim prepared again after the reboot: %v, want ErrDeviceInUse", err)
+	}
+}
+
 func TestOrphanSpecRemovedOnStart(t *testing.T) {
 	e := newEnv(t, "t4-2")
 	m, _ := e.start(nil)

@@ -33,6 +33,7 @@ func (m *Manager) recover(ctx context.Context) error {
 		// prepares surviving pods again and ensureSpec rewrites their specs.
 		logger.Info("Node rebooted since the checkpoint was written", "checkpointBootID", cp.BootID, "bootID", m.cfg.BootID)
 		for _, c := range cp.Claims {
+			c.Rebooted = true
 			for i := range c.Devices {
 				c.Devices[i].CreatedPartition = false
 			}

@@ -1,13 +1,17 @@
 package claims
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
@@ -133,6 +137,32 @@ func (m *Manager) checkConflicts(ref cdi.ClaimRef, devs []planned) error {
 	if len(conflicts) > 0 {
 		sort.Strings(conflicts)
 		return withKind(ErrDeviceInUse, errors.New(strings.Join(conflicts, "; ")))
+	}
+	return nil
+}
+
+// yieldRebooted removes the claims prepared before the last reboot and
+// not prepared again since that hold what devs need (checkpoint.Claim's
+// Rebooted): the kubelet prepares again every claim of a pod that runs
+// after a reboot, so such a claim is gone and its entry is a leftover (an
+// unprepare whose checkpoint write a power loss undid). m.mu is held.
+func (m *Manager) yieldRebooted(ctx context.Context, ref cdi.ClaimRef, devs []planned) error {
+	for _, uid := range slices.Sorted(maps.Keys(m.cp.Claims)) {
+		c := m.cp.Claims[uid]
+		if uid == ref.UID || !c.Rebooted {
+			continue
+		}
+		if !slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool {
+			fp := recordedFootprint(d)
+			return slices.ContainsFunc(devs, func(p planned) bool { return plannedFootprint(p).conflicts(fp) })
+		}) {
+			continue
+		}
+		klog.FromContext(ctx).Info("Removing a claim prepared before the reboot and not prepared since: another claim was allocated its devices",
+			"stale", klog.KRef(c.Namespace, c.Name), "staleUID", c.UID, "claim", klog.KRef(ref.Namespace, ref.Name))
+		if err := m.rollback(ctx, c); err != nil {
+			return fmt.Errorf("remove claim %s/%s left from before the reboot: %w", c.Namespace, c.Name, err)
+		}
 	}
 	return nil
 }

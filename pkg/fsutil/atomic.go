@@ -16,6 +16,16 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	return WriteFileAtomicVerified(path, data, perm, nil)
 }
 
+// WriteFileWhole is WriteFileAtomic without the directory fsync after the
+// rename: a process crash still leaves the old file or the new one, and a
+// power loss leaves either of them whole (the data is synced before the
+// rename), but possibly the old one. For state whose readers after a
+// reboot need a consistent version, not the newest: one fsync a write
+// instead of two.
+func WriteFileWhole(path string, data []byte, perm os.FileMode) error {
+	return writeFileAtomic(path, data, perm, nil, false)
+}
+
 // WriteFileAtomicVerified is WriteFileAtomic with a check of the written
 // bytes before they become visible: verify gets the path of the synced
 // temporary file and an error from it aborts the write, leaving path as it
@@ -26,7 +36,11 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // one file system and is atomic. Its name starts with "." and ends in
 // ".tmp": CDI caches only load *.json and *.yaml, and the dot keeps it out
 // of casual listings.
-func WriteFileAtomicVerified(path string, data []byte, perm os.FileMode, verify func(tmpPath string) error) (err error) {
+func WriteFileAtomicVerified(path string, data []byte, perm os.FileMode, verify func(tmpPath string) error) error {
+	return writeFileAtomic(path, data, perm, verify, true)
+}
+
+func writeFileAtomic(path string, data []byte, perm os.FileMode, verify func(tmpPath string) error, syncDir bool) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -74,6 +88,9 @@ func WriteFileAtomicVerified(path string, data []byte, perm os.FileMode, verify 
 		return fmt.Errorf("write %s: rename: %w", path, err)
 	}
 	renamed = true
+	if !syncDir {
+		return nil
+	}
 	// The rename itself is only durable once the directory is synced.
 	if err = SyncDir(dir); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

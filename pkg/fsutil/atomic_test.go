@@ -43,36 +43,39 @@ func TestWriteFileAtomic(t *testing.T) {
 		// The umask must not apply: the mode is exactly perm.
 		{name: "world writable mode kept", data: []byte("m"), perm: 0o666},
 	}
+	writers := map[string]func(string, []byte, os.FileMode) error{"WriteFileAtomic": WriteFileAtomic, "WriteFileWhole": WriteFileWhole}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "f.json")
-			if tt.existing != nil {
-				if err := os.WriteFile(path, tt.existing, 0o644); err != nil {
+		for wname, write := range writers {
+			t.Run(tt.name+"/"+wname, func(t *testing.T) {
+				dir := t.TempDir()
+				path := filepath.Join(dir, "f.json")
+				if tt.existing != nil {
+					if err := os.WriteFile(path, tt.existing, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := write(path, tt.data, tt.perm); err != nil {
+					t.Fatalf("%s: %v", wname, err)
+				}
+				got, err := os.ReadFile(path)
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			if err := WriteFileAtomic(path, tt.data, tt.perm); err != nil {
-				t.Fatalf("WriteFileAtomic: %v", err)
-			}
-			got, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, tt.data) {
-				t.Errorf("content = %q, want %q", got, tt.data)
-			}
-			st, err := os.Stat(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Mode().Perm() != tt.perm {
-				t.Errorf("mode = %v, want %v", st.Mode().Perm(), tt.perm)
-			}
-			if l := leftovers(t, dir); len(l) != 0 {
-				t.Errorf("temp files left: %v", l)
-			}
-		})
+				if !bytes.Equal(got, tt.data) {
+					t.Errorf("content = %q, want %q", got, tt.data)
+				}
+				st, err := os.Stat(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Mode().Perm() != tt.perm {
+					t.Errorf("mode = %v, want %v", st.Mode().Perm(), tt.perm)
+				}
+				if l := leftovers(t, dir); len(l) != 0 {
+					t.Errorf("temp files left: %v", l)
+				}
+			})
+		}
 	}
 }
 
