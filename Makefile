@@ -16,7 +16,7 @@ KEEP        ?=
 # DaemonSet (cluster-up); the default, fake, is a fake CRI (see README).
 RUNTIME     ?=
 
-.PHONY: all build test unit vet e2e e2e-containerd bench bench-scheduler dry-run clean \
+.PHONY: all build test unit vet e2e e2e-containerd bench bench-prepare bench-scheduler dry-run clean \
 	cluster-bins cluster-up cluster-down demo
 
 all: build
@@ -40,6 +40,12 @@ vet:
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./pkg/...
+
+# bench-prepare: the agent's prepare and unprepare over its gRPC socket
+# against a real API server; REFERENCE=path/to/dra-example-kubeletplugin
+# measures that driver in the same run.
+bench-prepare: build cluster-bins
+	$(TEST_GO) run ./cluster/cmd/bench-prepare --repo=.. $(if $(REFERENCE),--reference=$(abspath $(REFERENCE))) $(BENCH_ARGS)
 
 # bench-scheduler: the real kube-scheduler placing pods with claims on 100
 # and 500 nodes that exist only as objects (static, dynamic, shared).

@@ -1,0 +1,102 @@
+// Command bench-prepare measures prepare and unprepare of Tessera's kubelet
+// plugin, and of a reference driver's when given one, over the plugin's
+// gRPC socket against a real API server (pkg/preparebench): `make
+// bench-prepare [REFERENCE=path/to/dra-example-kubeletplugin]`.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/preparebench"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-prepare:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	repo := flag.String("repo", ".", "repository root")
+	reference := flag.String("reference", "", "the dra-example-driver kubelet plugin binary (sigs.k8s.io/dra-example-driver, cmd/dra-example-kubeletplugin), measured in the same run; empty measures Tessera only")
+	var o preparebench.Options
+	flag.IntVar(&o.Sequential, "sequential", 50, "claims prepared and unprepared one at a time per round")
+	flag.IntVar(&o.Waves, "waves", 60, "waves of --in-flight claims per round")
+	flag.IntVar(&o.InFlight, "in-flight", 8, "concurrent calls per wave, one claim and one device each")
+	flag.IntVar(&o.Rounds, "rounds", 3, "rounds; figures are medians over rounds")
+	flag.Parse()
+	root, err := filepath.Abs(*repo)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	c := localcluster.ForRepo(root)
+	c.Dir = filepath.Join(root, "_output/bench-prepare")
+	c.Nodes = nil
+	if err := c.Up(ctx, os.Stderr); err != nil {
+		return err
+	}
+	defer func() {
+		if err := c.Down(os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "cluster down:", err)
+		}
+	}()
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
+	if err != nil {
+		return err
+	}
+	// Creating and allocating the claims is the harness's work, not the
+	// plugins': it must not wait on a rate limiter.
+	cfg.QPS, cfg.Burst = 5000, 10000
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	// Both drivers' API clients raised alike, so their own limiters do not
+	// decide the figures; then Tessera with its defaults.
+	raised := []string{"--kube-api-qps=1000", "--kube-api-burst=2000"}
+	type run struct {
+		flags  string
+		driver preparebench.Driver
+	}
+	agent := filepath.Join(root, "bin/tessera-kubelet-plugin")
+	runs := []run{{"client limits raised", preparebench.Tessera(agent, raised...)}}
+	if *reference != "" {
+		runs = append(runs, run{"client limits raised", preparebench.Reference(*reference, raised...)})
+	}
+	runs = append(runs, run{"defaults", preparebench.Tessera(agent)})
+	drivers := make([]preparebench.Driver, len(runs))
+	for i, r := range runs {
+		drivers[i] = r.driver
+	}
+	results, err := preparebench.Run(ctx, client, c.Kubeconfig(), filepath.Join(c.Dir, "plugins"), drivers, o)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n| driver | flags | prepare p50 | of it, the claim GET | unprepare p50 | prepare, %d in flight | unprepare, %d in flight |\n|---|---|---|---|---|---|---|\n", o.InFlight, o.InFlight)
+	for i, res := range results {
+		fmt.Printf("| %s | %s | %s | %s | %s | %.0f claims/s | %.0f claims/s |\n", res.Label, runs[i].flags,
+			res.PrepareP50.Round(time.Microsecond), res.GetP50.Round(time.Microsecond), res.UnprepareP50.Round(time.Microsecond), res.PrepareRate, res.UnprepareRate)
+	}
+	if *reference != "" {
+		t, ref := results[0], results[1]
+		fmt.Printf("\nTessera / reference: prepare p50 %.2fx, unprepare p50 %.2fx, prepare throughput %.2fx, unprepare throughput %.2fx\n",
+			t.PrepareP50.Seconds()/ref.PrepareP50.Seconds(), t.UnprepareP50.Seconds()/ref.UnprepareP50.Seconds(),
+			t.PrepareRate/ref.PrepareRate, t.UnprepareRate/ref.UnprepareRate)
+	}
+	return nil
+}

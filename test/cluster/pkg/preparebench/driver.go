@@ -1,0 +1,82 @@
+// Package preparebench measures a DRA kubelet plugin's prepare and
+// unprepare the way the kubelet drives them: the plugin runs as its own
+// process against a real API server, claims exist there with their
+// allocation, and the harness calls NodePrepareResources and
+// NodeUnprepareResources over the plugin's gRPC socket, one claim per
+// call. The same harness runs Tessera and a reference driver (the
+// kubernetes-sigs/dra-example-driver kubelet plugin), so the two can be
+// compared in one run (`make bench-prepare`).
+package preparebench
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// A Driver is a kubelet plugin to measure.
+type Driver struct {
+	// Label names it in results.
+	Label string
+	// DriverName is the DRA driver name its slices and allocations carry.
+	DriverName string
+	// Args returns its command line for a node, kubeconfig, state
+	// directory (disk, like /var/lib/kubelet) and runtime directory (tmpfs
+	// where the machine has one, like /var/run, where CDI specs go) of its
+	// own, and the path of its DRA gRPC socket.
+	Args func(node, kubeconfig, dir, runDir string) (argv []string, socket string)
+}
+
+// Tessera is the agent on a simulated DGX H100 (static partitioning: eight
+// whole GPUs), with its metrics server off; extra flags follow.
+func Tessera(binary string, extra ...string) Driver {
+	return Driver{
+		Label:      "tessera",
+		DriverName: "gpu.tessera.dev",
+		Args: func(node, kubeconfig, dir, runDir string) ([]string, string) {
+			argv := []string{binary,
+				"--backend=sim", "--sim-profile=dgx-h100", "--sim-state-dir=" + filepath.Join(dir, "sim"),
+				"--node-name=" + node, "--kubeconfig=" + kubeconfig,
+				"--plugin-data-dir=" + filepath.Join(dir, "plugin"), "--registrar-dir=" + filepath.Join(dir, "registry"),
+				"--cdi-dir=" + filepath.Join(runDir, "cdi"), "--metrics-address=",
+			}
+			return append(argv, extra...), filepath.Join(dir, "plugin", "dra.sock")
+		},
+	}
+}
+
+// Reference is the dra-example-driver kubelet plugin (its gpu profile,
+// eight devices); extra flags follow.
+func Reference(binary string, extra ...string) Driver {
+	return Driver{
+		Label:      "dra-example-driver",
+		DriverName: "gpu.example.com",
+		Args: func(node, kubeconfig, dir, runDir string) ([]string, string) {
+			argv := []string{binary,
+				"--node-name=" + node, "--kubeconfig=" + kubeconfig, "--num-devices=8",
+				"--cdi-root=" + filepath.Join(runDir, "cdi"),
+				"--kubelet-plugins-directory-path=" + filepath.Join(dir, "plugins"),
+				"--kubelet-registrar-directory-path=" + filepath.Join(dir, "registry"),
+			}
+			return append(argv, extra...), filepath.Join(dir, "plugins", "gpu.example.com", "dra.sock")
+		},
+	}
+}
+
+// Options size a run.
+type Options struct {
+	// Sequential is how many claims are prepared and unprepared one at a
+	// time per round (latency).
+	Sequential int
+	// Waves of InFlight claims, each prepared by its own concurrent call,
+	// then unprepared the same way (throughput).
+	Waves, InFlight int
+	// Rounds repeat both; results are medians over rounds.
+	Rounds int
+}
+
+func (o Options) validate() error {
+	if o.Sequential <= 0 || o.Waves <= 0 || o.InFlight <= 0 || o.Rounds <= 0 {
+		return fmt.Errorf("sequential, waves, in-flight and rounds must be positive: %+v", o)
+	}
+	return nil
+}
