@@ -103,29 +103,14 @@ func TestChurnOccupancyOrder(t *testing.T) {
 // within a GPU nothing beats the static rule. The rest of the bound's lead
 // comes from repacking running partitions, which MIG cannot do.
 func BenchmarkChurnAdaptive(b *testing.B) {
-	rules := []struct {
-		name string
-		key  adaptiveKey
-	}{
-		{"static", func(f *churnFirstFit, i int) []int { return nil }},
-		{"fewest-larger-blocked", func(f *churnFirstFit, i int) []int { return []int{blockedSlices(f, i)} }},
-		{"per-gpu-fewest-larger-blocked", func(f *churnFirstFit, i int) []int { return []int{f.devs[i].partGPU(), blockedSlices(f, i)} }},
-		{"fullest-gpu", func(f *churnFirstFit, i int) []int { return []int{-occupied(f, f.devs[i].gpu)} }},
-		{"partly-used-gpu-first", func(f *churnFirstFit, i int) []int {
-			if occupied(f, f.devs[i].gpu) > 0 {
-				return []int{0, blockedSlices(f, i)}
-			}
-			return []int{1, blockedSlices(f, i)}
-		}},
-	}
-	const churnAdaptiveSeeds = 10
-	for _, r := range rules {
-		b.Run("rule="+r.name, func(b *testing.B) {
+	const seeds = 10
+	for _, name := range []string{"static", "fewest-larger-blocked", "per-gpu-fewest-larger-blocked", "fullest-gpu", "partly-used-gpu-first"} {
+		b.Run("rule="+name, func(b *testing.B) {
 			var total, bound churnStats
 			for b.Loop() {
 				total, bound = churnStats{}, churnStats{}
-				for seed := int64(1); seed <= churnAdaptiveSeeds; seed++ {
-					total.add(runChurnAdaptive(b, seed, churnEvents, r.key))
+				for seed := int64(1); seed <= seeds; seed++ {
+					total.add(runChurn(b, policyAdaptive+name, seed, churnEvents, 0))
 					bound.add(runChurn(b, policyBound, seed, churnEvents, 0))
 				}
 			}
@@ -134,6 +119,20 @@ func BenchmarkChurnAdaptive(b *testing.B) {
 			b.ReportMetric(100*total.servedShare()/bound.servedShare(), "served-of-bound-%")
 		})
 	}
+}
+
+// adaptiveRules are the orders BenchmarkChurnAdaptive compares.
+var adaptiveRules = map[string]adaptiveKey{
+	"static":                        func(f *churnFirstFit, i int) []int { return nil },
+	"fewest-larger-blocked":         func(f *churnFirstFit, i int) []int { return []int{blockedSlices(f, i)} },
+	"per-gpu-fewest-larger-blocked": func(f *churnFirstFit, i int) []int { return []int{f.devs[i].partGPU(), blockedSlices(f, i)} },
+	"fullest-gpu":                   func(f *churnFirstFit, i int) []int { return []int{-occupied(f, f.devs[i].gpu)} },
+	"partly-used-gpu-first": func(f *churnFirstFit, i int) []int {
+		if occupied(f, f.devs[i].gpu) > 0 {
+			return []int{0, blockedSlices(f, i)}
+		}
+		return []int{1, blockedSlices(f, i)}
+	},
 }
 
 // adaptiveKey orders the free devices of a profile in the current state;
@@ -163,53 +162,4 @@ func blockedSlices(f *churnFirstFit, i int) int {
 		}
 	}
 	return n
-}
-
-// runChurnAdaptive is runChurn's first fit with the order recomputed by key
-// before every arrival.
-func runChurnAdaptive(tb testing.TB, seed int64, events int, key adaptiveKey) churnStats {
-	tb.Helper()
-	pk := h100Packer(tb)
-	ff := newChurnFirstFit(tb, churnSlices(tb, policyTessera))
-	type liveClaim struct{ end, kind, device int }
-	var live []liveClaim
-	var counts gpuVec
-	var st churnStats
-	for t, a := range churnArrivals(seed, events) {
-		live = slices.DeleteFunc(live, func(l liveClaim) bool {
-			if l.end > t {
-				return false
-			}
-			counts[l.kind]--
-			ff.release(l.device)
-			return true
-		})
-		k := pk.kind(a.kind)
-		st.arrived++
-		st.offered += pk.mem[k] * a.life
-		next := counts
-		next[k]++
-		best, bestKey := -1, []int(nil)
-		for i, d := range ff.devs {
-			if d.profile != a.kind || !ff.free(i) {
-				continue
-			}
-			if k := append(key(ff, i), i); best < 0 || slices.Compare(k, bestKey) < 0 {
-				best, bestKey = i, k
-			}
-		}
-		if best < 0 {
-			if pk.fits(next, pk.gpus) {
-				st.fragmented++
-			}
-			continue
-		}
-		ff.taken[best] = true
-		ff.used[ff.devs[best].gpu] |= ff.devs[best].mask
-		st.placed++
-		st.served += pk.mem[k] * a.life
-		counts = next
-		live = append(live, liveClaim{t + a.life, k, best})
-	}
-	return st
 }

@@ -63,6 +63,10 @@ type churnFirstFit struct {
 	devs  []churnDevice
 	used  map[int]uint32 // per GPU
 	taken []bool
+	// key, when set, reorders the free devices by the current state before
+	// every claim (policyAdaptive): first fit over an order that follows
+	// occupancy.
+	key adaptiveKey
 }
 
 func newChurnFirstFit(tb testing.TB, objs []*resourceapi.ResourceSlice) *churnFirstFit {
@@ -125,15 +129,24 @@ func parseChurnDevice(tb testing.TB, d resourceapi.Device) churnDevice {
 // allocate takes the first fitting device for a claim of profile and
 // returns its index, or -1.
 func (f *churnFirstFit) allocate(profile string) int {
+	best, bestKey := -1, []int(nil)
 	for i, d := range f.devs {
-		if d.profile != profile || f.taken[i] || f.used[d.gpu]&d.mask != 0 {
+		if d.profile != profile || !f.free(i) {
 			continue
 		}
-		f.taken[i] = true
-		f.used[d.gpu] |= d.mask
-		return i
+		if f.key == nil {
+			best = i
+			break
+		}
+		if k := append(f.key(f, i), i); best < 0 || slices.Compare(k, bestKey) < 0 {
+			best, bestKey = i, k
+		}
 	}
-	return -1
+	if best >= 0 {
+		f.taken[best] = true
+		f.used[f.devs[best].gpu] |= f.devs[best].mask
+	}
+	return best
 }
 
 func (f *churnFirstFit) release(i int) {

@@ -89,6 +89,9 @@ const (
 	// against the real allocator on tessera and naive) over the devices in
 	// another order, to compare order rules.
 	policyOrder = "order="
+	// policyAdaptive + a key of adaptiveRules: first fit over Tessera's
+	// devices reordered by the state before every claim.
+	policyAdaptive = "adaptive="
 )
 
 // churnStats is the outcome of one churn run.
@@ -139,6 +142,11 @@ func runChurn(tb testing.TB, policy string, seed int64, events, checked int) chu
 		ff = newChurnFirstFit(tb, objs)
 	case strings.HasPrefix(policy, policyOrder):
 		ff = newChurnFirstFit(tb, churnSlices(tb, policy))
+	case strings.HasPrefix(policy, policyAdaptive):
+		ff = newChurnFirstFit(tb, churnSlices(tb, policyTessera))
+		if ff.key = adaptiveRules[strings.TrimPrefix(policy, policyAdaptive)]; ff.key == nil {
+			tb.Fatalf("unknown policy %q", policy)
+		}
 	default:
 		tb.Fatalf("unknown policy %q", policy)
 	}
