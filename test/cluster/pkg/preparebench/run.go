@@ -111,7 +111,9 @@ func startDriver(ctx context.Context, client kubernetes.Interface, kubeconfig, d
 			return nil, nil, err
 		}
 	}
-	_, err = client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+	// Unschedulable: in a cluster with kubelets (the e2e suite's) no pod
+	// may land on a node that has none.
+	_, err = client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}, Spec: v1.NodeSpec{Unschedulable: true}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, nil, fmt.Errorf("node %s: %w", node, err)
 	}
@@ -128,6 +130,8 @@ func startDriver(ctx context.Context, client kubernetes.Interface, kubeconfig, d
 		}
 		stopProc()
 		os.RemoveAll(runDir)
+		// Its slices go with it (owned by the node).
+		_ = client.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
 	}
 	if err != nil {
 		stop()
