@@ -82,12 +82,13 @@ type Claim struct {
 	State     State     `json:"state"`
 	Devices   []Device  `json:"devices,omitempty"`
 	Updated   time.Time `json:"updated"`
-	// Rebooted is set on every claim at the first start after a reboot
-	// and cleared when the kubelet prepares the claim again, as it does
-	// for every pod that runs after a reboot. A claim still marked when
-	// another claim asks for its devices is gone: the scheduler gave the
-	// devices away.
-	Rebooted bool `json:"rebooted,omitempty"`
+	// Unconfirmed is set on every claim at the first start after a reboot,
+	// and on every claim rebuilt from CDI specs, and cleared when the
+	// kubelet prepares the claim again, as it does for every pod it runs
+	// after its own restart. A claim still unconfirmed when another claim
+	// asks for its devices is gone (the scheduler gave the devices away)
+	// and yields them.
+	Unconfirmed bool `json:"unconfirmed,omitempty"`
 }
 
 // Checkpoint is the whole record.

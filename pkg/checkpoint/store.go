@@ -108,13 +108,15 @@ func Read(path string) (*Checkpoint, error) {
 }
 
 // Save writes cp atomically, in the current format version, creating the
-// directory if needed. The data is synced, the rename is not
-// (fsutil.WriteFileWhole): after a power loss the node has rebooted,
-// every partition, daemon and setting a claim held is gone, and an older
-// whole checkpoint serves recovery as well as the newest: a claim missing
-// from it is prepared from scratch when the kubelet asks again, and one
-// whose unprepare it lost is marked Rebooted and yields its devices
-// (pkg/claims).
+// directory if needed, without fsync (fsutil.WriteFileUnsynced). A crash
+// of the agent loses nothing: the page cache holds the file. What loses the
+// page cache (a power loss, a kernel crash) reboots the node, and every
+// partition, daemon and setting a claim held goes with it; the recovery
+// that follows needs no particular version of the checkpoint: an older one,
+// or one the checksum finds torn (then rebuilt from the CDI specs), serves
+// as well as the newest. A claim missing from it is prepared from scratch
+// when the kubelet asks again; one whose unprepare it lost is unconfirmed
+// and yields its devices (pkg/claims).
 func (s *Store) Save(cp *Checkpoint) error {
 	if cp == nil {
 		return fmt.Errorf("save checkpoint %s: nil checkpoint", s.path)
@@ -132,7 +134,7 @@ func (s *Store) Save(cp *Checkpoint) error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o750); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", s.path, err)
 	}
-	if err := fsutil.WriteFileWhole(s.path, data, 0o600); err != nil {
+	if err := fsutil.WriteFileUnsynced(s.path, data, 0o600); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	return nil

@@ -164,9 +164,9 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 		if err := m.ensureSpec(ctx, ref, c); err != nil {
 			return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 		}
-		if c.Rebooted {
+		if c.Unconfirmed {
 			prev := m.cp.Clone()
-			c.Rebooted = false
+			c.Unconfirmed = false
 			if err := m.save(prev); err != nil {
 				return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 			}
@@ -186,7 +186,7 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 	if err != nil {
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
-	if err := m.yieldRebooted(ctx, ref, devs); err != nil {
+	if err := m.yieldUnconfirmed(ctx, ref, devs); err != nil {
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
 	if err := m.checkConflicts(ref, devs); err != nil {

@@ -238,11 +238,11 @@ func TestRebootRewritesSpecs(t *testing.T) {
 	}
 }
 
-// TestRebootedClaimYields: a claim prepared before a reboot that the kubelet
+// TestUnconfirmedClaimYields: a claim prepared before a reboot that the kubelet
 // has not prepared again (an unprepare whose checkpoint write the power loss
 // undid) gives way, spec and entry, to a claim allocated its device; one
 // the kubelet prepared again holds its device as before, across restarts.
-func TestRebootedClaimYields(t *testing.T) {
+func TestUnconfirmedClaimYields(t *testing.T) {
 	e := newEnv(t, "dgx-h100")
 	m, _ := e.start(nil)
 	ctx := ctxFor(t)
@@ -267,7 +267,7 @@ func TestRebootedClaimYields(t *testing.T) {
 		t.Errorf("new claim: %+v", c)
 	}
 	m3, _ := e.start(nil) // same boot: the survivor's flag was saved cleared
-	if c := m3.Prepared()["uid-survivor"]; c.Rebooted {
+	if c := m3.Prepared()["uid-survivor"]; c.Unconfirmed {
 		t.Error("the claim prepared again after the reboot is still marked")
 	}
 	_, err := m3.Prepare(ctx, allocated("intruder", "gpu-6"))

@@ -33,7 +33,7 @@ func (m *Manager) recover(ctx context.Context) error {
 		// prepares surviving pods again and ensureSpec rewrites their specs.
 		logger.Info("Node rebooted since the checkpoint was written", "checkpointBootID", cp.BootID, "bootID", m.cfg.BootID)
 		for _, c := range cp.Claims {
-			c.Rebooted = true
+			c.Unconfirmed = true
 			for i := range c.Devices {
 				c.Devices[i].CreatedPartition = false
 			}
@@ -76,7 +76,7 @@ func (m *Manager) rebuild() (*checkpoint.Checkpoint, error) {
 	}
 	pub := m.cfg.Devices()
 	for _, r := range recs {
-		c := &checkpoint.Claim{UID: r.Claim.UID, Namespace: r.Claim.Namespace, Name: r.Claim.Name, State: checkpoint.PrepareCompleted, Updated: time.Now()}
+		c := &checkpoint.Claim{UID: r.Claim.UID, Namespace: r.Claim.Namespace, Name: r.Claim.Name, State: checkpoint.PrepareCompleted, Updated: time.Now(), Unconfirmed: true}
 		for _, d := range r.Devices {
 			cd := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: d.CDIDeviceIDs, GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID, Sharing: d.Sharing, ShareID: d.ShareID}
 			e, ok := pub.Devices[d.Device]

@@ -141,15 +141,16 @@ func (m *Manager) checkConflicts(ref cdi.ClaimRef, devs []planned) error {
 	return nil
 }
 
-// yieldRebooted removes the claims prepared before the last reboot and
-// not prepared again since that hold what devs need (checkpoint.Claim's
-// Rebooted): the kubelet prepares again every claim of a pod that runs
-// after a reboot, so such a claim is gone and its entry is a leftover (an
-// unprepare whose checkpoint write a power loss undid). m.mu is held.
-func (m *Manager) yieldRebooted(ctx context.Context, ref cdi.ClaimRef, devs []planned) error {
+// yieldUnconfirmed removes the unconfirmed claims (checkpoint.Claim's
+// Unconfirmed: recorded before the last reboot, or rebuilt from specs, and
+// not prepared again since) that hold what devs need. The scheduler
+// allocated those devices to ref, so such a claim is gone: its entry is a
+// leftover (an unprepare a power loss undid, a spec a corrupt checkpoint
+// was rebuilt from). m.mu is held.
+func (m *Manager) yieldUnconfirmed(ctx context.Context, ref cdi.ClaimRef, devs []planned) error {
 	for _, uid := range slices.Sorted(maps.Keys(m.cp.Claims)) {
 		c := m.cp.Claims[uid]
-		if uid == ref.UID || !c.Rebooted {
+		if uid == ref.UID || !c.Unconfirmed {
 			continue
 		}
 		if !slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool {
@@ -158,10 +159,10 @@ func (m *Manager) yieldRebooted(ctx context.Context, ref cdi.ClaimRef, devs []pl
 		}) {
 			continue
 		}
-		klog.FromContext(ctx).Info("Removing a claim prepared before the reboot and not prepared since: another claim was allocated its devices",
+		klog.FromContext(ctx).Info("Removing a claim recorded before the last reboot or rebuilt, not prepared since: another claim was allocated its devices",
 			"stale", klog.KRef(c.Namespace, c.Name), "staleUID", c.UID, "claim", klog.KRef(ref.Namespace, ref.Name))
 		if err := m.rollback(ctx, c); err != nil {
-			return fmt.Errorf("remove claim %s/%s left from before the reboot: %w", c.Namespace, c.Name, err)
+			return fmt.Errorf("remove unconfirmed claim %s/%s: %w", c.Namespace, c.Name, err)
 		}
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"path/filepath"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,6 +84,7 @@ func launch(t testing.TB, n *node) *node {
 	n.t, n.dir = t, t.TempDir()
 	n.client = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}})
 	n.client.PrependReactor("create", "*", generateName)
+	n.client.PrependReactor("*", "*", resourceVersions())
 	n.start()
 	t.Cleanup(n.stop)
 	return n
@@ -142,6 +145,32 @@ func generateName(a k8stesting.Action) (bool, runtime.Object, error) {
 		m.SetName(m.GetGenerateName() + utilrand.String(5))
 	}
 	return false, nil, nil
+}
+
+// resourceVersions stamps every create and update with a newer
+// resourceVersion, as the API server does and client-go's fake does not:
+// without them the resourceslice controller's mutation cache cannot tell
+// its own update from an older informer event, and writes a slice again.
+func resourceVersions() k8stesting.ReactionFunc {
+	var rv atomic.Int64
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		var obj runtime.Object
+		switch a := a.(type) {
+		case k8stesting.CreateAction:
+			obj = a.GetObject()
+		case k8stesting.UpdateAction:
+			obj = a.GetObject()
+		}
+		if obj == nil {
+			return false, nil, nil
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return false, nil, err
+		}
+		m.SetResourceVersion(strconv.FormatInt(rv.Add(1), 10))
+		return false, nil, nil
+	}
 }
 
 func (n *node) cdiDir() string { return filepath.Join(n.dir, "cdi") }

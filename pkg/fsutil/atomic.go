@@ -16,13 +16,12 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	return WriteFileAtomicVerified(path, data, perm, nil)
 }
 
-// WriteFileWhole is WriteFileAtomic without the directory fsync after the
-// rename: a process crash still leaves the old file or the new one, and a
-// power loss leaves either of them whole (the data is synced before the
-// rename), but possibly the old one. For state whose readers after a
-// reboot need a consistent version, not the newest: one fsync a write
-// instead of two.
-func WriteFileWhole(path string, data []byte, perm os.FileMode) error {
+// WriteFileUnsynced is WriteFileAtomic without any fsync: a reader, and the
+// writer after its own crash, sees the old file or the complete new one
+// (the page cache survives a process); after a power loss or kernel crash
+// the file may be the old one, or torn. For state whose readers after a
+// reboot detect a torn file (a checksum) and need no particular version.
+func WriteFileUnsynced(path string, data []byte, perm os.FileMode) error {
 	return writeFileAtomic(path, data, perm, nil, false)
 }
 
@@ -40,7 +39,7 @@ func WriteFileAtomicVerified(path string, data []byte, perm os.FileMode, verify 
 	return writeFileAtomic(path, data, perm, verify, true)
 }
 
-func writeFileAtomic(path string, data []byte, perm os.FileMode, verify func(tmpPath string) error, syncDir bool) (err error) {
+func writeFileAtomic(path string, data []byte, perm os.FileMode, verify func(tmpPath string) error, sync bool) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -73,8 +72,10 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode, verify func(tmp
 	}
 	// Without this sync a crash after the rename can leave a complete
 	// directory entry pointing at an empty or partial file.
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("write %s: fsync: %w", tmpPath, err)
+	if sync {
+		if err = tmp.Sync(); err != nil {
+			return fmt.Errorf("write %s: fsync: %w", tmpPath, err)
+		}
 	}
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: close: %w", tmpPath, err)
@@ -88,7 +89,7 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode, verify func(tmp
 		return fmt.Errorf("write %s: rename: %w", path, err)
 	}
 	renamed = true
-	if !syncDir {
+	if !sync {
 		return nil
 	}
 	// The rename itself is only durable once the directory is synced.
