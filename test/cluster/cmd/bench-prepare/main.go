@@ -32,10 +32,10 @@ func run() error {
 	repo := flag.String("repo", ".", "repository root")
 	reference := flag.String("reference", "", "the dra-example-driver kubelet plugin binary (sigs.k8s.io/dra-example-driver, cmd/dra-example-kubeletplugin), measured in the same run; empty measures Tessera only")
 	var o preparebench.Options
-	flag.IntVar(&o.Sequential, "sequential", 50, "claims prepared and unprepared one at a time per round")
-	flag.IntVar(&o.Waves, "waves", 60, "waves of --in-flight claims per round")
+	flag.IntVar(&o.Sequential, "sequential", 60, "claims prepared and unprepared one at a time per round")
+	flag.IntVar(&o.Waves, "waves", 20, "waves of --in-flight claims per round")
 	flag.IntVar(&o.InFlight, "in-flight", 8, "concurrent calls per wave, one claim and one device each")
-	flag.IntVar(&o.Rounds, "rounds", 3, "rounds; figures are medians over rounds")
+	flag.IntVar(&o.Rounds, "rounds", 5, "rounds; figures are medians over rounds")
 	flag.Parse()
 	root, err := filepath.Abs(*repo)
 	if err != nil {
