@@ -1,4 +1,4 @@
-// Package checkpoint is the durable record of the claim prepare state
+// Package checkpoint is the on-disk record of the claim prepare state
 // machine: which claims the node agent has prepared, or is part way through
 // preparing or unpreparing, and with which devices. The agent reads it at
 // start to finish or undo what a previous process left half done.

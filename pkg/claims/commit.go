@@ -6,15 +6,16 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 )
 
-// The checkpoint on disk trails the one in memory by at most the changes
-// whose callers are waiting for them to be durable: every change is made
+// The checkpoint file trails the one in memory by at most the changes
+// whose callers are waiting for them to be written: every change is made
 // under m.mu, published as a new version (a snapshot), and the caller waits
-// in persist until that version, or a later one, is on disk before it acts
-// on it (returns to the kubelet, carves, starts a daemon).
+// in persist until that version, or a later one, is in the file (written,
+// not fsynced: what survives an agent crash, see checkpoint.Store.Save)
+// before it acts on it (returns to the kubelet, carves, starts a daemon).
 //
 // Writes go one at a time and always write the newest snapshot, so callers
 // that arrive while a write is under way are served together by the next
-// one (group commit): eight prepares in flight cost about two fsyncs, not
+// one (group commit): eight prepares in flight cost about two writes, not
 // eight. A newer version is never overwritten by an older one.
 
 // snapshot is the checkpoint as of one version.
