@@ -14,9 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/preparebench"
 )
@@ -55,14 +52,9 @@ func run() error {
 			fmt.Fprintln(os.Stderr, "cluster down:", err)
 		}
 	}()
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-	if err != nil {
-		return err
-	}
 	// Creating and allocating the claims is the harness's work, not the
 	// plugins': it must not wait on a rate limiter.
-	cfg.QPS, cfg.Burst = 5000, 10000
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := c.ClientWithRate(5000, 10000)
 	if err != nil {
 		return err
 	}

@@ -15,9 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/schedbench"
 )
@@ -92,14 +89,9 @@ func once(ctx context.Context, root string, l schedbench.Layout, nodes, pods int
 			fmt.Fprintln(os.Stderr, "cluster down:", err)
 		}
 	}()
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-	if err != nil {
-		return nil, err
-	}
 	// Setting up 500 nodes is thousands of creates; the pods' rate is
 	// the benchmark's own.
-	cfg.QPS, cfg.Burst = 2000, 4000
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := c.ClientWithRate(2000, 4000)
 	if err != nil {
 		return nil, err
 	}

@@ -23,12 +23,16 @@ import (
 // Client returns an admin client for the cluster.
 func (c *Config) Client() (kubernetes.Interface, error) { return c.client() }
 
-func (c *Config) client() (kubernetes.Interface, error) {
+func (c *Config) client() (kubernetes.Interface, error) { return c.ClientWithRate(100, 200) }
+
+// ClientWithRate is Client with client-go's rate limit set: a benchmark's
+// own setup (thousands of creates) must not wait on it.
+func (c *Config) ClientWithRate(qps float32, burst int) (kubernetes.Interface, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 	if err != nil {
 		return nil, err
 	}
-	cfg.QPS, cfg.Burst = 100, 200
+	cfg.QPS, cfg.Burst = qps, burst
 	return kubernetes.NewForConfig(cfg)
 }
 
