@@ -120,10 +120,11 @@ func BuildWith(nodeName string, n *inventory.Node, opts Options) (*Result, error
 		}
 		items = append(items, its...)
 	}
+	// Tiers depend on the order without them (the first free placement of
+	// each profile), so the sort runs again once they are set.
 	sortItems(items)
-	if tierPlacements(items) {
-		sortItems(items)
-	}
+	tierPlacements(items)
+	sortItems(items)
 	if err := taint(items, opts.Taints); err != nil {
 		return nil, fmt.Errorf("node %s: %w", nodeName, err)
 	}

@@ -50,15 +50,13 @@ const (
 )
 
 // tierPlacements ranks the dynamic placements of items, which are in
-// sortItems order, and reports whether any rank reorders them.
-func tierPlacements(items []item) bool {
+// sortItems order; sortItems then puts them in tier order.
+func tierPlacements(items []item) {
 	type key struct {
 		parent  int
 		profile string
 	}
 	seen := map[key]bool{}
-	reorder := false
-	last := 0
 	for i := range items {
 		it := &items[i]
 		if it.group != groupPlacement {
@@ -73,10 +71,5 @@ func tierPlacements(items []item) bool {
 		default:
 			it.tier = tierFree
 		}
-		if i > 0 && items[i-1].group == groupPlacement && items[i-1].parent == it.parent && it.tier < last {
-			reorder = true
-		}
-		last = it.tier
 	}
-	return reorder
 }
