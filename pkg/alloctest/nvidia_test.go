@@ -6,21 +6,13 @@ import (
 	"testing"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
-	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 )
 
 // TestNVIDIALayout: the reference layout holds what an H100 holds, through
 // the real allocator: each MIG table's instance count per GPU, never a
 // whole GPU next to a partition.
 func TestNVIDIALayout(t *testing.T) {
-	m, err := sim.Profile("dgx-h100", "n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := alloctest.NewSim(t, m).Discover(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, inv := alloctest.DiscoverSim(t, "dgx-h100", "n")
 	objs, err := alloctest.NVIDIALayout("n", inv)
 	if err != nil {
 		t.Fatal(err)

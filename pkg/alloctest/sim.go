@@ -7,6 +7,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -24,19 +25,28 @@ func PublishSim(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlic
 // PublishSimWith is PublishSim with the given publishing options.
 func PublishSimWith(t testing.TB, profile, node string, opts publish.Options) ([]*resourceapi.ResourceSlice, *publish.Result) {
 	t.Helper()
-	m, err := sim.Profile(profile, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := NewSim(t, m).Discover(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, inv := DiscoverSim(t, profile, node)
 	res, err := publish.BuildWith(node, inv, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return publish.Objects(DriverName, node, res.Resources), res
+}
+
+// DiscoverSim starts a simulated backend for the catalogue machine profile
+// on node (NewSim) and returns it with what it discovers.
+func DiscoverSim(t testing.TB, profile, node string) (*sim.Backend, *inventory.Node) {
+	t.Helper()
+	m, err := sim.Profile(profile, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewSim(t, m)
+	inv, err := b.Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, inv
 }
 
 // NewSim starts a simulated backend for m with its own state directory and

@@ -15,7 +15,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
-	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -140,15 +139,7 @@ var (
 // holding a whole GPU carves nothing).
 func occupiedSlices(b *testing.B, opts publish.Options, devices []string) []*resourceapi.ResourceSlice {
 	ctx := context.Background()
-	m, err := sim.Profile("dgx-h100", fleetTemplate)
-	if err != nil {
-		b.Fatal(err)
-	}
-	hw := alloctest.NewSim(b, m)
-	inv, err := hw.Discover(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	hw, inv := alloctest.DiscoverSim(b, "dgx-h100", fleetTemplate)
 	empty, err := publish.BuildWith(fleetTemplate, inv, opts)
 	if err != nil {
 		b.Fatal(err)
@@ -179,14 +170,7 @@ func occupiedSlices(b *testing.B, opts publish.Options, devices []string) []*res
 }
 
 func nvidiaTemplate(b *testing.B, _ []string) []*resourceapi.ResourceSlice {
-	m, err := sim.Profile("dgx-h100", fleetTemplate)
-	if err != nil {
-		b.Fatal(err)
-	}
-	inv, err := alloctest.NewSim(b, m).Discover(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, inv := alloctest.DiscoverSim(b, "dgx-h100", fleetTemplate)
 	objs, err := alloctest.NVIDIALayout(fleetTemplate, inv)
 	if err != nil {
 		b.Fatal(err)
