@@ -79,9 +79,9 @@ func (w *Writer) SpecPath(claimUID string) string {
 // the common ID twice applies it idempotently (same env value, same nodes).
 //
 // Output is a pure function of the input, so preparing a claim again yields
-// the same file and IDs. The file only appears once the CDI library has
-// parsed and validated the exact bytes written; on any error the previous
-// spec, if any, is left untouched.
+// the same file and IDs. The spec is written only once it passes the CDI
+// library's validation (validateSpec); on any error the previous spec, if
+// any, is left untouched.
 func (w *Writer) WriteClaimSpec(claim ClaimRef, devs []ClaimDevice) ([][]string, error) {
 	spec, ids, err := w.buildSpec(claim, devs)
 	if err != nil {
@@ -91,8 +91,10 @@ func (w *Writer) WriteClaimSpec(claim ClaimRef, devs []ClaimDevice) ([][]string,
 	if err != nil {
 		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
 	}
-	verify := func(tmp string) error { return verifySpecFile(tmp, ids) }
-	if err := fsutil.WriteFileAtomicVerified(w.SpecPath(claim.UID), data, specFileMode, verify); err != nil {
+	if err := validateSpec(spec, data, ids); err != nil {
+		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+	}
+	if err := fsutil.WriteFileAtomic(w.SpecPath(claim.UID), data, specFileMode); err != nil {
 		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
 	}
 	return ids, nil

@@ -12,8 +12,13 @@ import (
 // runtime scanning the CDI spec directory, the agent after a crash) sees
 // either the old file or the complete new one, never a partial write.
 // The file gets exactly perm (the umask does not apply).
+//
+// The temporary file lives in path's directory, so the final rename stays on
+// one file system and is atomic. Its name starts with "." and ends in
+// ".tmp": CDI caches only load *.json and *.yaml, and the dot keeps it out
+// of casual listings.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return WriteFileAtomicVerified(path, data, perm, nil)
+	return writeFileAtomic(path, data, perm, true)
 }
 
 // WriteFileUnsynced is WriteFileAtomic without any fsync: a reader, and the
@@ -22,24 +27,10 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // the file may be the old one, or torn. For state whose readers after a
 // reboot detect a torn file (a checksum) and need no particular version.
 func WriteFileUnsynced(path string, data []byte, perm os.FileMode) error {
-	return writeFileAtomic(path, data, perm, nil, false)
+	return writeFileAtomic(path, data, perm, false)
 }
 
-// WriteFileAtomicVerified is WriteFileAtomic with a check of the written
-// bytes before they become visible: verify gets the path of the synced
-// temporary file and an error from it aborts the write, leaving path as it
-// was. It lets a caller validate the exact file a reader will load (the CDI
-// package parses it with the CDI library) without a second copy on disk.
-//
-// The temporary file lives in path's directory, so the final rename stays on
-// one file system and is atomic. Its name starts with "." and ends in
-// ".tmp": CDI caches only load *.json and *.yaml, and the dot keeps it out
-// of casual listings.
-func WriteFileAtomicVerified(path string, data []byte, perm os.FileMode, verify func(tmpPath string) error) error {
-	return writeFileAtomic(path, data, perm, verify, true)
-}
-
-func writeFileAtomic(path string, data []byte, perm os.FileMode, verify func(tmpPath string) error, sync bool) (err error) {
+func writeFileAtomic(path string, data []byte, perm os.FileMode, sync bool) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -79,11 +70,6 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode, verify func(tmp
 	}
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: close: %w", tmpPath, err)
-	}
-	if verify != nil {
-		if err = verify(tmpPath); err != nil {
-			return fmt.Errorf("write %s: verify: %w", path, err)
-		}
 	}
 	if err = os.Rename(tmpPath, path); err != nil {
 		return fmt.Errorf("write %s: rename: %w", path, err)

@@ -3,7 +3,6 @@ package fsutil
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,38 +79,15 @@ func TestWriteFileAtomic(t *testing.T) {
 }
 
 func TestWriteFileAtomicFailuresLeaveNoTrace(t *testing.T) {
-	errVerify := errors.New("bad content")
 	tests := []struct {
 		name string
 		// setup prepares dir and returns the target path.
-		setup  func(t *testing.T, dir string) string
-		verify func(string) error
+		setup func(t *testing.T, dir string) string
 		// wantOld is the content path must still hold afterwards; nil
 		// means path must not be a regular file.
 		wantOld []byte
 		wantErr error
 	}{
-		{
-			name: "verify rejects, no previous file",
-			setup: func(t *testing.T, dir string) string {
-				return filepath.Join(dir, "f.json")
-			},
-			verify:  func(string) error { return errVerify },
-			wantErr: errVerify,
-		},
-		{
-			name: "verify rejects, previous file kept",
-			setup: func(t *testing.T, dir string) string {
-				p := filepath.Join(dir, "f.json")
-				if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return p
-			},
-			verify:  func(string) error { return errVerify },
-			wantOld: []byte("old"),
-			wantErr: errVerify,
-		},
 		{
 			// Renaming a file over a non-empty directory fails after the
 			// temp file is fully written: the late-failure path.
@@ -136,34 +112,12 @@ func TestWriteFileAtomicFailuresLeaveNoTrace(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := tt.setup(t, dir)
-			verifyCalled := ""
-			verify := tt.verify
-			if verify != nil {
-				inner := verify
-				verify = func(p string) error {
-					verifyCalled = p
-					got, err := os.ReadFile(p)
-					if err != nil {
-						return err
-					}
-					if string(got) != "new" {
-						return fmt.Errorf("verify saw %q", got)
-					}
-					return inner(p)
-				}
-			}
-			err := WriteFileAtomicVerified(path, []byte("new"), 0o644, verify)
+			err := WriteFileAtomic(path, []byte("new"), 0o644)
 			if err == nil {
 				t.Fatal("want an error")
 			}
 			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 				t.Errorf("error %v does not wrap %v", err, tt.wantErr)
-			}
-			if tt.verify != nil && verifyCalled == "" {
-				t.Error("verify was not called")
-			}
-			if verifyCalled != "" && !strings.HasPrefix(filepath.Base(verifyCalled), ".") {
-				t.Errorf("temp file %q does not start with a dot", verifyCalled)
 			}
 			if l := leftovers(t, filepath.Dir(path)); len(l) != 0 {
 				t.Errorf("temp files left: %v", l)
