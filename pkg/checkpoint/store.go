@@ -154,12 +154,17 @@ func encode(cp *Checkpoint) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode: %w", err)
 	}
-	// Indented for the operator reading it; the indentation is not part of
-	// the checksum, which decode takes over the compacted payload.
-	data, err := json.MarshalIndent(envelope{Checksum: checksum(payload), Checkpoint: payload}, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
-	}
+	// Written as is, not indented: re-indenting the payload cost more than
+	// encoding it, on every prepare, growing with the claims held (jq
+	// reads it). decode compacts what it reads, so indented files of
+	// earlier versions load too.
+	sum := checksum(payload)
+	data := make([]byte, 0, len(payload)+len(sum)+32)
+	data = append(data, `{"checksum":"`...)
+	data = append(data, sum...)
+	data = append(data, `","checkpoint":`...)
+	data = append(data, payload...)
+	data = append(data, '}')
 	return append(data, '\n'), nil
 }
 

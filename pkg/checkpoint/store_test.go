@@ -272,3 +272,23 @@ func TestReadIsReadOnly(t *testing.T) {
 		t.Fatalf("Read moved the bad file: %v", err)
 	}
 }
+
+// Agents before the compact envelope wrote the file indented; an upgraded
+// agent reads it.
+func TestLoadIndented(t *testing.T) {
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, encodeRaw(t, sample()), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	if err := os.WriteFile(path, indented.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := NewStore(path).Load()
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if !reflect.DeepEqual(got, sample()) {
+		t.Errorf("Load:\n got %+v\nwant %+v", got, sample())
+	}
+}
