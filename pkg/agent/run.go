@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -183,6 +184,11 @@ func kubeClient(c *Config) (kubernetes.Interface, error) {
 	}
 	cfg.QPS, cfg.Burst = c.KubeAPIQPS, c.KubeAPIBurst
 	cfg.UserAgent = "tessera-kubelet-plugin"
+	// Protobuf, as the kubelet and the control plane use for built-in
+	// types (the agent uses no others): the claim GET of every prepare
+	// costs the API server and the agent less to encode and decode.
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kube client: %w", err)
