@@ -107,17 +107,15 @@ func (w *Writer) RemoveStaleTemps() error {
 }
 
 // RemoveClaimSpec deletes the claim's spec. A missing spec is not an error:
-// unprepare may run again after a crash.
+// unprepare may run again after a crash. The temp file of a write the agent
+// was killed in is RemoveStaleTemps' at the next start (no runtime loads
+// it): looking for it here read the whole spec directory on every
+// unprepare.
 func (w *Writer) RemoveClaimSpec(claimUID string) error {
 	if err := validateClaimUID(claimUID); err != nil {
 		return err
 	}
-	path := w.SpecPath(claimUID)
-	// A write the agent was killed in the middle of leaves a temp file.
-	if err := fsutil.RemoveTemps(path); err != nil {
-		return fmt.Errorf("remove CDI spec of claim %s: %w", claimUID, err)
-	}
-	err := os.Remove(path)
+	err := os.Remove(w.SpecPath(claimUID))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
