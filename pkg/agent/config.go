@@ -34,6 +34,7 @@ type Config struct {
 	CheckpointPath  string
 	VendorCDIDirs   []string
 	MetricsAddress  string
+	Profiling       bool
 	Partitioning    string
 	Sharing         string
 	DynamicProfiles []string
@@ -88,6 +89,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.HealthCorrectedThreshold, "health-corrected-threshold", def.CorrectedThreshold, "Corrected errors (ECC single-bit, AMD RAS correctable) within --health-window that taint a GPU NoSchedule as degrading; 0 disables.")
 	fs.DurationVar(&c.HealthPoll, "health-poll", 30*time.Second, "How often the nvml and amd backends read error counters (ECC totals, remapped rows, retired pages, RAS) and probe GPUs that stopped answering; XID and ECC events arrive as they happen.")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", DefaultMetricsAddress, "host:port serving Prometheus /metrics and /healthz. Empty disables them. A port in use stops the agent at start.")
+	fs.BoolVar(&c.Profiling, "profiling", false, "Serve Go's /debug/pprof on --metrics-address (which has no authentication): for profiling the agent where it runs, e.g. go tool pprof http://<address>/debug/pprof/profile?seconds=30.")
 }
 
 // ApplyEnv sets every flag not given on the command line from TESSERA_<FLAG>.

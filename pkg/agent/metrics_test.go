@@ -31,10 +31,10 @@ func TestMetricsAddressFlag(t *testing.T) {
 func TestServeMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if m, err := serveMetrics(ctx, ""); m != nil || err != nil {
+	if m, err := serveMetrics(ctx, "", false); m != nil || err != nil {
 		t.Errorf("empty address: %v, %v; want no metrics", m, err)
 	}
-	if m, err := serveMetrics(ctx, "127.0.0.1:0"); m == nil || err != nil {
+	if m, err := serveMetrics(ctx, "127.0.0.1:0", false); m == nil || err != nil {
 		t.Errorf("free port: %v, %v", m, err)
 	}
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
@@ -42,7 +42,7 @@ func TestServeMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	if _, err := serveMetrics(ctx, taken.Addr().String()); err == nil || !strings.Contains(err.Error(), "--metrics-address") {
+	if _, err := serveMetrics(ctx, taken.Addr().String(), false); err == nil || !strings.Contains(err.Error(), "--metrics-address") {
 		t.Errorf("port in use: %v", err)
 	}
 }

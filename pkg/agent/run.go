@@ -112,7 +112,7 @@ func Run(ctx context.Context, c *Config) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	m, err := serveMetrics(ctx, c.MetricsAddress)
+	m, err := serveMetrics(ctx, c.MetricsAddress, c.Profiling)
 	if err != nil {
 		return err
 	}
@@ -151,12 +151,16 @@ func Run(ctx context.Context, c *Config) error {
 // serveMetrics serves the agent's metrics on addr until ctx ends; with an
 // empty addr there are none (nil records nothing). It binds before the
 // driver starts so that a bad address fails the agent at once.
-func serveMetrics(ctx context.Context, addr string) (*metrics.Metrics, error) {
+func serveMetrics(ctx context.Context, addr string, profiling bool) (*metrics.Metrics, error) {
 	if addr == "" {
 		return nil, nil
 	}
 	m := metrics.New()
-	if _, err := metrics.Listen(ctx, addr, m.Handler()); err != nil {
+	h, extra := m.Handler(), []string(nil)
+	if profiling {
+		h, extra = metrics.WithProfiling(h), []string{"/debug/pprof/"}
+	}
+	if _, err := metrics.Listen(ctx, addr, h, extra...); err != nil {
 		return nil, fmt.Errorf("--metrics-address: %w", err)
 	}
 	return m, nil

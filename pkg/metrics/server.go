@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -52,13 +53,27 @@ func (m *Metrics) Handler() http.Handler {
 	return mux
 }
 
+// WithProfiling serves Go's /debug/pprof beside h (the agent's
+// --profiling; off by default: the metrics address has no authentication,
+// and a CPU profile costs the agent while it runs).
+func WithProfiling(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", h)
+	return mux
+}
+
 // shutdownGrace bounds how long a scrape in flight may delay the agent's exit.
 const shutdownGrace = 5 * time.Second
 
 // Listen binds addr now, so that a port already in use fails the agent at
 // start rather than leaving it running without metrics, and serves h on it
 // until ctx ends.
-func Listen(ctx context.Context, addr string, h http.Handler) (net.Addr, error) {
+func Listen(ctx context.Context, addr string, h http.Handler, paths ...string) (net.Addr, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener on %s: %w", addr, err)
@@ -78,6 +93,6 @@ func Listen(ctx context.Context, addr string, h http.Handler) (net.Addr, error) 
 			logger.Error(err, "Shut down metrics server")
 		}
 	}()
-	logger.Info("Serving metrics", "address", l.Addr().String(), "paths", []string{"/metrics", "/healthz", "/readyz"})
+	logger.Info("Serving metrics", "address", l.Addr().String(), "paths", append([]string{"/metrics", "/healthz", "/readyz"}, paths...))
 	return l.Addr(), nil
 }
