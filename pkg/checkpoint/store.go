@@ -30,18 +30,37 @@ var ErrCorrupt = errors.New("checkpoint corrupt")
 // file is detected, not half-trusted: JSON that parses is not enough.
 type envelope struct {
 	// Checksum is "sha256:<hex>" of the compact JSON of Checkpoint.
-	Checksum   string          `json:"checksum"`
+	Checksum string `json:"checksum"`
+	// Sequence orders the two files (Store); absent (0) in files of
+	// earlier agents, which wrote one.
+	Sequence   uint64          `json:"sequence,omitempty"`
 	Checkpoint json.RawMessage `json:"checkpoint"`
 }
 
 const checksumPrefix = "sha256:"
 
-// Store reads and writes one checkpoint file. Its methods are serialized, so
-// concurrent callers cannot interleave a save with the move-aside of a
-// corrupt file.
+// Store keeps the checkpoint in two files, the path and the path with ".1"
+// appended, and writes each save in place into the one that does not hold
+// the newest state, with a sequence number one above it. A save the agent
+// is killed in the middle of tears only that file; the other still holds
+// the last state a save returned, so no temporary file and no rename are
+// needed: on a disk they cost a create, a rename and an unlink of inodes
+// per save, 50 times what writing the same bytes in place costs (about
+// 370 µs against 7 µs here), on every prepare and unprepare. Loading takes
+// the valid file with the higher sequence.
+//
+// Its methods are serialized, so concurrent callers cannot interleave a
+// save with the move-aside of corrupt files.
 type Store struct {
 	path string
 	mu   sync.Mutex
+	// scanned is set once seq and next are known (the first Load or Save);
+	// seq is the newest sequence on disk, next the file the next save
+	// writes (0: path, 1: path.1).
+	scanned bool
+	seq     uint64
+	next    int
+	last    []byte // what the newest save wrote, for Mirror
 }
 
 // NewStore returns a Store for the file at path.
@@ -49,99 +68,228 @@ func NewStore(path string) *Store {
 	return &Store{path: path}
 }
 
-// Path is the checkpoint file's path.
+// Path is the checkpoint file's path (the first of its two files).
 func (s *Store) Path() string { return s.path }
 
-// Load reads the checkpoint. A missing file gives an empty checkpoint.
+func slotPaths(path string) [2]string { return [2]string{path, path + ".1"} }
+
+// slot is what one of the two files holds.
+type slot struct {
+	path    string
+	present bool
+	data    []byte
+	cp      *Checkpoint // nil when absent or invalid
+	seq     uint64
+	err     error // why a present file is invalid
+}
+
+// readSlots reads and decodes both files. An error other than a missing
+// file is returned as is: the file may be fine, nothing may be saved over
+// it.
+func readSlots(path string) ([2]slot, error) {
+	var out [2]slot
+	for i, p := range slotPaths(path) {
+		out[i].path = p
+		data, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("read checkpoint %s: %w", p, err)
+		}
+		out[i].present, out[i].data = true, data
+		out[i].cp, out[i].seq, out[i].err = decode(data)
+	}
+	return out, nil
+}
+
+// newest is the index of the valid slot with the higher sequence (the
+// first file on a tie: all an earlier agent wrote), or -1.
+func newest(slots [2]slot) int {
+	best := -1
+	for i, sl := range slots {
+		if sl.cp != nil && (best < 0 || sl.seq > slots[best].seq) {
+			best = i
+		}
+	}
+	return best
+}
+
+// use records which file holds the newest state, so saves go to the other.
+func (s *Store) use(slots [2]slot, best int) {
+	s.scanned, s.seq, s.next = true, 0, 0
+	if best >= 0 {
+		s.seq, s.next = slots[best].seq, 1-best
+	}
+}
+
+// Load reads the checkpoint: the newest valid of its two files. None
+// gives an empty checkpoint.
 //
-// A file that is not a valid checkpoint (bad JSON, checksum mismatch,
-// unknown version, inconsistent entries) is renamed to
-// <path>.corrupt-<unix nanos> and Load returns an empty checkpoint with an
+// When neither file is a valid checkpoint (bad JSON, checksum mismatch,
+// unknown version, inconsistent entries) they are renamed to
+// <file>.corrupt-<unix nanos> and Load returns an empty checkpoint with an
 // error wrapping ErrCorrupt: the caller logs it and rebuilds from the CDI
-// specs, instead of failing at every restart over the same file. Any other
-// read failure returns a nil checkpoint and the error; the file may be fine,
-// so the caller must not save over it.
+// specs, instead of failing at every restart over the same file. One
+// invalid file beside a valid one is what a save cut short leaves; the next
+// save overwrites it. Any other read failure returns a nil checkpoint and
+// the error; the file may be fine, so the caller must not save over it.
 func (s *Store) Load() (*Checkpoint, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	// A save the agent was killed in the middle of leaves a temp file;
-	// Load runs at start, before any save.
+	// Agents before the two files wrote a temp file and renamed it; one
+	// killed in between left the temp file behind.
 	if err := fsutil.RemoveTemps(s.path); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", s.path, err)
 	}
-	data, err := os.ReadFile(s.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return New(), nil
-	}
+	slots, err := readSlots(s.path)
 	if err != nil {
-		return nil, fmt.Errorf("read checkpoint %s: %w", s.path, err)
+		return nil, err
 	}
-	cp, err := decode(data)
-	if err == nil {
-		return cp, nil
+	best := newest(slots)
+	if best >= 0 || (!slots[0].present && !slots[1].present) {
+		s.use(slots, best)
+		if best < 0 {
+			return New(), nil
+		}
+		return slots[best].cp, nil
 	}
-	aside := s.path + ".corrupt-" + strconv.FormatInt(time.Now().UnixNano(), 10)
-	if rnErr := os.Rename(s.path, aside); rnErr != nil {
-		// The next Save replaces the file anyway; only the evidence is lost.
-		return New(), fmt.Errorf("%w: %s: %w (moving it aside failed: %v)", ErrCorrupt, s.path, err, rnErr)
+	s.use(slots, -1)
+	var errs []error
+	for _, sl := range slots {
+		if !sl.present {
+			continue
+		}
+		aside := sl.path + ".corrupt-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+		if rnErr := os.Rename(sl.path, aside); rnErr != nil {
+			// The next Save replaces the file anyway; only the evidence is lost.
+			errs = append(errs, fmt.Errorf("%s: %w (moving it aside failed: %v)", sl.path, sl.err, rnErr))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s: %w (moved to %s)", sl.path, sl.err, aside))
 	}
-	return New(), fmt.Errorf("%w: %s: %w (moved to %s)", ErrCorrupt, s.path, err, aside)
+	return New(), fmt.Errorf("%w: %w", ErrCorrupt, errors.Join(errs...))
 }
 
-// Read decodes the checkpoint at path without the agent's recovery (a bad
-// file is an error and stays where it is): for tools and tests reading an
-// agent's state. A missing file is an empty checkpoint.
+// Read decodes the checkpoint at path (the newest valid of its two files)
+// without the agent's recovery (bad files are an error and stay where they
+// are): for tools and tests reading an agent's state. No file is an empty
+// checkpoint.
 func Read(path string) (*Checkpoint, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return New(), nil
-	}
+	slots, err := readSlots(path)
 	if err != nil {
-		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
+		return nil, err
 	}
-	cp, err := decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	if best := newest(slots); best >= 0 {
+		return slots[best].cp, nil
 	}
-	return cp, nil
+	for _, sl := range slots {
+		if sl.present {
+			return nil, fmt.Errorf("checkpoint %s: %w", sl.path, sl.err)
+		}
+	}
+	return New(), nil
 }
 
-// Save writes cp atomically, in the current format version, creating the
-// directory if needed, without fsync (fsutil.WriteFileUnsynced). A crash
-// of the agent loses nothing: the page cache holds the file. What loses the
-// page cache (a power loss, a kernel crash) reboots the node, and every
-// partition, daemon and setting a claim held goes with it; the recovery
-// that follows needs no particular version of the checkpoint: an older one,
-// or one the checksum finds torn (then rebuilt from the CDI specs), serves
-// as well as the newest. A claim missing from it is prepared from scratch
-// when the kubelet asks again; one whose unprepare it lost is unconfirmed
-// and yields its devices (pkg/claims).
+// Save writes cp, in the current format version, into the file that does
+// not hold the newest state, creating the directory if needed, without
+// fsync. A crash of the agent loses nothing: the page cache holds the
+// files, and a save it cut short leaves the other file as the last save
+// left it. What loses the page cache (a power loss, a kernel crash)
+// reboots the node, and every partition, daemon and setting a claim held
+// goes with it; the recovery that follows needs no particular version of
+// the checkpoint: an older one, or none the checksum accepts (then rebuilt
+// from the CDI specs), serves as well as the newest. A claim missing from it
+// is prepared from scratch when the kubelet asks again; one whose unprepare
+// it lost is unconfirmed and yields its devices (pkg/claims).
 func (s *Store) Save(cp *Checkpoint) error {
 	if cp == nil {
 		return fmt.Errorf("save checkpoint %s: nil checkpoint", s.path)
 	}
 	out := *cp // shallow: only Version changes, cp is not modified
 	out.Version = CurrentVersion
-	data, err := encode(&out)
-	if err != nil {
-		return fmt.Errorf("save checkpoint %s: %w", s.path, err)
-	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.scanned {
+		// Saved before any Load (a fresh store in tests, a tool): the files
+		// on disk decide where the newest state is.
+		slots, err := readSlots(s.path)
+		if err != nil {
+			return fmt.Errorf("save checkpoint %s: %w", s.path, err)
+		}
+		s.use(slots, newest(slots))
+	}
+	data, err := encode(&out, s.seq+1)
+	if err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", s.path, err)
+	}
 	// Only the agent reads it; it holds pod and claim names.
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o750); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", s.path, err)
 	}
-	if err := fsutil.WriteFileUnsynced(s.path, data, 0o600); err != nil {
-		return fmt.Errorf("save checkpoint: %w", err)
+	target := slotPaths(s.path)[s.next]
+	if err := writeInPlace(target, data); err != nil {
+		// The file is torn or empty now; the other still holds the newest
+		// state, so the next save writes this one again.
+		return fmt.Errorf("save checkpoint %s: %w", target, err)
+	}
+	s.seq++
+	s.next = 1 - s.next
+	s.last = data
+	return nil
+}
+
+// Mirror writes the newest state this store saved into the other file too,
+// for a graceful stop: an agent from before the two files, should the node
+// be downgraded to one, reads only the first, which may be a save behind.
+func (s *Store) Mirror() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		return nil
+	}
+	target := slotPaths(s.path)[s.next]
+	if err := writeInPlace(target, s.last); err != nil {
+		return fmt.Errorf("mirror checkpoint to %s: %w", target, err)
 	}
 	return nil
 }
 
-// encode renders cp as it is, Version included, inside its envelope.
-func encode(cp *Checkpoint) ([]byte, error) {
+// writeInPlace overwrites path from its start with data and cuts what is
+// left of a longer content (mode 0600 when it creates it). It neither
+// truncates first nor replaces the file: growing or replacing a file costs
+// its file system a block allocation or a new inode, and a cut-short write
+// needs neither (the checksum rejects a mix of old and new bytes, and the
+// other file holds the previous state).
+func writeInPlace(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	err = func() error {
+		if _, err := f.WriteAt(data, 0); err != nil {
+			return err
+		}
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if st.Size() > int64(len(data)) {
+			return f.Truncate(int64(len(data)))
+		}
+		return nil
+	}()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// encode renders cp as it is, Version included, inside its envelope with
+// sequence seq.
+func encode(cp *Checkpoint, seq uint64) ([]byte, error) {
 	if err := cp.validate(); err != nil {
 		return nil, err
 	}
@@ -159,10 +307,15 @@ func encode(cp *Checkpoint) ([]byte, error) {
 	// reads it). decode compacts what it reads, so indented files of
 	// earlier versions load too.
 	sum := checksum(payload)
-	data := make([]byte, 0, len(payload)+len(sum)+32)
+	data := make([]byte, 0, len(payload)+len(sum)+64) // 64: the envelope's own bytes
 	data = append(data, `{"checksum":"`...)
 	data = append(data, sum...)
-	data = append(data, `","checkpoint":`...)
+	data = append(data, '"')
+	if seq > 0 { // 0: the one-file format of earlier agents (tests)
+		data = append(data, `,"sequence":`...)
+		data = strconv.AppendUint(data, seq, 10)
+	}
+	data = append(data, `,"checkpoint":`...)
 	data = append(data, payload...)
 	data = append(data, '}')
 	return append(data, '\n'), nil
@@ -173,35 +326,35 @@ func checksum(compact []byte) string {
 	return checksumPrefix + hex.EncodeToString(sum[:])
 }
 
-// decode parses and verifies a checkpoint file.
-func decode(data []byte) (*Checkpoint, error) {
+// decode parses and verifies a checkpoint file, and returns its sequence.
+func decode(data []byte) (*Checkpoint, uint64, error) {
 	var env envelope
 	if err := json.Unmarshal(data, &env); err != nil {
-		return nil, fmt.Errorf("parse: %w", err)
+		return nil, 0, fmt.Errorf("parse: %w", err)
 	}
 	if !strings.HasPrefix(env.Checksum, checksumPrefix) || len(env.Checkpoint) == 0 {
-		return nil, errors.New("no checksum or no checkpoint")
+		return nil, 0, errors.New("no checksum or no checkpoint")
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, env.Checkpoint); err != nil {
-		return nil, fmt.Errorf("parse payload: %w", err)
+		return nil, 0, fmt.Errorf("parse payload: %w", err)
 	}
 	if got := checksum(compact.Bytes()); got != env.Checksum {
-		return nil, fmt.Errorf("checksum mismatch: file says %s, content has %s", env.Checksum, got)
+		return nil, 0, fmt.Errorf("checksum mismatch: file says %s, content has %s", env.Checksum, got)
 	}
 	payload, err := upgrade(compact.Bytes())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var cp Checkpoint
 	if err := json.Unmarshal(payload, &cp); err != nil {
-		return nil, fmt.Errorf("parse payload: %w", err)
+		return nil, 0, fmt.Errorf("parse payload: %w", err)
 	}
 	if cp.Claims == nil {
 		cp.Claims = map[string]*Claim{}
 	}
 	if err := cp.validate(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return &cp, nil
+	return &cp, env.Sequence, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -88,7 +89,7 @@ func TestLoadUnreadable(t *testing.T) {
 // encodeRaw writes cp exactly as given (any version) with a valid checksum.
 func encodeRaw(t *testing.T, cp *Checkpoint) []byte {
 	t.Helper()
-	data, err := encode(cp)
+	data, err := encode(cp, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,5 +291,196 @@ func TestLoadIndented(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, sample()) {
 		t.Errorf("Load:\n got %+v\nwant %+v", got, sample())
+	}
+}
+
+// withBoot is sample() with a boot ID naming which save it is.
+func withBoot(id string) *Checkpoint {
+	cp := sample()
+	cp.BootID = id
+	return cp
+}
+
+// TestSavesAlternate: saves go to the two files in turn, each with a
+// higher sequence, and Load and Read return the newest.
+func TestSavesAlternate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := NewStore(path)
+	files := slotPaths(path)
+	for i := range 5 {
+		if err := s.Save(withBoot(fmt.Sprint("save-", i))); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(files[i%2])
+		if err != nil {
+			t.Fatalf("save %d did not write %s: %v", i, files[i%2], err)
+		}
+		cp, seq, err := decode(data)
+		if err != nil || cp.BootID != fmt.Sprint("save-", i) || seq != uint64(i+1) {
+			t.Fatalf("save %d: %s holds %v seq %d, %v", i, files[i%2], cp, seq, err)
+		}
+		for _, load := range []func() (*Checkpoint, error){NewStore(path).Load, func() (*Checkpoint, error) { return Read(path) }} {
+			if got, err := load(); err != nil || got.BootID != fmt.Sprint("save-", i) {
+				t.Fatalf("after save %d: loaded %v, %v", i, got, err)
+			}
+		}
+	}
+}
+
+// TestCutShortSave: an agent killed in the middle of a save leaves that
+// file torn (here: empty, or half written); the other file still holds
+// the last completed save, which Load returns without an error, and the
+// next save overwrites the torn file.
+func TestCutShortSave(t *testing.T) {
+	for name, torn := range map[string]func(third, first []byte) []byte{
+		"nothing written yet": func(_, _ []byte) []byte { return nil },
+		"half written":        func(third, _ []byte) []byte { return third[:len(third)/2] },
+		// Written in place: the new start over what is left of the old.
+		"new start, old end": func(third, first []byte) []byte {
+			return append(slices.Clone(third[:len(third)/2]), first[min(len(third)/2, len(first)):]...)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "checkpoint.json")
+			s := NewStore(path)
+			for _, id := range []string{"first", "second"} {
+				if err := s.Save(withBoot(id)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The third save goes to the first file again; cut it short.
+			third, err := encode(withBoot("third"), 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, torn(third, mustRead(t, path)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s2 := NewStore(path)
+			got, err := s2.Load()
+			if err != nil || got.BootID != "second" {
+				t.Fatalf("Load after a cut-short save = %v, %v; want the second save", got, err)
+			}
+			if aside, _ := filepath.Glob(path + "*.corrupt-*"); len(aside) != 0 {
+				t.Errorf("a cut-short save was moved aside as corrupt: %v", aside)
+			}
+			if err := s2.Save(withBoot("fourth")); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := decode(mustRead(t, path)); err != nil {
+				t.Errorf("the next save did not overwrite the torn file: %v", err)
+			}
+			if got, err := NewStore(path).Load(); err != nil || got.BootID != "fourth" {
+				t.Fatalf("Load = %v, %v; want the fourth save", got, err)
+			}
+		})
+	}
+}
+
+// A save that fails leaves the newest state where it was, and the next
+// save writes the same file again.
+func TestFailedSaveRetriesSameFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := NewStore(path)
+	if err := s.Save(withBoot("first")); err != nil {
+		t.Fatal(err)
+	}
+	second := slotPaths(path)[1]
+	if err := os.MkdirAll(filepath.Join(second, "x"), 0o755); err != nil { // a directory squats on it
+		t.Fatal(err)
+	}
+	if err := s.Save(withBoot("second")); err == nil || !strings.Contains(err.Error(), second) {
+		t.Fatalf("Save over a directory = %v, want an error naming %s", err, second)
+	}
+	if cp, _, err := decode(mustRead(t, path)); err != nil || cp.BootID != "first" {
+		t.Fatalf("after a failed save the first file holds %v, %v", cp, err)
+	}
+	if err := os.RemoveAll(second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(withBoot("third")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(second); err != nil {
+		t.Errorf("the retried save did not write %s: %v", second, err)
+	}
+	if got, err := Read(path); err != nil || got.BootID != "third" {
+		t.Fatalf("after the retry: %v, %v", got, err)
+	}
+}
+
+// Files of an agent before the two files: one, no sequence. An upgraded
+// agent loads it and saves into the other file; Mirror at a graceful stop
+// leaves the first file current for an agent downgraded again.
+func TestOneFileAgents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	old, err := encode(withBoot("old"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(old, []byte("sequence")) {
+		t.Fatalf("sequence 0 is written: %s", old)
+	}
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(path)
+	if got, err := s.Load(); err != nil || got.BootID != "old" {
+		t.Fatalf("Load of a one-file checkpoint = %v, %v", got, err)
+	}
+	if err := s.Save(withBoot("new")); err != nil {
+		t.Fatal(err)
+	}
+	// What a one-file agent reads: the first file, still the old state.
+	if cp, _, err := decode(mustRead(t, path)); err != nil || cp.BootID != "old" {
+		t.Fatalf("first file = %v, %v", cp, err)
+	}
+	if err := s.Mirror(); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _, err := decode(mustRead(t, path)); err != nil || cp.BootID != "new" {
+		t.Fatalf("first file after Mirror = %v, %v; want the newest state", cp, err)
+	}
+	if got, err := NewStore(path).Load(); err != nil || got.BootID != "new" {
+		t.Fatalf("Load after Mirror = %v, %v", got, err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// Neither file valid: both are moved aside, and Load reports ErrCorrupt
+// naming each.
+func TestBothFilesCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	for _, p := range slotPaths(path) {
+		if err := os.WriteFile(p, []byte("{torn"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := NewStore(path)
+	cp, err := s.Load()
+	if !errors.Is(err, ErrCorrupt) || !reflect.DeepEqual(cp, New()) {
+		t.Fatalf("Load = %v, %v; want an empty checkpoint and ErrCorrupt", cp, err)
+	}
+	for _, p := range slotPaths(path) {
+		if aside, _ := filepath.Glob(p + ".corrupt-*"); len(aside) != 1 || !strings.Contains(err.Error(), aside[0]) {
+			t.Errorf("%s moved aside to %v; error %v", p, aside, err)
+		}
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there", p)
+		}
+	}
+	if err := s.Save(withBoot("fresh")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := NewStore(path).Load(); err != nil || got.BootID != "fresh" {
+		t.Fatalf("Load after a fresh save = %v, %v", got, err)
 	}
 }

@@ -38,7 +38,8 @@ func TestUpgradeFromV1(t *testing.T) {
 	if err := s.Save(cp); err != nil {
 		t.Fatal(err)
 	}
-	saved, _ := os.ReadFile(path)
+	// The v1 file holds the newest state, so the save went to the other.
+	saved, _ := os.ReadFile(path + ".1")
 	var env envelope
 	if err := json.Unmarshal(saved, &env); err != nil {
 		t.Fatal(err)

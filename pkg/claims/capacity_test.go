@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -323,9 +322,7 @@ func TestCapacityRebuildFromSpecs(t *testing.T) {
 	if _, err := m.Prepare(ctx, shareClaim("whole", "gpu-2", "23034Mi", 0)); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(e.checkpointPath(), []byte("{garbage"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.corruptCheckpoint("{garbage")
 	m2, _ := e.start(nil)
 	a := m2.Prepared()["uid-a"].Devices
 	if len(a) != 1 || a[0].ShareID != "share-id-a" || !a[0].Sharing.IsShare() || a[0].Sharing.Share.MemoryBytes != 5<<30 {

@@ -344,9 +344,7 @@ func TestDynamicCorruptCheckpointRebuilt(t *testing.T) {
 	if _, err := m.Prepare(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(e.checkpointPath(), []byte(`{"checksum":"sha256:00","checkpoint":{`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.corruptCheckpoint(`{"checksum":"sha256:00","checkpoint":{`)
 	m, _ = e.start(nil)
 	if n := e.totalPartitions(); n != 1 {
 		t.Fatalf("%d partitions after the rebuild, want the claim's one", n)

@@ -60,6 +60,17 @@ func newEnv(t *testing.T, profile string) *env {
 func (e *env) cdiDir() string         { return filepath.Join(e.dir, "cdi") }
 func (e *env) checkpointPath() string { return filepath.Join(e.dir, "plugin", "checkpoint.json") }
 
+// corruptCheckpoint writes data over both of the checkpoint's files (the
+// store falls back to the other file when only one is bad).
+func (e *env) corruptCheckpoint(data string) {
+	e.t.Helper()
+	for _, p := range []string{e.checkpointPath(), e.checkpointPath() + ".1"} {
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
 // start builds a Manager as the agent does on start, with an optional crash hook.
 func (e *env) start(crash func(Step) error) (*Manager, *publish.Result) {
 	e.t.Helper()

@@ -110,6 +110,13 @@ func newManager(ctx context.Context, cfg Config, crash func(Step) error) (*Manag
 	return m, nil
 }
 
+// Close is for a graceful stop, once no call is in flight: it leaves the
+// newest state in both checkpoint files, so an agent from before the two
+// files (checkpoint.Store), should the node be downgraded, reads it.
+func (m *Manager) Close() error {
+	return m.cfg.Store.Mirror()
+}
+
 // Prepared returns the UIDs of claims now prepared, for tests and metrics.
 func (m *Manager) Prepared() map[string]checkpoint.Claim {
 	m.mu.Lock()

@@ -194,9 +194,7 @@ func TestCorruptCheckpointRebuiltFromSpecs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(e.checkpointPath(), []byte(`{"checksum":"sha256:00","checkpoint":{`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.corruptCheckpoint(`{"checksum":"sha256:00","checkpoint":{`)
 	m2, _ := e.start(nil)
 	got, err := m2.Prepare(ctx, allocated("kept", res.Order[0], res.Order[len(res.Order)-1]))
 	if err != nil || !reflect.DeepEqual(got, want) {
@@ -393,5 +391,47 @@ func TestKilledWritesLeaveNoTemps(t *testing.T) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("start left %s: %v", filepath.Base(p), err)
 		}
+	}
+}
+
+// TestCloseLeavesFirstFileCurrent: saves alternate between the checkpoint's
+// two files; after Close the first, all an agent from before the two files
+// reads, holds the newest state.
+func TestCloseLeavesFirstFileCurrent(t *testing.T) {
+	e := newEnv(t, "dgx-h100")
+	m, _ := e.start(nil)
+	ctx := ctxFor(t)
+	// firstFileOnly is the checkpoint as a one-file agent sees it.
+	firstFileOnly := func() map[string]*checkpoint.Claim {
+		t.Helper()
+		data, err := os.ReadFile(e.checkpointPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), "checkpoint.json")
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cp, err := checkpoint.Read(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp.Claims
+	}
+	// The start saved into the first file; the prepare saves into the other.
+	if _, err := m.Prepare(ctx, allocated("a", "gpu-0")); err != nil {
+		t.Fatal(err)
+	}
+	if got := firstFileOnly(); got["uid-a"] != nil {
+		t.Fatalf("first file holds the prepare's save already: %v (the test no longer sees the other file)", got)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := firstFileOnly(); len(got) != 1 || got["uid-a"] == nil {
+		t.Fatalf("first file after Close holds %v, want claim a", got)
+	}
+	if m2, _ := e.start(nil); m2.Prepared()["uid-a"].UID != "uid-a" {
+		t.Fatal("a restart after Close lost the claim")
 	}
 }

@@ -93,4 +93,10 @@ func (d *Driver) Stop() {
 			klog.Background().Info("Health watch did not stop within 10s")
 		}
 	}
+	if d.claims == nil {
+		return
+	}
+	if err := d.claims.Close(); err != nil {
+		klog.Background().Error(err, "Leave the checkpoint current in both of its files")
+	}
 }

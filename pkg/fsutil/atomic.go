@@ -17,20 +17,7 @@ import (
 // one file system and is atomic. Its name starts with "." and ends in
 // ".tmp": CDI caches only load *.json and *.yaml, and the dot keeps it out
 // of casual listings.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return writeFileAtomic(path, data, perm, true)
-}
-
-// WriteFileUnsynced is WriteFileAtomic without any fsync: a reader, and the
-// writer after its own crash, sees the old file or the complete new one
-// (the page cache survives a process); after a power loss or kernel crash
-// the file may be the old one, or torn. For state whose readers after a
-// reboot detect a torn file (a checksum) and need no particular version.
-func WriteFileUnsynced(path string, data []byte, perm os.FileMode) error {
-	return writeFileAtomic(path, data, perm, false)
-}
-
-func writeFileAtomic(path string, data []byte, perm os.FileMode, sync bool) (err error) {
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -63,10 +50,8 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode, sync bool) (err
 	}
 	// Without this sync a crash after the rename can leave a complete
 	// directory entry pointing at an empty or partial file.
-	if sync {
-		if err = tmp.Sync(); err != nil {
-			return fmt.Errorf("write %s: fsync: %w", tmpPath, err)
-		}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("write %s: fsync: %w", tmpPath, err)
 	}
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: close: %w", tmpPath, err)
@@ -75,9 +60,6 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode, sync bool) (err
 		return fmt.Errorf("write %s: rename: %w", path, err)
 	}
 	renamed = true
-	if !sync {
-		return nil
-	}
 	// The rename itself is only durable once the directory is synced.
 	if err = SyncDir(dir); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

@@ -42,7 +42,7 @@ func TestWriteFileAtomic(t *testing.T) {
 		// The umask must not apply: the mode is exactly perm.
 		{name: "world writable mode kept", data: []byte("m"), perm: 0o666},
 	}
-	writers := map[string]func(string, []byte, os.FileMode) error{"WriteFileAtomic": WriteFileAtomic, "WriteFileUnsynced": WriteFileUnsynced}
+	writers := map[string]func(string, []byte, os.FileMode) error{"WriteFileAtomic": WriteFileAtomic}
 	for _, tt := range tests {
 		for wname, write := range writers {
 			t.Run(tt.name+"/"+wname, func(t *testing.T) {
