@@ -335,9 +335,11 @@ func TestCutShortSave(t *testing.T) {
 	for name, torn := range map[string]func(third, first []byte) []byte{
 		"nothing written yet": func(_, _ []byte) []byte { return nil },
 		"half written":        func(third, _ []byte) []byte { return third[:len(third)/2] },
-		// Written in place: the new start over what is left of the old.
+		// Written in place: the new start (checksum, sequence 3) over what
+		// is left of the old (the first save's boot ID onwards).
 		"new start, old end": func(third, first []byte) []byte {
-			return append(slices.Clone(third[:len(third)/2]), first[min(len(third)/2, len(first)):]...)
+			cut := bytes.Index(third, []byte(`"bootID"`))
+			return append(slices.Clone(third[:cut]), first[cut:]...)
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
