@@ -80,6 +80,7 @@ type slot struct {
 	data    []byte
 	cp      *Checkpoint // nil when absent or invalid
 	seq     uint64
+	mod     time.Time
 	err     error // why a present file is invalid
 }
 
@@ -99,20 +100,35 @@ func readSlots(path string) ([2]slot, error) {
 		}
 		out[i].present, out[i].data = true, data
 		out[i].cp, out[i].seq, out[i].err = decode(data)
+		if st, err := os.Stat(p); err == nil {
+			out[i].mod = st.ModTime()
+		}
 	}
 	return out, nil
 }
 
 // newest is the index of the valid slot with the higher sequence (the
-// first file on a tie: all an earlier agent wrote), or -1.
+// first file on a tie, as Mirror leaves them), or -1. A file without a
+// sequence was written by an agent from before the two files (one the node
+// was downgraded to, say): it is the newer if it was modified later.
 func newest(slots [2]slot) int {
-	best := -1
-	for i, sl := range slots {
-		if sl.cp != nil && (best < 0 || sl.seq > slots[best].seq) {
-			best = i
+	a, b := slots[0], slots[1]
+	switch {
+	case a.cp == nil && b.cp == nil:
+		return -1
+	case a.cp == nil:
+		return 1
+	case b.cp == nil:
+		return 0
+	case (a.seq == 0) != (b.seq == 0):
+		if b.mod.After(a.mod) {
+			return 1
 		}
+		return 0
+	case b.seq > a.seq:
+		return 1
 	}
-	return best
+	return 0
 }
 
 // use records which file holds the newest state, so saves go to the other.

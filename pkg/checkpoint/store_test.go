@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestSaveLoadRoundTrip(t *testing.T) {
@@ -484,5 +485,50 @@ func TestBothFilesCorrupt(t *testing.T) {
 	}
 	if got, err := NewStore(path).Load(); err != nil || got.BootID != "fresh" {
 		t.Fatalf("Load after a fresh save = %v, %v", got, err)
+	}
+}
+
+// Upgraded, downgraded, upgraded again: the one-file agent in between
+// wrote the first file without a sequence; it holds the newest state if it
+// was modified after the other file, whatever that file's sequence.
+func TestDowngradeThenUpgrade(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		oldIsNewer bool
+	}{{"one-file agent wrote last", true}, {"two-file agent wrote last", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "checkpoint.json")
+			s := NewStore(path)
+			for _, id := range []string{"first", "second", "third"} {
+				if err := s.Save(withBoot(id)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			old, err := encode(withBoot("one-file"), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, old, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			oldTime, otherTime := now, now.Add(-time.Minute)
+			if !tc.oldIsNewer {
+				oldTime, otherTime = otherTime, now
+			}
+			if err := os.Chtimes(path, oldTime, oldTime); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(path+".1", otherTime, otherTime); err != nil {
+				t.Fatal(err)
+			}
+			want := "second" // in the other file, sequence 2
+			if tc.oldIsNewer {
+				want = "one-file"
+			}
+			if got, err := NewStore(path).Load(); err != nil || got.BootID != want {
+				t.Fatalf("Load = %v, %v; want %s", got, err, want)
+			}
+		})
 	}
 }
