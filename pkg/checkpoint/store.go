@@ -110,7 +110,9 @@ func readSlots(path string) ([2]slot, error) {
 // newest is the index of the valid slot with the higher sequence (the
 // first file on a tie, as Mirror leaves them), or -1. A file without a
 // sequence was written by an agent from before the two files (one the node
-// was downgraded to, say): it is the newer if it was modified later.
+// was downgraded to, say): it is the newer only if it was modified after
+// the other (not on equal times: file times are coarse, and an agent that
+// finds such a file saves after reading it).
 func newest(slots [2]slot) int {
 	a, b := slots[0], slots[1]
 	switch {
@@ -120,7 +122,12 @@ func newest(slots [2]slot) int {
 		return 1
 	case b.cp == nil:
 		return 0
-	case (a.seq == 0) != (b.seq == 0):
+	case a.seq == 0 && b.seq > 0:
+		if a.mod.After(b.mod) {
+			return 0
+		}
+		return 1
+	case b.seq == 0 && a.seq > 0:
 		if b.mod.After(a.mod) {
 			return 1
 		}

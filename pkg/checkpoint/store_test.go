@@ -495,7 +495,8 @@ func TestDowngradeThenUpgrade(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		oldIsNewer bool
-	}{{"one-file agent wrote last", true}, {"two-file agent wrote last", false}} {
+		sameTime   bool
+	}{{"one-file agent wrote last", true, false}, {"two-file agent wrote last", false, false}, {"same time: the file with a sequence", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "checkpoint.json")
 			s := NewStore(path)
@@ -515,6 +516,9 @@ func TestDowngradeThenUpgrade(t *testing.T) {
 			oldTime, otherTime := now, now.Add(-time.Minute)
 			if !tc.oldIsNewer {
 				oldTime, otherTime = otherTime, now
+			}
+			if tc.sameTime {
+				oldTime, otherTime = now, now
 			}
 			if err := os.Chtimes(path, oldTime, oldTime); err != nil {
 				t.Fatal(err)
