@@ -1,17 +1,12 @@
 package checkpoint
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,19 +20,6 @@ const DefaultPath = "/var/lib/kubelet/plugins/gpu.tessera.dev/checkpoint.json"
 // ErrCorrupt is wrapped by Load's error when the file was unusable and has
 // been moved aside.
 var ErrCorrupt = errors.New("checkpoint corrupt")
-
-// The file is an envelope around the checkpoint so that a torn or edited
-// file is detected, not half-trusted: JSON that parses is not enough.
-type envelope struct {
-	// Checksum is "sha256:<hex>" of the compact JSON of Checkpoint.
-	Checksum string `json:"checksum"`
-	// Sequence orders the two files (Store); absent (0) in files of
-	// earlier agents, which wrote one.
-	Sequence   uint64          `json:"sequence,omitempty"`
-	Checkpoint json.RawMessage `json:"checkpoint"`
-}
-
-const checksumPrefix = "sha256:"
 
 // Store keeps the checkpoint in two files, the path and the path with ".1"
 // appended, and writes each save in place into the one that does not hold
@@ -308,76 +290,4 @@ func writeInPlace(path string, data []byte) error {
 		err = cerr
 	}
 	return err
-}
-
-// encode renders cp as it is, Version included, inside its envelope with
-// sequence seq.
-func encode(cp *Checkpoint, seq uint64) ([]byte, error) {
-	if err := cp.validate(); err != nil {
-		return nil, err
-	}
-	if cp.Claims == nil {
-		cp = &Checkpoint{Version: cp.Version, BootID: cp.BootID, Claims: map[string]*Claim{}}
-	}
-	// json.Marshal is deterministic (sorted map keys) and compact: its
-	// output is the canonical form the checksum covers.
-	payload, err := json.Marshal(cp)
-	if err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
-	}
-	// Written as is, not indented: re-indenting the payload cost more than
-	// encoding it, on every prepare, growing with the claims held (jq
-	// reads it). decode compacts what it reads, so indented files of
-	// earlier versions load too.
-	sum := checksum(payload)
-	data := make([]byte, 0, len(payload)+len(sum)+64) // 64: the envelope's own bytes
-	data = append(data, `{"checksum":"`...)
-	data = append(data, sum...)
-	data = append(data, '"')
-	if seq > 0 { // 0: the one-file format of earlier agents (tests)
-		data = append(data, `,"sequence":`...)
-		data = strconv.AppendUint(data, seq, 10)
-	}
-	data = append(data, `,"checkpoint":`...)
-	data = append(data, payload...)
-	data = append(data, '}')
-	return append(data, '\n'), nil
-}
-
-func checksum(compact []byte) string {
-	sum := sha256.Sum256(compact)
-	return checksumPrefix + hex.EncodeToString(sum[:])
-}
-
-// decode parses and verifies a checkpoint file, and returns its sequence.
-func decode(data []byte) (*Checkpoint, uint64, error) {
-	var env envelope
-	if err := json.Unmarshal(data, &env); err != nil {
-		return nil, 0, fmt.Errorf("parse: %w", err)
-	}
-	if !strings.HasPrefix(env.Checksum, checksumPrefix) || len(env.Checkpoint) == 0 {
-		return nil, 0, errors.New("no checksum or no checkpoint")
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, env.Checkpoint); err != nil {
-		return nil, 0, fmt.Errorf("parse payload: %w", err)
-	}
-	if got := checksum(compact.Bytes()); got != env.Checksum {
-		return nil, 0, fmt.Errorf("checksum mismatch: file says %s, content has %s", env.Checksum, got)
-	}
-	payload, err := upgrade(compact.Bytes())
-	if err != nil {
-		return nil, 0, err
-	}
-	var cp Checkpoint
-	if err := json.Unmarshal(payload, &cp); err != nil {
-		return nil, 0, fmt.Errorf("parse payload: %w", err)
-	}
-	if cp.Claims == nil {
-		cp.Claims = map[string]*Claim{}
-	}
-	if err := cp.validate(); err != nil {
-		return nil, 0, err
-	}
-	return &cp, env.Sequence, nil
 }
