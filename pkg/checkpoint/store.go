@@ -59,7 +59,6 @@ func slotPaths(path string) [2]string { return [2]string{path, path + ".1"} }
 type slot struct {
 	path    string
 	present bool
-	data    []byte
 	cp      *Checkpoint // nil when absent or invalid
 	seq     uint64
 	mod     time.Time
@@ -80,7 +79,7 @@ func readSlots(path string) ([2]slot, error) {
 		if err != nil {
 			return out, fmt.Errorf("read checkpoint %s: %w", p, err)
 		}
-		out[i].present, out[i].data = true, data
+		out[i].present = true
 		out[i].cp, out[i].seq, out[i].err = decode(data)
 		if st, err := os.Stat(p); err == nil {
 			out[i].mod = st.ModTime()
@@ -104,16 +103,15 @@ func newest(slots [2]slot) int {
 		return 1
 	case b.cp == nil:
 		return 0
-	case a.seq == 0 && b.seq > 0:
-		if a.mod.After(b.mod) {
-			return 0
+	case (a.seq == 0) != (b.seq == 0):
+		old := 0 // the file without a sequence
+		if b.seq == 0 {
+			old = 1
 		}
-		return 1
-	case b.seq == 0 && a.seq > 0:
-		if b.mod.After(a.mod) {
-			return 1
+		if slots[old].mod.After(slots[1-old].mod) {
+			return old
 		}
-		return 0
+		return 1 - old
 	case b.seq > a.seq:
 		return 1
 	}
@@ -153,14 +151,13 @@ func (s *Store) Load() (*Checkpoint, error) {
 		return nil, err
 	}
 	best := newest(slots)
-	if best >= 0 || (!slots[0].present && !slots[1].present) {
-		s.use(slots, best)
-		if best < 0 {
-			return New(), nil
-		}
+	s.use(slots, best)
+	if best >= 0 {
 		return slots[best].cp, nil
 	}
-	s.use(slots, -1)
+	if !slots[0].present && !slots[1].present {
+		return New(), nil
+	}
 	var errs []error
 	for _, sl := range slots {
 		if !sl.present {
