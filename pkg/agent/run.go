@@ -156,12 +156,15 @@ func serveMetrics(ctx context.Context, addr string, profiling bool) (*metrics.Me
 		return nil, nil
 	}
 	m := metrics.New()
-	h, extra := m.Handler(), []string(nil)
+	h := m.Handler()
 	if profiling {
-		h, extra = metrics.WithProfiling(h), []string{"/debug/pprof/"}
+		h = metrics.WithProfiling(h)
 	}
-	if _, err := metrics.Listen(ctx, addr, h, extra...); err != nil {
+	if _, err := metrics.Listen(ctx, addr, h); err != nil {
 		return nil, fmt.Errorf("--metrics-address: %w", err)
+	}
+	if profiling {
+		klog.FromContext(ctx).Info("Serving Go profiles", "path", "/debug/pprof/")
 	}
 	return m, nil
 }

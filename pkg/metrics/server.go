@@ -73,7 +73,7 @@ const shutdownGrace = 5 * time.Second
 // Listen binds addr now, so that a port already in use fails the agent at
 // start rather than leaving it running without metrics, and serves h on it
 // until ctx ends.
-func Listen(ctx context.Context, addr string, h http.Handler, paths ...string) (net.Addr, error) {
+func Listen(ctx context.Context, addr string, h http.Handler) (net.Addr, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener on %s: %w", addr, err)
@@ -93,6 +93,6 @@ func Listen(ctx context.Context, addr string, h http.Handler, paths ...string) (
 			logger.Error(err, "Shut down metrics server")
 		}
 	}()
-	logger.Info("Serving metrics", "address", l.Addr().String(), "paths", append([]string{"/metrics", "/healthz", "/readyz"}, paths...))
+	logger.Info("Serving metrics", "address", l.Addr().String(), "paths", []string{"/metrics", "/healthz", "/readyz"})
 	return l.Addr(), nil
 }
