@@ -15,18 +15,29 @@ KEEP        ?=
 # RUNTIME=containerd: nodes run containerd and the agents run as the chart's
 # DaemonSet (cluster-up); the default, fake, is a fake CRI (see README).
 RUNTIME     ?=
+# What each target builds of the cluster binaries (hack/build-cluster-bins.sh
+# NAME...): a cluster of fake-runtime nodes needs the control plane, the
+# kubelet, the fake runtime and helm (the webhook's configuration is the
+# chart's, rendered); containerd nodes need the runtime too (runc: cgo and
+# libseccomp, checked first by check-build-deps).
+FAKE_BINS    := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl fake-runtime helm
+RUNTIME_BINS := containerd containerd-shim-runc-v2 ctr runc cni/bridge cni/host-local cni/loopback oci-image probe pause
 
 .PHONY: all build test unit vet e2e e2e-containerd bench bench-prepare bench-scheduler dry-run clean \
-	cluster-bins cluster-up cluster-down demo
+	check-build-deps cluster-bins cluster-bins-fake cluster-up cluster-down demo
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-# test: vet, every unit test with the race detector (needs cgo), then the
-# end-to-end suite in a local cluster.
-test: vet unit e2e e2e-containerd
+# test: what the machine must have first (one line if something is
+# missing), then vet, every unit test with the race detector (needs cgo),
+# then the end-to-end suites in local clusters.
+test: check-build-deps vet unit e2e e2e-containerd
+
+check-build-deps:
+	@hack/check-build-deps.sh
 
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
@@ -44,25 +55,29 @@ bench:
 # bench-prepare: the agent's prepare and unprepare over its gRPC socket
 # against a real API server; REFERENCE=path/to/dra-example-kubeletplugin
 # measures that driver in the same run.
-bench-prepare: build cluster-bins
+bench-prepare: build cluster-bins-fake
 	$(TEST_GO) run ./cluster/cmd/bench-prepare --repo=.. $(if $(REFERENCE),--reference=$(abspath $(REFERENCE))) $(BENCH_ARGS)
 
 # bench-scheduler: the real kube-scheduler placing pods with claims on 100
 # and 500 nodes that exist only as objects (static, dynamic, shared).
-bench-scheduler: build cluster-bins
+bench-scheduler: build cluster-bins-fake
 	$(TEST_GO) run ./cluster/cmd/bench-scheduler --repo=.. $(BENCH_ARGS)
 
 # dry-run: print a simulated DGX H100's ResourceSlices.
 dry-run: build
 	$(BIN)/tessera-kubelet-plugin --backend=sim --sim-profile=dgx-h100 --node-name=node-1 --sim-state-dir=$$(mktemp -d) --dry-run
 
-# The cluster binaries are built once and reused while their pins match.
-cluster-bins:
+# The cluster binaries are built once and reused while their pins match:
+# all of them, or only what fake-runtime nodes need.
+cluster-bins: check-build-deps
 	hack/build-cluster-bins.sh
+
+cluster-bins-fake:
+	hack/build-cluster-bins.sh $(FAKE_BINS)
 
 # e2e: the test module's own unit tests, then test/e2e against a local
 # cluster of fake-runtime nodes.
-e2e: build cluster-bins
+e2e: build cluster-bins-fake
 	$(TEST_GO) test -count=1 -timeout=40m $$($(GO) list ./... | grep -v /e2e/containerd)
 
 # e2e-containerd: test/e2e/containerd against a local cluster of containerd
@@ -71,14 +86,14 @@ e2e: build cluster-bins
 e2e-containerd: build cluster-bins
 	$(TEST_GO) test -count=1 -timeout=20m ./e2e/containerd/
 
-cluster-up: build cluster-bins
+cluster-up: build $(if $(filter containerd,$(RUNTIME)),cluster-bins,cluster-bins-fake)
 	$(TEST_GO) run ./cluster/cmd/localcluster up --repo=.. $(if $(NODES),--nodes=$(NODES)) $(if $(RUNTIME),--runtime=$(RUNTIME))
 
 cluster-down:
 	$(TEST_GO) run ./cluster/cmd/localcluster down --repo=..
 
 # demo: the README's first command.
-demo: build cluster-bins
+demo: build cluster-bins-fake
 	$(TEST_GO) run ./cluster/cmd/demo --repo=.. $(if $(KEEP),--keep-cluster) $(if $(NODES),--nodes=$(NODES))
 
 clean:

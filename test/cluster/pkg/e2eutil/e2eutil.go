@@ -48,6 +48,11 @@ func Run(m *testing.M, cluster *localcluster.Config, client *kubernetes.Interfac
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if err := FirstPod(ctx, cluster, *client); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	fmt.Println("e2e: a pod created in the default namespace right after cluster up ran")
 	code = m.Run()
 	return code
 }

@@ -128,6 +128,10 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 	if err := c.waitNodes(ctx, client, s); err != nil {
 		return err
 	}
+	step("waiting for the default namespace's service account")
+	if err := waitFirstPod(ctx, client); err != nil {
+		return err
+	}
 	step("cluster up; kubeconfig %s", c.Kubeconfig())
 	return nil
 }

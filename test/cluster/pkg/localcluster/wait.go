@@ -105,6 +105,23 @@ func (c *Config) waitNodes(ctx context.Context, client kubernetes.Interface, s *
 	})
 }
 
+// waitFirstPod waits for what a user's first pod in the default namespace
+// needs from the control plane: the namespace's service account (the
+// controller-manager creates it; admission refuses a pod without it) and
+// the kube-root-ca.crt ConfigMap its token volume projects (the kubelet
+// cannot start the pod without it). kind waits for the same.
+func waitFirstPod(ctx context.Context, client kubernetes.Interface) error {
+	return Poll(ctx, 60*time.Second, func() (bool, string, error) {
+		if _, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return false, "serviceaccount default/default: " + err.Error(), nil
+		}
+		if _, err := client.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{}); err != nil {
+			return false, "configmap default/kube-root-ca.crt: " + err.Error(), nil
+		}
+		return true, "", nil
+	})
+}
+
 // PoolPublished reports whether node's pool is complete: as many slices of
 // the newest generation as the pool says it has.
 func PoolPublished(ctx context.Context, client kubernetes.Interface, node string) (bool, string) {
