@@ -24,7 +24,7 @@ var (
 	repo    string
 )
 
-// nodes: the README's default nodes (one of them partitions dynamically) plus
+// nodes: the local cluster's default nodes (the demo's) (one of them partitions dynamically) plus
 // one whose H100s hold static MIG instances cut in advance, so both ways to
 // serve a MIG claim run.
 var nodes = append(append([]localcluster.Node{}, localcluster.DefaultNodes...), localcluster.Node{Name: "gpu-h100-mig", Profile: "dgx-h100-mig"})

@@ -14,7 +14,7 @@ import (
 )
 
 // FirstPod does what a user does the moment cluster-up returns: create a
-// pod in the default namespace (the README's next step). It must be admitted
+// pod in the default namespace (the README's "Try it by hand"). It must be admitted
 // at once (no "serviceaccount default not found") and then run; the pod is
 // deleted afterwards.
 func FirstPod(ctx context.Context, cluster *localcluster.Config, client kubernetes.Interface) error {
