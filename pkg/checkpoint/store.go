@@ -27,8 +27,8 @@ var ErrCorrupt = errors.New("checkpoint corrupt")
 // is killed in the middle of tears only that file; the other still holds
 // the last state a save returned, so no temporary file and no rename are
 // needed: on a disk they cost a create, a rename and an unlink of inodes
-// per save, 50 times what writing the same bytes in place costs (about
-// 370 µs against 7 µs here), on every prepare and unprepare. Loading takes
+// per save, far more than writing the same bytes in place, on every
+// prepare and unprepare (docs/performance.md). Loading takes
 // the valid file with the higher sequence.
 //
 // Its methods are serialized, so concurrent callers cannot interleave a

@@ -15,9 +15,9 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
-// A claim whose prepare fails used to say so only in pod events, repeated at
-// each retry, while the claim stayed allocated and held its GPU. The agent
-// also writes it where users look: a condition on the claim's devices in its
+// Pod events alone would show a failed prepare only as a repeat at each
+// retry, while the claim stays allocated and holds its GPU. The agent also
+// writes it where users look: a condition on the claim's devices in its
 // status (KEP-4817, status.devices[].conditions), which `kubectl describe
 // resourceclaim` shows. The write is server-side apply under the driver's
 // own field manager, so it touches only this driver's entries; it happens

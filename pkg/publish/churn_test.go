@@ -234,9 +234,9 @@ func runChurn(tb testing.TB, policy string, seed int64, events, checked int) chu
 // Neither is a theorem: first fit in a better order can still lose a given
 // sequence, and accepting whatever packs can take a large claim that costs
 // several small ones later, so the bound can place fewer claims than first
-// fit. Over 50 seeds at this load Tessera's order places 0.4 points more
-// than name order on average and fewer on 8 of them (BenchmarkChurnOrders);
-// the seeds here are simply 1 to 3.
+// fit. Over many seeds at this load Tessera's order places more than name
+// order on average and fewer on some of them (BenchmarkChurnOrders); the
+// seeds here are simply 1 to 3.
 func TestChurnPacking(t *testing.T) {
 	for seed := int64(1); seed <= churnSeeds; seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {

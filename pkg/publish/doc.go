@@ -82,13 +82,13 @@
 //     the agent republishes takes the next profile's first placement, not
 //     the smallest profile's second.
 //
-// Measured with random MIG and whole-GPU claims arriving and leaving on one
-// DGX H100 at full offered load, first fit in this order places about 0.4
-// points more claims than in name order and 2 points fewer than a bound
-// that may repack every running partition; parent direction (rule 4) makes
-// no measurable difference to packing, only to where whole GPUs stay free.
+// Under random MIG and whole-GPU claims arriving and leaving on one DGX H100
+// at full offered load (BenchmarkChurn), first fit in this order places more
+// claims than name order and fewer than a bound that may repack every
+// running partition (figures in docs/performance.md); parent direction
+// (rule 4) changes where whole GPUs stay free, not how well they pack.
 // Rule 7 changes no choice of a one-profile claim (TestChurnOccupancyOrder).
-// Orders that follow occupancy across GPUs gain about a point of
-// memory-slice-time served at most (BenchmarkChurnAdaptive); the rest of the
-// bound's lead is repacking, which MIG cannot do.
+// Orders that follow occupancy across GPUs gain little memory-slice-time
+// served (BenchmarkChurnAdaptive; figures in docs/performance.md); the rest
+// of the bound's lead is repacking, which MIG cannot do.
 package publish

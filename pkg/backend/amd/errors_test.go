@@ -146,8 +146,8 @@ func TestPartitionChangesNotSupported(t *testing.T) {
 	}
 }
 
-// An empty properties file used to make its GPU vanish without a word (it
-// read as a CPU node): it is left out and the reason reported.
+// An empty properties file reads like a CPU node's, which would make its GPU
+// vanish without a word: it is left out and the reason reported.
 func TestEmptyPropertiesReported(t *testing.T) {
 	root := copyTree(t, sharedMI308X)
 	writeFile(t, root, node2+"/properties", "")
