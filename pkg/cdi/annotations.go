@@ -15,8 +15,9 @@ const (
 	// On every CDI device: the vendor it serves.
 	annVendor = annotationPrefix + "vendor"
 
-	// On each allocated device (absent on common devices): the allocation
-	// result entry and the IDs WriteClaimSpec returned for it.
+	// On each allocated device (absent on common devices): its checkpoint
+	// record (record.go), the allocation result entry and the IDs
+	// WriteClaimSpec returned for it.
 	annRequest       = annotationPrefix + "request"
 	annPool          = annotationPrefix + "pool"
 	annDevice        = annotationPrefix + "device"
@@ -24,7 +25,8 @@ const (
 	annPartitionUUID = annotationPrefix + "partition-uuid"
 	annCDIDeviceIDs  = annotationPrefix + "cdi-device-ids" // comma-separated
 	annShareID       = annotationPrefix + "share-id"       // a multi-allocatable device's share
-	// annSharing is the device's sharing settings as JSON (absent: none),
-	// so a checkpoint rebuilt from specs still knows what to undo.
+	// annSharing is the device's sharing settings as the checkpoint's JSON
+	// (absent: none), so a checkpoint rebuilt from specs still knows what
+	// to undo.
 	annSharing = annotationPrefix + "sharing"
 )

@@ -1,7 +1,6 @@
 package cdi
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,7 +10,7 @@ import (
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
-	"github.com/tessera-gpu/tessera/pkg/sharing"
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 )
 
 // ErrBadSpec marks, in ListClaimSpecs' error, a claim spec file that could
@@ -21,22 +20,12 @@ var ErrBadSpec = errors.New("unreadable claim CDI spec")
 
 // RecordedClaim is a claim as its spec file records it.
 type RecordedClaim struct {
-	Claim   ClaimRef
-	Devices []RecordedDevice
-}
-
-// RecordedDevice is one allocated device of a recorded claim, in the order
-// WriteClaimSpec got them.
-type RecordedDevice struct {
-	Request, Pool, Device string
-	CDIDeviceIDs          []string
-	// GPUUUID and PartitionUUID (empty for a whole GPU) say what the device
-	// was, so recovery can find partitions to destroy on unprepare.
-	GPUUUID, PartitionUUID string
-	// Sharing is the device's recorded sharing settings, nil for none.
-	Sharing *sharing.Settings
-	// ShareID is the allocation's ShareID on a multi-allocatable device.
-	ShareID string
+	Claim ClaimRef
+	// Devices are the claim's allocated devices, in the order
+	// WriteClaimSpec got them, as its checkpoint entry holds them: the
+	// spec records each as the checkpoint does (record.go). What the spec
+	// does not know (a carve) is left empty.
+	Devices []checkpoint.Device
 }
 
 // ListClaimSpecs reads every Tessera claim spec in the spec directory, to
@@ -95,29 +84,13 @@ func (w *Writer) readClaimSpec(uid string) (RecordedClaim, error) {
 		return RecordedClaim{}, fmt.Errorf("CDI spec %s records claim UID %q, file name says %q", path, rc.Claim.UID, uid)
 	}
 	for _, d := range spec.Devices {
-		if _, ok := d.Annotations[annDevice]; !ok {
-			continue // a common device
+		rec, ok, err := recordOf(d.Annotations)
+		if err != nil {
+			return RecordedClaim{}, fmt.Errorf("CDI spec %s device %s: %w", path, rec.Device, err)
 		}
-		var ids []string
-		if s := d.Annotations[annCDIDeviceIDs]; s != "" {
-			ids = strings.Split(s, ",")
+		if ok {
+			rc.Devices = append(rc.Devices, checkpoint.DeviceOf(rec))
 		}
-		rd := RecordedDevice{
-			Request:       d.Annotations[annRequest],
-			Pool:          d.Annotations[annPool],
-			Device:        d.Annotations[annDevice],
-			CDIDeviceIDs:  ids,
-			GPUUUID:       d.Annotations[annGPUUUID],
-			PartitionUUID: d.Annotations[annPartitionUUID],
-			ShareID:       d.Annotations[annShareID],
-		}
-		if js, ok := d.Annotations[annSharing]; ok {
-			rd.Sharing = &sharing.Settings{}
-			if err := json.Unmarshal([]byte(js), rd.Sharing); err != nil {
-				return RecordedClaim{}, fmt.Errorf("CDI spec %s device %s: sharing annotation: %w", path, rd.Device, err)
-			}
-		}
-		rc.Devices = append(rc.Devices, rd)
 	}
 	if len(rc.Devices) == 0 {
 		return RecordedClaim{}, fmt.Errorf("CDI spec %s records no devices", path)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
@@ -65,26 +64,9 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 			ids[i] = append(ids[i], qualified(mpsDeviceName(claim.UID)))
 		}
 
-		ann := map[string]string{
-			annVendor:       string(d.GPU.Vendor),
-			annRequest:      d.Request,
-			annPool:         d.Pool,
-			annDevice:       d.Device,
-			annGPUUUID:      d.GPU.UUID,
-			annCDIDeviceIDs: strings.Join(ids[i], ","),
-		}
-		if d.Partition != nil {
-			ann[annPartitionUUID] = d.Partition.UUID
-		}
-		if d.ShareID != "" {
-			ann[annShareID] = d.ShareID
-		}
-		if d.Sharing != nil {
-			js, err := json.Marshal(d.Sharing)
-			if err != nil {
-				return nil, nil, fmt.Errorf("device %s/%s: sharing: %w", d.Pool, d.Device, err)
-			}
-			ann[annSharing] = string(js)
+		ann := map[string]string{annVendor: string(d.GPU.Vendor)}
+		if err := annotate(ann, deviceRecord(d, ids[i])); err != nil {
+			return nil, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
 		}
 		devNodes, err := w.deviceNodes(nodes)
 		if err != nil {

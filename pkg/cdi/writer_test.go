@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
@@ -302,10 +303,10 @@ func TestListClaimSpecs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []RecordedClaim{
-		{Claim: claimB, Devices: []RecordedDevice{
+		{Claim: claimB, Devices: []checkpoint.Device{
 			{Request: "mig", Pool: "node-1", Device: "gpu-2-mig-1g-3-0", CDIDeviceIDs: idsB[0], GPUUUID: nvidiaGPU(2).UUID, PartitionUUID: migPartition(3, 0).UUID},
 		}},
-		{Claim: claimA, Devices: []RecordedDevice{
+		{Claim: claimA, Devices: []checkpoint.Device{
 			{Request: "nv", Pool: "node-1", Device: "gpu-0", CDIDeviceIDs: idsA[0], GPUUUID: nvidiaGPU(0).UUID},
 			{Request: "amd", Pool: "node-1", Device: "gpu-1", CDIDeviceIDs: idsA[1], GPUUUID: amdGPU(1).UUID},
 		}},

@@ -45,64 +45,67 @@ func (s State) valid() bool {
 	return false
 }
 
-// Device is one allocated device of a claim.
+// Device is one allocated device of a claim. The file records it as a
+// DeviceRecord (record.go), so the types it holds from other packages do
+// not decide the format.
 type Device struct {
-	Request      string   `json:"request"`
-	Pool         string   `json:"pool"`
-	Device       string   `json:"device"`
-	CDIDeviceIDs []string `json:"cdiDeviceIDs,omitempty"`
-	GPUUUID      string   `json:"gpuUUID,omitempty"`
+	Request      string
+	Pool         string
+	Device       string
+	CDIDeviceIDs []string
+	GPUUUID      string
 	// PartitionUUID is set when the device is a partition.
-	PartitionUUID string `json:"partitionUUID,omitempty"`
+	PartitionUUID string
 	// CreatedPartition is true when the agent carved the partition for this
 	// claim and so must destroy it on unprepare.
-	CreatedPartition bool `json:"createdPartition,omitempty"`
+	CreatedPartition bool
 	// Profile and Placement say where the partition is (or, before
 	// CreatedPartition, is about to be carved): saved before the carve, so
 	// a crash between carve and save still finds what to destroy.
-	Profile   string               `json:"profile,omitempty"`
-	Placement *inventory.Placement `json:"placement,omitempty"`
+	Profile   string
+	Placement *inventory.Placement
 	// Sharing is what the claim's config asked of this device, saved with
 	// PrepareStarted before anything is applied: rollback stops the claim's
 	// MPS daemon if any device is under MPS, and gives a GPU its default
 	// time-slice back once no claim holds an interval on it.
-	Sharing *sharing.Settings `json:"sharing,omitempty"`
+	Sharing *sharing.Settings
 	// ShareID is the allocation's ShareID on a multi-allocatable device
 	// (--sharing=capacity): set for a capacity share (whose consumption is
 	// in Sharing.Share) and for a claim that consumed the whole device. It
 	// goes back to the kubelet with the device.
-	ShareID string `json:"shareID,omitempty"`
+	ShareID string
 }
 
 // Claim is one claim's entry.
 type Claim struct {
-	UID       string    `json:"uid"`
-	Namespace string    `json:"namespace"`
-	Name      string    `json:"name"`
-	State     State     `json:"state"`
-	Devices   []Device  `json:"devices,omitempty"`
-	Updated   time.Time `json:"updated"`
+	UID       string
+	Namespace string
+	Name      string
+	State     State
+	Devices   []Device
+	Updated   time.Time
 	// Unconfirmed is set on every claim at the first start after a reboot,
 	// and on every claim rebuilt from CDI specs, and cleared when the
 	// kubelet prepares the claim again, as it does for every pod it runs
 	// after its own restart. A claim still unconfirmed when another claim
 	// asks for its devices is gone (the scheduler gave the devices away)
 	// and yields them.
-	Unconfirmed bool `json:"unconfirmed,omitempty"`
+	Unconfirmed bool
 }
 
-// Checkpoint is the whole record.
+// Checkpoint is the whole record, as the agent holds it; the file's own
+// types are in record.go.
 type Checkpoint struct {
-	Version int `json:"version"`
+	Version int
 	// BootID is the kernel boot ID when the checkpoint was written; a
 	// different one at start means a reboot dropped all partitions.
-	BootID string `json:"bootID,omitempty"`
+	BootID string
 	// Claims is keyed by claim UID.
-	Claims map[string]*Claim `json:"claims"`
+	Claims map[string]*Claim
 	// PartitionModeOn lists the GPUs whose partition (MIG) mode the agent
 	// turned on, to turn off again when their last partition goes. Saved
 	// before the switch, like a carve.
-	PartitionModeOn []string `json:"partitionModeOn,omitempty"`
+	PartitionModeOn []string
 }
 
 // New returns an empty checkpoint of the current version.

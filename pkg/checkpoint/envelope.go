@@ -14,7 +14,8 @@ import (
 // The file is an envelope around the checkpoint so that a torn or edited
 // file is detected, not half-trusted: JSON that parses is not enough.
 type envelope struct {
-	// Checksum is "sha256:<hex>" of the compact JSON of Checkpoint.
+	// Checksum is "sha256:<hex>" of the compact JSON of the payload
+	// (fileRecord).
 	Checksum string `json:"checksum"`
 	// Sequence orders the two files (Store); absent (0) in files of
 	// earlier agents, which wrote one.
@@ -30,12 +31,10 @@ func encode(cp *Checkpoint, seq uint64) ([]byte, error) {
 	if err := cp.validate(); err != nil {
 		return nil, err
 	}
-	if cp.Claims == nil {
-		cp = &Checkpoint{Version: cp.Version, BootID: cp.BootID, Claims: map[string]*Claim{}}
-	}
 	// json.Marshal is deterministic (sorted map keys) and compact: its
-	// output is the canonical form the checksum covers.
-	payload, err := json.Marshal(cp)
+	// output is the canonical form the checksum covers. fileOf writes no
+	// claims as an empty object, not null.
+	payload, err := json.Marshal(fileOf(cp))
 	if err != nil {
 		return nil, fmt.Errorf("encode: %w", err)
 	}
@@ -83,15 +82,13 @@ func decode(data []byte) (*Checkpoint, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	var cp Checkpoint
-	if err := json.Unmarshal(payload, &cp); err != nil {
+	var f fileRecord
+	if err := json.Unmarshal(payload, &f); err != nil {
 		return nil, 0, fmt.Errorf("parse payload: %w", err)
 	}
-	if cp.Claims == nil {
-		cp.Claims = map[string]*Claim{}
-	}
+	cp := f.checkpoint()
 	if err := cp.validate(); err != nil {
 		return nil, 0, err
 	}
-	return &cp, env.Sequence, nil
+	return cp, env.Sequence, nil
 }

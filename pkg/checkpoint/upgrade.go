@@ -6,8 +6,8 @@ import (
 )
 
 // upgrades[v] turns the payload of version v into version v+1. Each works on
-// the generic JSON, not on the Go types, which only ever describe the
-// current version.
+// the generic JSON, not on the file records (record.go), which only ever
+// describe the current version.
 var upgrades = map[int]func(doc map[string]any) error{
 	1: upgradeV1,
 }

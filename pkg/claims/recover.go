@@ -77,9 +77,10 @@ func (m *Manager) rebuild() (*checkpoint.Checkpoint, error) {
 	pub := m.cfg.Devices()
 	for _, r := range recs {
 		c := &checkpoint.Claim{UID: r.Claim.UID, Namespace: r.Claim.Namespace, Name: r.Claim.Name, State: checkpoint.PrepareCompleted, Updated: time.Now(), Unconfirmed: true}
-		for _, d := range r.Devices {
-			cd := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: d.CDIDeviceIDs, GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID, Sharing: d.Sharing, ShareID: d.ShareID}
-			e, ok := pub.Devices[d.Device]
+		// The spec records each device as the checkpoint does; what it
+		// cannot know (a carve) comes from the published devices.
+		for _, cd := range r.Devices {
+			e, ok := pub.Devices[cd.Device]
 			if ok && cd.GPUUUID == "" {
 				cd.GPUUUID = e.GPU.UUID
 				if e.Partition != nil {
