@@ -29,3 +29,15 @@ func TestMIGCapMinors(t *testing.T) {
 		}
 	}
 }
+
+func TestMIGCapMinorsUserGuide(t *testing.T) {
+	// /proc/driver/nvidia-caps/mig-minors as the MIG user guide prints it.
+	for _, c := range []struct{ gpu, gi, ci, wantGI, wantCI int }{
+		{0, 0, 0, 3, 4}, {0, 0, 2, 3, 6}, {3, 3, 3, 435, 439}, {6, 11, 7, 912, 920}, {31, 14, 7, 4314, 4322},
+	} {
+		gi, ci, err := MIGCapMinors(c.gpu, c.gi, c.ci)
+		if err != nil || gi != c.wantGI || ci != c.wantCI {
+			t.Errorf("gpu%d/gi%d/ci%d: %d %d %v, want %d %d", c.gpu, c.gi, c.ci, gi, ci, err, c.wantGI, c.wantCI)
+		}
+	}
+}
