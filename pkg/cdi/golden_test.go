@@ -5,149 +5,140 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"reflect"
 	"testing"
 
 	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/spec-*.json from the current writer (see testdata/SOURCE.md)")
+var update = flag.Bool("update", false, "rewrite the golden files under testdata from the current writer (see testdata/SOURCE.md: only for a deliberate format change)")
 
-// goldenDevRoot stands in for the simulator's /dev: fixed, so host paths in
-// the golden files do not depend on the test's temp dir.
-const goldenDevRoot = "/var/lib/tessera-sim/dev"
-
-const goldenMPSPipes = "/run/tessera/mps/uid-mps"
-
-type goldenClaim struct {
-	file  string
-	claim ClaimRef
-	devs  []ClaimDevice
-}
-
-// goldenClaims are one claim per kind of recorded device: whole GPUs of
-// both vendors with a time-slice and a static partition; a partition under
-// the claim's MPS daemon; capacity shares (enforced, accounting only, a
-// whole multi-allocatable device).
-func goldenClaims() []goldenClaim {
-	mi := int64(1 << 20)
-	whole := nvidiaGPU(0)
-	sliced := nvidiaGPU(1)
-	mig := nvidiaGPU(2)
-	shared := nvidiaGPU(3)
-	return []goldenClaim{
-		{file: "spec-whole.json", claim: ClaimRef{UID: "uid-whole", Namespace: "ns-a", Name: "train"}, devs: []ClaimDevice{
-			{Request: "gpus", Pool: "node-1", Device: "gpu-0", GPU: whole},
-			{Request: "gpus", Pool: "node-1", Device: "gpu-1", GPU: sliced,
-				Sharing: &sharing.Settings{Strategy: v1alpha1.TimeSlicing, TimeSlice: v1alpha1.LongTimeSlice}},
-			{Request: "static", Pool: "node-1", Device: "gpu-2-mig-1g-10gb-3-0", GPU: mig, Partition: migPartition(3, 0)},
-			{Request: "amd", Pool: "node-1", Device: "gpu-4", GPU: amdGPU(4)},
-		}},
-		{file: "spec-mps.json", claim: ClaimRef{UID: "uid-mps", Namespace: "ns-a", Name: "infer"}, devs: []ClaimDevice{
-			{Request: "mig", Pool: "node-1", Device: "gpu-2-mig-1g-10gb-5-0", GPU: mig, Partition: migPartition(5, 0),
-				Sharing:    &sharing.Settings{Strategy: v1alpha1.MPS, MPSActiveThreadPercentage: 50, MPSPinnedMemoryLimit: 4096 * mi},
-				MPSPipeDir: goldenMPSPipes},
-		}},
-		{file: "spec-shares.json", claim: ClaimRef{UID: "uid-shares", Namespace: "ns-b", Name: "shares"}, devs: []ClaimDevice{
-			{Request: "nv", Pool: "node-1", Device: "gpu-3", GPU: shared, ShareID: "0f6c1e2d-share-nv",
-				Sharing: &sharing.Settings{Strategy: v1alpha1.MPS, MPSActiveThreadPercentage: 50, MPSPinnedMemoryLimit: 8192 * mi,
-					Share: &sharing.Share{ID: "0f6c1e2d-share-nv", MemoryBytes: 8192 * mi, ComputeUnits: 29, Enforced: true}},
-				MPSPipeDir: "/run/tessera/mps/device-gpu-3"},
-			{Request: "amd", Pool: "node-1", Device: "gpu-5", GPU: amdGPU(5), ShareID: "0f6c1e2d-share-amd",
-				Sharing: &sharing.Settings{Share: &sharing.Share{ID: "0f6c1e2d-share-amd", MemoryBytes: 16384 * mi}}},
-			{Request: "whole", Pool: "node-1", Device: "gpu-6", GPU: nvidiaGPU(6), ShareID: "0f6c1e2d-share-whole"},
-		}},
+// TestSpecGolden pins the bytes of the spec file for each kind of device a
+// claim can hold, so that a change to how vendors' nodes and environment
+// are laid out shows up as a diff here.
+func TestSpecGolden(t *testing.T) {
+	amdPart := &inventory.Partition{Kind: inventory.PartitionXCP, Profile: "CPX", UUID: "amd-0-xcp-1", Minor: 9, RenderMinor: 137}
+	mpsDev := func(i int, g inventory.GPU, p *inventory.Partition, limit int64) ClaimDevice {
+		d := dev(i, g, p)
+		d.Sharing = &sharing.Settings{Strategy: v1alpha1.MPS, MPSActiveThreadPercentage: 50, MPSPinnedMemoryLimit: limit}
+		d.MPSPipeDir = "/var/lib/tessera/mps/" + uidA
+		return d
 	}
-}
+	tsDev := func(i int, g inventory.GPU, ts v1alpha1.TimeSliceInterval) ClaimDevice {
+		d := dev(i, g, nil)
+		d.Sharing = &sharing.Settings{Strategy: v1alpha1.TimeSlicing, TimeSlice: ts}
+		return d
+	}
+	share := dev(0, nvidiaGPU(1), nil)
+	share.ShareID = "7c1b"
+	share.Sharing = &sharing.Settings{Strategy: v1alpha1.MPS, MPSPinnedMemoryLimit: 8 << 30, MPSActiveThreadPercentage: 25,
+		Share: &sharing.Share{ID: "7c1b", MemoryBytes: 8 << 30, ComputeUnits: 33, Enforced: true}}
+	share.MPSPipeDir = "/var/lib/tessera/mps/gpu-1"
+	amdShare := dev(0, amdGPU(2), nil)
+	amdShare.ShareID = "9e2f"
+	amdShare.Sharing = &sharing.Settings{Share: &sharing.Share{ID: "9e2f", MemoryBytes: 20 << 30}}
 
-// What a claim spec records, spec by spec: the CDI spec files are written
-// byte for byte as testdata/spec-*.json.
-func TestGoldenSpecs(t *testing.T) {
-	w, dir := newTestWriterAt(t, goldenDevRoot)
-	for _, g := range goldenClaims() {
-		t.Run(g.file, func(t *testing.T) {
-			if _, err := w.WriteClaimSpec(g.claim, g.devs); err != nil {
-				t.Fatal(err)
-			}
-			got, err := os.ReadFile(filepath.Join(dir, specFilePrefix+g.claim.UID+specFileExt))
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join("testdata", g.file)
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
+	tests := []struct {
+		name   string
+		devs   []ClaimDevice
+		vendor bool // resolve against the nvidia-ctk spec of vendorspec_test.go
+	}{
+		{name: "nvidia-gpu", devs: []ClaimDevice{dev(0, nvidiaGPU(3), nil)}},
+		{name: "nvidia-gpus", devs: []ClaimDevice{dev(0, nvidiaGPU(0), nil), dev(1, nvidiaGPU(1), nil), dev(2, nvidiaGPU(0), nil)}},
+		{name: "nvidia-mig", devs: []ClaimDevice{dev(0, nvidiaGPU(2), migPartition(3, 0)), dev(1, nvidiaGPU(2), migPartition(13, 2))}},
+		{name: "amd-gpu", devs: []ClaimDevice{dev(0, amdGPU(1), nil)}},
+		{name: "amd-partition", devs: []ClaimDevice{dev(0, amdGPU(0), amdPart)}},
+		{name: "mixed", devs: []ClaimDevice{dev(0, amdGPU(1), nil), dev(1, nvidiaGPU(0), nil), dev(2, nvidiaGPU(4), migPartition(7, 0)), dev(3, amdGPU(0), amdPart)}},
+		{name: "mps-and-time-slicing", devs: []ClaimDevice{mpsDev(0, nvidiaGPU(0), nil, 4<<30), mpsDev(1, nvidiaGPU(1), migPartition(9, 1), 0), tsDev(2, nvidiaGPU(2), v1alpha1.LongTimeSlice), tsDev(3, amdGPU(0), v1alpha1.DefaultTimeSlice)}},
+		{name: "nvidia-share", devs: []ClaimDevice{share}},
+		{name: "amd-share", devs: []ClaimDevice{amdShare}},
+		{name: "nvidia-vendor-spec", vendor: true, devs: []ClaimDevice{dev(0, nvidiaGPU(1), nil), dev(1, nvidiaGPU(2), nil), dev(2, nvidiaGPU(0), migPartition(7, 0)), dev(3, nvidiaGPU(5), nil), dev(4, amdGPU(0), nil)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{SpecDir: t.TempDir(), DevRoot: "/var/lib/tessera/sim/dev", DeviceNumbers: simNumbers}
+			if tc.vendor {
+				dir := t.TempDir()
+				if err := os.WriteFile(filepath.Join(dir, "nvidia.yaml"), []byte(nvidiaCTKSpec), 0o644); err != nil {
 					t.Fatal(err)
 				}
+				o.VendorSpecDirs = []string{dir}
 			}
-			want, err := os.ReadFile(path)
+			w, err := NewWriter(o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("spec differs from %s\n--- got\n%s\n--- want\n%s", path, got, want)
+			if _, err := w.WriteClaimSpec(ClaimRef{UID: uidA, Namespace: "team-a", Name: "train"}, tc.devs); err != nil {
+				t.Fatal(err)
 			}
+			got, err := os.ReadFile(w.SpecPath(uidA))
+			if err != nil {
+				t.Fatal(err)
+			}
+			specGolden(t, tc.name, got)
 		})
 	}
 }
 
-// recorded is what recovery reads of one device from a claim spec.
-type recorded struct {
-	Request, Pool, Device  string
-	CDIDeviceIDs           []string
-	GPUUUID, PartitionUUID string
-	ShareID                string
-	Sharing                *sharing.Settings
-}
-
-// The golden spec files, as an agent finds them after losing its
-// checkpoint, read back as the devices they were written for.
-func TestGoldenSpecsRead(t *testing.T) {
-	w, dir := newTestWriterAt(t, goldenDevRoot)
-	want := map[ClaimRef][]recorded{}
-	const prefix = "k8s.gpu.tessera.dev/claim="
-	for _, g := range goldenClaims() {
-		data, err := os.ReadFile(filepath.Join("testdata", g.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, specFilePrefix+g.claim.UID+specFileExt), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		for i, d := range g.devs {
-			r := recorded{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID, ShareID: d.ShareID, Sharing: d.Sharing,
-				CDIDeviceIDs: []string{prefix + deviceName(g.claim.UID, i, d.Device), prefix + g.claim.UID + "-common-" + string(d.GPU.Vendor)}}
-			if d.Partition != nil {
-				r.PartitionUUID = d.Partition.UUID
-			}
-			if d.Sharing.IsMPS() {
-				r.CDIDeviceIDs = append(r.CDIDeviceIDs, prefix+g.claim.UID+"-mps")
-			}
-			want[g.claim] = append(want[g.claim], r)
-		}
-	}
-	recs, err := w.ListClaimSpecs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[ClaimRef][]recorded{}
-	for _, rc := range recs {
-		for _, d := range rc.Devices {
-			got[rc.Claim] = append(got[rc.Claim], recorded{Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: d.CDIDeviceIDs,
-				GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID, ShareID: d.ShareID, Sharing: d.Sharing})
-		}
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("ListClaimSpecs:\n got %+v\nwant %+v", got, want)
-	}
-}
-
-func newTestWriterAt(t *testing.T, devRoot string) (*Writer, string) {
+// specGolden compares got with testdata/golden/name.json, or rewrites it
+// with -update.
+func specGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	dir := t.TempDir()
-	w, err := NewWriter(Options{SpecDir: dir, DevRoot: devRoot, DeviceNumbers: simNumbers})
-	if err != nil {
-		t.Fatal(err)
+	path := filepath.Join("testdata", "golden", name)
+	if filepath.Ext(name) == "" {
+		path += ".json"
 	}
-	return w, dir
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./pkg/cdi -run TestSpecGolden -update creates it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("spec differs from %s (go test ./pkg/cdi -run TestSpecGolden -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// TestSpecErrorsGolden pins the whole message of each way a claim's devices
+// can be refused, where TestWriteClaimSpecRejects checks only a part.
+func TestSpecErrorsGolden(t *testing.T) {
+	noUUID := dev(0, nvidiaGPU(0), migPartition(1, 0))
+	noUUID.Partition.UUID = ""
+	negMinor := dev(0, nvidiaGPU(0), nil)
+	negMinor.GPU.Minor = -1
+	negCard := dev(0, amdGPU(0), nil)
+	negCard.GPU.Minor = -2
+	negRender := dev(0, amdGPU(0), &inventory.Partition{Kind: inventory.PartitionXCP, UUID: "x", Minor: 9, RenderMinor: -1})
+	unknown := dev(0, nvidiaGPU(0), nil)
+	unknown.GPU.Vendor = "intel"
+	cases := []struct {
+		name string
+		devs []ClaimDevice
+	}{
+		{"unknown vendor", []ClaimDevice{unknown}},
+		{"NVIDIA partition not MIG", []ClaimDevice{dev(0, nvidiaGPU(0), &inventory.Partition{Kind: inventory.PartitionXCP, UUID: "x"})}},
+		{"AMD partition not XCP", []ClaimDevice{dev(0, amdGPU(0), migPartition(1, 0))}},
+		{"MIG GI out of range", []ClaimDevice{dev(0, nvidiaGPU(0), migPartition(15, 0))}},
+		{"MIG CI out of range", []ClaimDevice{dev(0, nvidiaGPU(0), migPartition(1, 8))}},
+		{"MIG without UUID", []ClaimDevice{dev(1, nvidiaGPU(1), nil), noUUID}},
+		{"negative GPU minor", []ClaimDevice{negMinor}},
+		{"negative card minor", []ClaimDevice{negCard}},
+		{"negative render minor", []ClaimDevice{negRender}},
+	}
+	var b bytes.Buffer
+	for _, tc := range cases {
+		w, _ := newTestWriter(t, simNumbers)
+		_, err := w.WriteClaimSpec(ClaimRef{UID: uidA, Namespace: "ns", Name: "c"}, tc.devs)
+		if err == nil {
+			t.Errorf("%s: accepted", tc.name)
+			continue
+		}
+		b.WriteString(tc.name + ": " + err.Error() + "\n")
+	}
+	specGolden(t, "errors.txt", b.Bytes())
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
 // MPSContainerPipeDir is where a container sees its claim's MPS pipe
@@ -65,7 +67,7 @@ func mpsDevice(claimUID string, devs []ClaimDevice) (*cdispec.Device, error) {
 	}
 	return &cdispec.Device{
 		Name:        mpsDeviceName(claimUID),
-		Annotations: map[string]string{annVendor: "nvidia"},
+		Annotations: map[string]string{annVendor: string(inventory.VendorNVIDIA)}, // MPS is NVIDIA's
 		ContainerEdits: cdispec.ContainerEdits{
 			Env: env,
 			Mounts: []*cdispec.Mount{{

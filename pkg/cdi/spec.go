@@ -8,6 +8,8 @@ import (
 
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor"
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
@@ -37,22 +39,24 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 	}
 
 	// Vendors in order of first appearance, so the output is deterministic.
-	var vendorOrder []inventory.Vendor
-	byVendor := map[inventory.Vendor][]ClaimDevice{}
+	var vendorOrder []gpuvendor.Vendor
+	byVendor := map[inventory.Vendor][]gpuvendor.Device{}
 	ids := make([][]string, len(devs))
 	for i, d := range devs {
-		r, err := rulesFor(d.GPU.Vendor)
-		if err != nil {
-			return nil, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
+		// A vendor Tessera does not know cannot be prepared: fail rather
+		// than hand out a device without its nodes.
+		v, ok := vendors.For(d.GPU.Vendor)
+		if !ok {
+			return nil, nil, fmt.Errorf("device %s/%s: no CDI rules for vendor %q", d.Pool, d.Device, d.GPU.Vendor)
 		}
-		nodes, err := r.deviceNodes(d)
+		nodes, err := v.DeviceNodes(&d.GPU, d.Partition)
 		if err != nil {
 			return nil, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
 		}
 		if _, ok := byVendor[d.GPU.Vendor]; !ok {
-			vendorOrder = append(vendorOrder, d.GPU.Vendor)
+			vendorOrder = append(vendorOrder, v)
 		}
-		byVendor[d.GPU.Vendor] = append(byVendor[d.GPU.Vendor], d)
+		byVendor[d.GPU.Vendor] = append(byVendor[d.GPU.Vendor], gpuvendor.Device{Name: d.Pool + "/" + d.Device, GPU: &d.GPU, Partition: d.Partition})
 
 		name := deviceName(claim.UID, i, d.Device)
 		common := qualified(commonDeviceName(claim.UID, string(d.GPU.Vendor)))
@@ -68,7 +72,7 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 		if err := annotate(ann, deviceRecord(d, ids[i])); err != nil {
 			return nil, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
 		}
-		devNodes, err := w.deviceNodes(nodes)
+		devNodes, err := w.deviceNodes(gpuvendor.Paths(nodes))
 		if err != nil {
 			return nil, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
 		}
@@ -80,18 +84,17 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 	}
 
 	for _, v := range vendorOrder {
-		r := rules[v]
-		env, err := r.commonEnv(byVendor[v])
+		env, err := v.CommonEnv(byVendor[v.Name()])
 		if err != nil {
 			return nil, nil, err
 		}
-		devNodes, err := w.deviceNodes(r.commonNodes)
+		devNodes, err := w.deviceNodes(gpuvendor.Paths(v.CommonNodes()))
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s common nodes: %w", v, err)
+			return nil, nil, fmt.Errorf("%s common nodes: %w", v.Name(), err)
 		}
 		spec.Devices = append(spec.Devices, cdispec.Device{
-			Name:           commonDeviceName(claim.UID, string(v)),
-			Annotations:    map[string]string{annVendor: string(v)},
+			Name:           commonDeviceName(claim.UID, string(v.Name())),
+			Annotations:    map[string]string{annVendor: string(v.Name())},
 			ContainerEdits: cdispec.ContainerEdits{Env: env, DeviceNodes: devNodes},
 		})
 	}

@@ -7,6 +7,7 @@ import (
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/nvidia"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
@@ -88,7 +89,7 @@ func (ix *vendorIndex) lookup(d ClaimDevice) string {
 		}
 		return ""
 	}
-	gi, ci, err := migCapMinors(d.GPU.Minor, d.Partition.GPUInstanceID, d.Partition.ComputeInstanceID)
+	gi, ci, err := nvidia.MIGCapMinors(d.GPU.Minor, d.Partition.GPUInstanceID, d.Partition.ComputeInstanceID)
 	if err != nil {
 		return ""
 	}

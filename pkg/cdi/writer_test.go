@@ -18,34 +18,6 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
-func TestMIGCapMinors(t *testing.T) {
-	tests := []struct {
-		gpu, gi, ci    int
-		wantGI, wantCI int
-		wantErr        bool
-	}{
-		// Lines of a real /proc/driver/nvidia-caps/mig-minors.
-		{gpu: 0, gi: 0, ci: 0, wantGI: 3, wantCI: 4},
-		{gpu: 0, gi: 1, ci: 0, wantGI: 12, wantCI: 13},
-		{gpu: 0, gi: 14, ci: 7, wantGI: 129, wantCI: 137},
-		{gpu: 1, gi: 0, ci: 0, wantGI: 138, wantCI: 139},
-		{gpu: 7, gi: 2, ci: 3, wantGI: 3 + 7*135 + 18, wantCI: 3 + 7*135 + 18 + 4},
-		{gpu: 0, gi: 15, wantErr: true},
-		{gpu: 0, gi: -1, wantErr: true},
-		{gpu: 0, gi: 0, ci: 8, wantErr: true},
-	}
-	for _, tt := range tests {
-		gi, ci, err := migCapMinors(tt.gpu, tt.gi, tt.ci)
-		if (err != nil) != tt.wantErr {
-			t.Errorf("migCapMinors(%d,%d,%d) err = %v, wantErr %v", tt.gpu, tt.gi, tt.ci, err, tt.wantErr)
-			continue
-		}
-		if !tt.wantErr && (gi != tt.wantGI || ci != tt.wantCI) {
-			t.Errorf("migCapMinors(%d,%d,%d) = %d,%d want %d,%d", tt.gpu, tt.gi, tt.ci, gi, ci, tt.wantGI, tt.wantCI)
-		}
-	}
-}
-
 func readSpecFile(t *testing.T, path string) *cdispec.Spec {
 	t.Helper()
 	data, err := os.ReadFile(path)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
@@ -140,16 +141,17 @@ func resolveOne(cfgs []config, d Device, all []Device) (*Settings, error) {
 	}
 	sh := pick.obj.GetSharing()
 	s := &Settings{Strategy: sh.Strategy}
+	caps := vendors.Capabilities(d.Vendor)
 	switch sh.Strategy {
 	case v1alpha1.TimeSlicing:
 		if !d.Partition {
 			s.TimeSlice = sh.TimeSlicing.Interval
 		}
-		if d.Vendor != inventory.VendorNVIDIA && s.TimeSlice != v1alpha1.DefaultTimeSlice && s.TimeSlice != "" {
+		if !caps.TimeSliceIntervals && s.TimeSlice != v1alpha1.DefaultTimeSlice && s.TimeSlice != "" {
 			return nil, fmt.Errorf("%s: %s cannot be set on %s GPUs (they time-slice at a fixed interval; use Default)", pick.field("sharing.timeSlicing.interval"), s.TimeSlice, strings.ToUpper(string(d.Vendor)))
 		}
 	case v1alpha1.MPS:
-		if d.Vendor != inventory.VendorNVIDIA {
+		if !caps.MPS {
 			return nil, fmt.Errorf("%s: MPS is not supported on %s GPUs (MPS is NVIDIA's; use TimeSlicing)", pick.field("sharing.strategy"), strings.ToUpper(string(d.Vendor)))
 		}
 		m := sh.MPS

@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
-	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/vendors"
 )
 
 // Share is the part of a multi-allocatable device (agent flag
@@ -43,13 +43,14 @@ func (s *Settings) SharedDaemon() bool { return s.IsMPS() && s.IsShare() && s.Sh
 // daemon (an MPS config on a device the claim has to itself).
 func (s *Settings) ClaimDaemon() bool { return s.IsMPS() && !s.IsShare() }
 
-// shareSettings is how a share is run: on NVIDIA under the device's shared
-// MPS daemon, each client limited by the share's memory (pinned device
-// memory) and compute (active thread percentage of the device's compute
-// units; none for a memory-only share); elsewhere not at all.
+// shareSettings is how a share is run: where the vendor enforces shares
+// (NVIDIA), under the device's shared MPS daemon, each client limited by
+// the share's memory (pinned device memory) and compute (active thread
+// percentage of the device's compute units; none for a memory-only share);
+// elsewhere not at all.
 func shareSettings(d Device) *Settings {
 	sh := *d.Share
-	if d.Vendor != inventory.VendorNVIDIA {
+	if !vendors.Capabilities(d.Vendor).EnforcedShares {
 		sh.Enforced = false
 		return &Settings{Share: &sh}
 	}

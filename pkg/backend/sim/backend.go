@@ -107,7 +107,11 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 	if err := b.save(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
-	if err := b.devs.reset(b.logger, nodeDevices(&b.node)); err != nil {
+	nodes, err := nodeDevices(&b.node)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	if err := b.devs.reset(b.logger, nodes); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	b.logger.V(1).Info("Simulated backend ready", "gpus", len(b.node.GPUs), "stateDir", stateDir)
@@ -141,7 +145,10 @@ func (b *Backend) DeviceNumbers(devPath string) (major, minor int64, ok bool) {
 	devPath = strings.TrimPrefix(filepath.ToSlash(filepath.Clean(devPath)), "/dev/")
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, n := range nodeDevices(&b.node) {
+	// The state always has its nodes: New made them, and a partition
+	// whose nodes the vendor refuses is never created.
+	nodes, _ := nodeDevices(&b.node)
+	for _, n := range nodes {
 		if n.path == devPath {
 			return n.major, n.minor, true
 		}
@@ -172,7 +179,10 @@ func (b *Backend) CreatePartition(ctx context.Context, gpuUUID, profile string, 
 	if p.Kind == inventory.PartitionXCP {
 		p.Minor, p.RenderMinor = newMinorSet(&b.node).take()
 	}
-	nodes := partitionNodes(g, &p)
+	nodes, err := partitionNodes(g, &p)
+	if err != nil {
+		return nil, fmt.Errorf("sim: creating partition: %w", err)
+	}
 	if err := b.devs.create(logger, nodes); err != nil {
 		return nil, fmt.Errorf("sim: creating partition: %w", err)
 	}
@@ -217,7 +227,11 @@ func (b *Backend) DestroyPartition(ctx context.Context, gpuUUID, partitionUUID s
 		g.Partitions = before
 		return fmt.Errorf("sim: destroying partition: %w", err)
 	}
-	b.devs.remove(logger, partitionNodes(g, &gone))
+	if nodes, err := partitionNodes(g, &gone); err != nil {
+		logger.Error(err, "Removing the destroyed partition's device nodes", "gpu", gpuUUID, "uuid", partitionUUID)
+	} else {
+		b.devs.remove(logger, nodes)
+	}
 	b.changes++
 	logger.V(2).Info("Destroyed partition", "gpu", gpuUUID, "profile", gone.Profile, "uuid", partitionUUID)
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
@@ -174,13 +175,14 @@ func (b *builder) gpuTypes() {
 		path := "gpuTypes." + name
 		spec := &gpuTypeSpec{}
 		g := &spec.gpu
-		switch inventory.Vendor(t.Vendor) {
-		case inventory.VendorNVIDIA, inventory.VendorAMD:
+		_, known := vendors.For(inventory.Vendor(t.Vendor))
+		switch {
+		case known:
 			g.Vendor = inventory.Vendor(t.Vendor)
-		case "":
-			b.errorf(path+".vendor", "is required (nvidia or amd)")
+		case t.Vendor == "":
+			b.errorf(path+".vendor", "is required (%s)", vendorNames())
 		default:
-			b.errorf(path+".vendor", "%q is not a vendor (want nvidia or amd)", t.Vendor)
+			b.errorf(path+".vendor", "%q is not a vendor (want %s)", t.Vendor, vendorNames())
 		}
 		g.Model, g.ProductName = t.Model, t.ProductName
 		if t.Model == "" {
@@ -228,7 +230,6 @@ func (b *builder) gpuTypes() {
 }
 
 func (b *builder) partitioning(path string, g *inventory.GPU, p *filePartitioning) *inventory.Partitioning {
-	vendor := g.Vendor
 	out := &inventory.Partitioning{
 		Kind:                 inventory.PartitionKind(p.Kind),
 		Enabled:              p.Enabled,
@@ -236,13 +237,13 @@ func (b *builder) partitioning(path string, g *inventory.GPU, p *filePartitionin
 		MemorySlices:         p.MemorySlices,
 		ComputeSlices:        p.ComputeSlices,
 	}
+	kinds := partitionKinds()
 	switch {
-	case out.Kind == inventory.PartitionMIG && vendor == inventory.VendorNVIDIA,
-		out.Kind == inventory.PartitionXCP && vendor == inventory.VendorAMD:
-	case out.Kind == inventory.PartitionMIG || out.Kind == inventory.PartitionXCP:
-		b.errorf(path+".kind", "%s partitioning does not exist on %s GPUs", p.Kind, vendor)
+	case out.Kind != "" && out.Kind == vendors.Capabilities(g.Vendor).PartitionKind:
+	case slices.Contains(kinds, string(out.Kind)):
+		b.errorf(path+".kind", "%s partitioning does not exist on %s GPUs", p.Kind, g.Vendor)
 	default:
-		b.errorf(path+".kind", "%q is not a partitioning kind (want mig or xcp)", p.Kind)
+		b.errorf(path+".kind", "%q is not a partitioning kind (want %s)", p.Kind, strings.Join(kinds, " or "))
 	}
 	if p.MemorySlices <= 0 {
 		b.errorf(path+".memorySlices", "must be more than 0")
@@ -480,4 +481,24 @@ func (b *builder) partitionMinors() {
 			}
 		}
 	}
+}
+
+// vendorNames lists the vendors a machine file can name: "nvidia or amd".
+func vendorNames() string {
+	var names []string
+	for _, v := range vendors.All() {
+		names = append(names, string(v.Name()))
+	}
+	return strings.Join(names, " or ")
+}
+
+// partitionKinds lists the vendors' partitioning kinds: mig, xcp.
+func partitionKinds() []string {
+	var kinds []string
+	for _, v := range vendors.All() {
+		if k := v.Capabilities().PartitionKind; k != "" {
+			kinds = append(kinds, string(k))
+		}
+	}
+	return kinds
 }

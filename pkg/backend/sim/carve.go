@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/nvidia"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
@@ -78,15 +79,15 @@ func gpuInstanceID(g *inventory.GPU, p inventory.Placement) (int, error) {
 	if pt.Kind == inventory.PartitionXCP {
 		return p.Start / p.Size, nil
 	}
-	if id, ok := migGPUInstanceID(pt.MemorySlices, p); ok && id < maxMIGGPUInstances {
+	if id, ok := migGPUInstanceID(pt.MemorySlices, p); ok && id < nvidia.MaxGPUInstances {
 		return id, nil
 	}
-	for id := 0; id < maxMIGGPUInstances; id++ {
+	for id := 0; id < nvidia.MaxGPUInstances; id++ {
 		if !slices.ContainsFunc(g.Partitions, func(q inventory.Partition) bool { return q.GPUInstanceID == id }) {
 			return id, nil
 		}
 	}
-	return 0, fmt.Errorf("GPU %s: all %d GPU instance ids are in use", g.UUID, maxMIGGPUInstances)
+	return 0, fmt.Errorf("GPU %s: all %d GPU instance ids are in use", g.UUID, nvidia.MaxGPUInstances)
 }
 
 // sortPartitions orders partitions by placement so Discover is stable.

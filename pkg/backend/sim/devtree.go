@@ -12,31 +12,40 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor"
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
 // The simulator's private /dev: the character devices the imitated hardware
-// has, so CDI specs can name real paths. Their majors come from the Linux
-// LOCAL/EXPERIMENTAL range (120-127, Documentation/admin-guide/devices.txt),
-// which no driver in the kernel registers, so a simulated node can never
-// alias a real device even when a container runtime opens one.
+// has, so CDI specs can name real paths. Which nodes a GPU, a partition and
+// a vendor have is the vendor's (gpuvendor); the numbers are made up here.
+// Majors come from the Linux LOCAL/EXPERIMENTAL range (120-127,
+// Documentation/admin-guide/devices.txt), which no driver in the kernel
+// registers, so a simulated node can never alias a real device even when a
+// container runtime opens one. Each vendor's regions get them in the order
+// of vendors.All: NVIDIA's nvidia<N> and nvidiactl 120, nvidia-uvm 121,
+// nvidia-caps 122, AMD's dri 123, kfd 124. Minors are the hardware's.
 const (
-	majorNVIDIA     = 120 // nvidia<N> (minor N) and nvidiactl (minor 255)
-	majorNVIDIAUVM  = 121 // nvidia-uvm (minor 0), nvidia-uvm-tools (minor 1)
-	majorNVIDIACaps = 122 // nvidia-caps/nvidia-cap<N> (minor N)
-	majorDRI        = 123 // dri/card<N> (minor N), dri/renderD<N> (minor N)
-	majorKFD        = 124 // kfd (minor 0)
-
-	minorNVIDIACtl = 255
-	// MIG capability minors, as /proc/driver/nvidia-caps/mig-minors lists
-	// them: config 1, monitor 2, then per GPU minor 15 GPU instances of 9
-	// (one GI access and 8 CI accesses), gpu<N>/gi<G>/access =
-	// 3 + N*135 + G*9 and gpu<N>/gi<G>/ci<C>/access = that + 1 + C (MIG
-	// user guide, "Device Nodes and Capabilities": gpu31/gi14/ci7/access is
-	// 4322).
-	capMIGConfig  = 1
-	capMIGMonitor = 2
+	firstMajor = 120
+	lastMajor  = 127
 )
+
+// simMajors maps each vendor's character-device region to its major.
+var simMajors = func() map[string]int64 {
+	out := map[string]int64{}
+	next := int64(firstMajor)
+	for _, v := range vendors.All() {
+		for _, m := range v.Majors() {
+			if next > lastMajor {
+				panic("sim: more device regions than the LOCAL/EXPERIMENTAL majors " + strconv.Itoa(firstMajor) + "-" + strconv.Itoa(lastMajor))
+			}
+			out[m] = next
+			next++
+		}
+	}
+	return out
+}()
 
 // devNode is one device node, path relative to the dev root.
 type devNode struct {
@@ -44,81 +53,79 @@ type devNode struct {
 	major, minor int64
 }
 
-// migCapMinors returns the nvidia-caps minors of a MIG GPU instance and of
-// one of its compute instances.
-func migCapMinors(gpuMinor, gi, ci int) (giAccess, ciAccess int) {
-	giAccess = 3 + gpuMinor*135 + gi*9
-	return giAccess, giAccess + 1 + ci
-}
-
-func capPath(n int) string { return "nvidia-caps/nvidia-cap" + strconv.Itoa(n) }
-
-// gpuNodes lists the nodes a GPU and its partitions need, shared nodes
-// (nvidiactl, kfd) excluded.
-func gpuNodes(g *inventory.GPU) []devNode {
-	var out []devNode
-	switch g.Vendor {
-	case inventory.VendorNVIDIA:
-		out = append(out, devNode{"nvidia" + strconv.Itoa(g.Minor), majorNVIDIA, int64(g.Minor)})
-	case inventory.VendorAMD:
-		out = append(out, driNodes(g.Minor, g.RenderMinor)...)
-	}
-	for i := range g.Partitions {
-		out = append(out, partitionNodes(g, &g.Partitions[i])...)
+func devNodes(nodes []gpuvendor.Node) []devNode {
+	out := make([]devNode, len(nodes))
+	for i, n := range nodes {
+		out[i] = devNode{n.Path, simMajors[n.Major], n.Minor}
 	}
 	return out
+}
+
+func vendorOf(g *inventory.GPU) (gpuvendor.Vendor, error) {
+	v, ok := vendors.For(g.Vendor)
+	if !ok {
+		return nil, fmt.Errorf("GPU %s: vendor %q has no device nodes", g.UUID, g.Vendor)
+	}
+	return v, nil
+}
+
+// gpuNodes lists the nodes a GPU and its partitions need, the vendor's
+// shared nodes (nvidiactl, kfd) excluded.
+func gpuNodes(g *inventory.GPU) ([]devNode, error) {
+	v, err := vendorOf(g)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := v.GPUNodes(g)
+	if err != nil {
+		return nil, fmt.Errorf("GPU %s: %w", g.UUID, err)
+	}
+	out := devNodes(nodes)
+	for i := range g.Partitions {
+		p, err := partitionNodes(g, &g.Partitions[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p...)
+	}
+	return out, nil
 }
 
 // partitionNodes lists the nodes one partition adds: a MIG instance its GI
 // and CI access capabilities, an AMD compute partition its own DRM nodes.
-func partitionNodes(g *inventory.GPU, p *inventory.Partition) []devNode {
-	switch p.Kind {
-	case inventory.PartitionMIG:
-		gi, ci := migCapMinors(g.Minor, p.GPUInstanceID, p.ComputeInstanceID)
-		return []devNode{{capPath(gi), majorNVIDIACaps, int64(gi)}, {capPath(ci), majorNVIDIACaps, int64(ci)}}
-	case inventory.PartitionXCP:
-		return driNodes(p.Minor, p.RenderMinor)
+func partitionNodes(g *inventory.GPU, p *inventory.Partition) ([]devNode, error) {
+	v, err := vendorOf(g)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	nodes, err := v.PartitionNodes(g, p)
+	if err != nil {
+		return nil, fmt.Errorf("GPU %s: %w", g.UUID, err)
+	}
+	return devNodes(nodes), nil
 }
 
-func driNodes(card, render int) []devNode {
-	return []devNode{
-		{"dri/card" + strconv.Itoa(card), majorDRI, int64(card)},
-		{"dri/renderD" + strconv.Itoa(render), majorDRI, int64(render)},
-	}
-}
-
-// nodeDevices lists every node the node's current state needs.
-func nodeDevices(n *inventory.Node) []devNode {
-	var nvidia, mig, amd bool
+// nodeDevices lists every node the node's current state needs: each GPU's
+// and partition's, then per vendor present its common and host nodes.
+func nodeDevices(n *inventory.Node) ([]devNode, error) {
+	byVendor := map[inventory.Vendor][]*inventory.GPU{}
 	var out []devNode
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		switch g.Vendor {
-		case inventory.VendorNVIDIA:
-			nvidia = true
-			mig = mig || g.Partitioning != nil && g.Partitioning.Kind == inventory.PartitionMIG
-		case inventory.VendorAMD:
-			amd = true
+		nodes, err := gpuNodes(g)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, gpuNodes(g)...)
+		out = append(out, nodes...)
+		byVendor[g.Vendor] = append(byVendor[g.Vendor], g)
 	}
-	if nvidia {
-		out = append(out,
-			devNode{"nvidiactl", majorNVIDIA, minorNVIDIACtl},
-			devNode{"nvidia-uvm", majorNVIDIAUVM, 0},
-			devNode{"nvidia-uvm-tools", majorNVIDIAUVM, 1})
+	for _, v := range vendors.All() {
+		if gpus := byVendor[v.Name()]; len(gpus) > 0 {
+			out = append(out, devNodes(v.CommonNodes())...)
+			out = append(out, devNodes(v.HostNodes(gpus))...)
+		}
 	}
-	if mig {
-		out = append(out,
-			devNode{capPath(capMIGConfig), majorNVIDIACaps, capMIGConfig},
-			devNode{capPath(capMIGMonitor), majorNVIDIACaps, capMIGMonitor})
-	}
-	if amd {
-		out = append(out, devNode{"kfd", majorKFD, 0})
-	}
-	return out
+	return out, nil
 }
 
 // mknod is unix.Mknod; tests replace it to exercise the fallback as root.

@@ -9,20 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/nvidia"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
-
-func TestMIGCapMinors(t *testing.T) {
-	// /proc/driver/nvidia-caps/mig-minors as the MIG user guide prints it.
-	for _, c := range []struct{ gpu, gi, ci, wantGI, wantCI int }{
-		{0, 0, 0, 3, 4}, {0, 0, 2, 3, 6}, {3, 3, 3, 435, 439}, {6, 11, 7, 912, 920}, {31, 14, 7, 4314, 4322},
-	} {
-		gi, ci := migCapMinors(c.gpu, c.gi, c.ci)
-		if gi != c.wantGI || ci != c.wantCI {
-			t.Errorf("gpu%d/gi%d/ci%d: %d %d, want %d %d", c.gpu, c.gi, c.ci, gi, ci, c.wantGI, c.wantCI)
-		}
-	}
-}
 
 func TestDeviceTreeNVIDIA(t *testing.T) {
 	ctx := context.Background()
@@ -39,7 +28,7 @@ func TestDeviceTreeNVIDIA(t *testing.T) {
 	}
 	// GPU 6 (minor 6): seven 1g.10gb, GI ids 7-13, CI 0.
 	for gi := 7; gi <= 13; gi++ {
-		g, c := migCapMinors(6, gi, 0)
+		g, c := migCaps(6, gi, 0)
 		want[capPath(g)], want[capPath(c)] = [2]int64{122, int64(g)}, [2]int64{122, int64(c)}
 	}
 	for p, nums := range want {
@@ -63,7 +52,7 @@ func TestDeviceTreeNVIDIA(t *testing.T) {
 	if err := b.DestroyPartition(ctx, gpu, old.UUID); err != nil {
 		t.Fatal(err)
 	}
-	giNode, ciNode := migCapMinors(7, 7, 0)
+	giNode, ciNode := migCaps(7, 7, 0)
 	for _, n := range []int{giNode, ciNode} {
 		if _, err := os.Lstat(filepath.Join(b.DevRoot(), capPath(n))); !os.IsNotExist(err) {
 			t.Errorf("cap node %d survives its partition: %v", n, err)
@@ -76,7 +65,7 @@ func TestDeviceTreeNVIDIA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, c := migCapMinors(7, p.GPUInstanceID, 0)
+	g, c := migCaps(7, p.GPUInstanceID, 0)
 	assertNode(t, b, capPath(g), 122, int64(g))
 	assertNode(t, b, capPath(c), 122, int64(c))
 }
@@ -114,6 +103,17 @@ func TestDeviceTreeWithoutMknod(t *testing.T) {
 		t.Errorf("DeviceNumbers without nodes: %d %d %v", maj, min, ok)
 	}
 }
+
+// migCaps is nvidia.MIGCapMinors for IDs known to be in range.
+func migCaps(gpuMinor, gi, ci int) (giAccess, ciAccess int) {
+	giAccess, ciAccess, err := nvidia.MIGCapMinors(gpuMinor, gi, ci)
+	if err != nil {
+		panic(err)
+	}
+	return giAccess, ciAccess
+}
+
+func capPath(n int) string { return "nvidia-caps/nvidia-cap" + strconv.Itoa(n) }
 
 // assertNode checks a node exists in the tree (a real character device
 // where mknod worked) and that DeviceNumbers gives its numbers.

@@ -119,7 +119,3 @@ func migGPUInstanceID(totalSlices int, p inventory.Placement) (int, bool) {
 	}
 	return width - 1 + p.Start/p.Size, true
 }
-
-// maxMIGGPUInstances is the number of GPU instance ids per GPU that
-// /proc/driver/nvidia-caps/mig-minors lists (gi0..gi14).
-const maxMIGGPUInstances = 15

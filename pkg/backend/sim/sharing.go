@@ -36,11 +36,15 @@ func (b *Backend) SetTimeSlice(ctx context.Context, gpuUUID string, ts backend.T
 		}
 		return err
 	}
-	if g.Vendor != inventory.VendorNVIDIA {
+	v, err := vendorOf(g)
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	if !v.Capabilities().TimeSliceIntervals {
 		if ts == backend.TimeSliceDefault {
 			return nil
 		}
-		return fmt.Errorf("sim: GPU %s: time-slice interval %s: %w (AMD GPUs time-slice at a fixed interval)", gpuUUID, ts, backend.ErrSharingNotSupported)
+		return fmt.Errorf("sim: GPU %s: time-slice interval %s: %w (%s GPUs time-slice at a fixed interval)", gpuUUID, ts, backend.ErrSharingNotSupported, v.DisplayName())
 	}
 	name := ""
 	if ts != backend.TimeSliceDefault {
@@ -124,8 +128,8 @@ func (b *Backend) MPSDaemons(ctx context.Context) ([]backend.MPSDaemonState, err
 	return ds, nil
 }
 
-// checkMPSDevices checks that the daemon's devices are NVIDIA GPUs or
-// partitions of this node.
+// checkMPSDevices checks that the daemon's devices are GPUs or partitions
+// of this node whose vendor has MPS.
 func (b *Backend) checkMPSDevices(spec backend.MPSDaemonSpec) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -136,8 +140,12 @@ func (b *Backend) checkMPSDevices(spec backend.MPSDaemonSpec) error {
 				return fmt.Errorf("sim: MPS daemon %s: no GPU or partition %s on this node", spec.ID, uuid)
 			}
 		}
-		if g.Vendor != inventory.VendorNVIDIA {
-			return fmt.Errorf("sim: MPS daemon %s on %s (%s): %w (MPS is NVIDIA's; AMD GPUs share by time-slicing)", spec.ID, uuid, g.ProductName, backend.ErrSharingNotSupported)
+		v, err := vendorOf(g)
+		if err != nil {
+			return fmt.Errorf("sim: MPS daemon %s: %w", spec.ID, err)
+		}
+		if !v.Capabilities().MPS {
+			return fmt.Errorf("sim: MPS daemon %s on %s (%s): %w (MPS is NVIDIA's; %s GPUs share by time-slicing)", spec.ID, uuid, g.ProductName, backend.ErrSharingNotSupported, v.DisplayName())
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/fsutil"
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
@@ -126,7 +127,7 @@ func replayState(m *Machine, doc *stateDoc) ([]inventory.GPU, error) {
 		}
 		if sg.TimeSlice != "" {
 			ts, err := parseTimeSlice(sg.TimeSlice)
-			if err != nil || ts != backend.TimeSliceDefault && g.Vendor != inventory.VendorNVIDIA {
+			if err != nil || ts != backend.TimeSliceDefault && !vendors.Capabilities(g.Vendor).TimeSliceIntervals {
 				return nil, fmt.Errorf("GPU %s: time-slice interval %q cannot be set on it", g.UUID, sg.TimeSlice)
 			}
 			if ts != backend.TimeSliceDefault { // the default is kept as no value

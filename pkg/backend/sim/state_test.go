@@ -181,7 +181,7 @@ func TestRealBootID(t *testing.T) {
 }
 
 func capNode(gpuMinor, gi int) string {
-	n, _ := migCapMinors(gpuMinor, gi, 0)
+	n, _ := migCaps(gpuMinor, gi, 0)
 	return capPath(n)
 }
 
