@@ -437,60 +437,56 @@ func checkReadyz(in *DoctorInput, node string) Finding {
 // 5. Device taints.
 
 // nodeDevicesOf is the node's newest-generation devices.
-func nodeDevicesOf(node string, sl []resourceapi.ResourceSlice) *nodeDevices {
-	for _, nd := range nodesOf(&Snapshot{Slices: sl}) {
-		if nd.name == node {
+func nodeDevicesOf(node string, sl []resourceapi.ResourceSlice) *NodeDevices {
+	for _, nd := range NodesOf(&Snapshot{Slices: sl}) {
+		if nd.Name == node {
 			return nd
 		}
 	}
-	return &nodeDevices{name: node, counterSets: map[deviceKey]resourceapi.CounterSet{}}
+	return &NodeDevices{Name: node, CounterSets: map[DeviceKey]resourceapi.CounterSet{}}
 }
 
-func checkHealth(node string, nd *nodeDevices) []Finding {
+func checkHealth(node string, nd *NodeDevices) []Finding {
 	var out []Finding
-	groups := nd.gpuGroups()
+	groups := nd.GPUGroups()
 	for _, g := range groups {
 		var ts []Taint
 		var on []string
-		if g.whole != nil {
-			ts = taintsOf(g.whole)
+		if g.Whole != nil {
+			ts = TaintsOf(g.Whole)
 			if len(ts) > 0 {
-				on = append(on, g.whole.Name)
+				on = append(on, g.Whole.Name)
 			}
 		}
 		tainted := 0
-		for _, p := range g.partitions {
-			pt := taintsOf(p.dev)
+		for _, p := range g.Partitions {
+			pt := TaintsOf(p.Dev)
 			if len(pt) > 0 {
 				tainted++
 			}
-			ts = mergeTaints(ts, pt)
+			ts = MergeTaints(ts, pt)
 		}
 		if len(ts) == 0 {
 			continue
 		}
 		var parts []string
 		for _, t := range ts {
-			s := t.Key
-			if t.Value != "" {
-				s += "=" + t.Value
-			}
-			parts = append(parts, s+":"+t.Effect)
+			parts = append(parts, t.String())
 		}
 		where := ""
 		if tainted > 0 {
-			where = fmt.Sprintf(" (on %d of its %d partitions too)", tainted, len(g.partitions))
+			where = fmt.Sprintf(" (on %d of its %d partitions too)", tainted, len(g.Partitions))
 			if len(on) == 0 {
-				where = fmt.Sprintf(" (on %d of its %d partitions)", tainted, len(g.partitions))
+				where = fmt.Sprintf(" (on %d of its %d partitions)", tainted, len(g.Partitions))
 			}
 		}
 		out = append(out, Finding{Status: StatusWarn, Check: CheckHealth, Node: node,
-			Detail: fmt.Sprintf("%s tainted: %s%s", g.name, strings.Join(parts, ", "), where),
+			Detail: fmt.Sprintf("%s tainted: %s%s", g.Name, strings.Join(parts, ", "), where),
 			Fix:    "see README Health (what each taint means and when it clears); `tessera-sim inject --clear` on simulated nodes"})
 	}
 	if len(out) == 0 {
 		out = append(out, Finding{Status: StatusPass, Check: CheckHealth, Node: node,
-			Detail: fmt.Sprintf("no device taints on %d GPUs (%d devices)", len(groups), len(nd.devices))})
+			Detail: fmt.Sprintf("no device taints on %d GPUs (%d devices)", len(groups), len(nd.Devices))})
 	}
 	return out
 }
@@ -658,7 +654,7 @@ func capFindings(fs []Finding, st Status, check, node, what string) []Finding {
 
 // An incomplete pool (checkSlices failed) may lack the slices holding
 // placements: counter sets without them are then not judged.
-func checkPartitioning(node string, n *corev1.Node, nd *nodeDevices, incomplete bool) Finding {
+func checkPartitioning(node string, n *corev1.Node, nd *NodeDevices, incomplete bool) Finding {
 	f := Finding{Check: CheckPartitioning, Node: node}
 	label, hasLabel := "", false
 	if n != nil {
@@ -667,49 +663,49 @@ func checkPartitioning(node string, n *corev1.Node, nd *nodeDevices, incomplete 
 	// Counter sets (dynamic partitioning: one per GPU, named like it) and
 	// the placements consuming each.
 	type set struct {
-		key        deviceKey
+		key        DeviceKey
 		placements int
 	}
-	sets := map[deviceKey]*set{}
-	for k := range nd.counterSets {
+	sets := map[DeviceKey]*set{}
+	for k := range nd.CounterSets {
 		sets[k] = &set{key: k}
 	}
 	var staticParts []string // partitions consuming no counter set
-	for _, d := range nd.devices {
-		if attrString(d.dev, publish.AttrType) != publish.TypePartition {
+	for _, d := range nd.Devices {
+		if AttrString(d.Dev, publish.AttrType) != publish.TypePartition {
 			continue
 		}
-		if len(d.dev.ConsumesCounters) == 0 {
-			if parent := partitionParent(d.dev.Name); !slices.Contains(staticParts, parent) {
+		if len(d.Dev.ConsumesCounters) == 0 {
+			if parent := PartitionParent(d.Dev.Name); !slices.Contains(staticParts, parent) {
 				staticParts = append(staticParts, parent)
 			}
 			continue
 		}
-		for _, c := range d.dev.ConsumesCounters {
-			if s := sets[deviceKey{d.pool, c.CounterSet}]; s != nil {
+		for _, c := range d.Dev.ConsumesCounters {
+			if s := sets[DeviceKey{d.Pool, c.CounterSet}]; s != nil {
 				s.placements++
 			}
 		}
 	}
 	var setNames, empty []string
 	for k, s := range sets {
-		setNames = append(setNames, k.name)
+		setNames = append(setNames, k.Name)
 		if s.placements == 0 {
-			empty = append(empty, k.name)
+			empty = append(empty, k.Name)
 		}
 	}
-	slices.SortFunc(setNames, compareDeviceNames)
-	slices.SortFunc(empty, compareDeviceNames)
-	slices.SortFunc(staticParts, compareDeviceNames)
+	slices.SortFunc(setNames, CompareDeviceNames)
+	slices.SortFunc(empty, CompareDeviceNames)
+	slices.SortFunc(staticParts, CompareDeviceNames)
 	whole, partsOnly, both, dynamic := 0, 0, 0, 0
-	groups := nd.gpuGroups()
+	groups := nd.GPUGroups()
 	for _, g := range groups {
 		switch {
-		case sets[deviceKey{g.pool, g.name}] != nil:
+		case sets[DeviceKey{g.Pool, g.Name}] != nil:
 			dynamic++
-		case g.whole != nil && len(g.partitions) > 0:
+		case g.Whole != nil && len(g.Partitions) > 0:
 			both++
-		case g.whole != nil:
+		case g.Whole != nil:
 			whole++
 		default:
 			partsOnly++
@@ -757,14 +753,6 @@ func checkPartitioning(node string, n *corev1.Node, nd *nodeDevices, incomplete 
 		f.Detail = looked
 	}
 	return f
-}
-
-// partitionParent is the GPU a partition's name starts with.
-func partitionParent(name string) string {
-	if m := partitionName.FindStringSubmatch(name); m != nil {
-		return m[1]
-	}
-	return name
 }
 
 // truncateMessage shortens s to about n characters, on a rune boundary.

@@ -49,7 +49,7 @@ func LoadExplainFiles(paths []string) (*ExplainInput, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := s.decode(p, bytes.NewReader(data)); err != nil {
+		if err := s.Decode(p, bytes.NewReader(data)); err != nil {
 			return nil, err
 		}
 		if err := in.decodeExtras(p, bytes.NewReader(data)); err != nil {
@@ -80,7 +80,7 @@ func (in *ExplainInput) useShippedClasses() error {
 // decodeExtras adds the DeviceClasses, Pods and ResourceClaimTemplates of
 // one stream (the slices and claims are Snapshot.decode's).
 func (in *ExplainInput) decodeExtras(name string, r io.Reader) error {
-	return decodeStream(name, r, in.addExtra)
+	return DecodeStream(name, r, in.addExtra)
 }
 
 func (in *ExplainInput) addExtra(raw json.RawMessage) error {

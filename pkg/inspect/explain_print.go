@@ -1,12 +1,9 @@
 package inspect
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 )
 
 // CheckExplainOutput validates explain's -o value: text (empty), json or yaml.
@@ -23,19 +20,9 @@ func CheckExplainOutput(o string) error {
 func PrintExplanation(w io.Writer, ex *Explanation, output string) error {
 	switch output {
 	case OutputJSON:
-		b, err := json.MarshalIndent(ex, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
+		return WriteJSON(w, ex)
 	case OutputYAML:
-		b, err := yaml.Marshal(ex)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
+		return WriteYAML(w, ex)
 	case OutputTable:
 		_, err := io.WriteString(w, explanationText(ex))
 		return err

@@ -98,7 +98,7 @@ func (f *explainFleet) direct(t *testing.T, claims []*resourceapi.ResourceClaim)
 			out = append(out, n)
 		}
 	}
-	slices.SortFunc(out, compareDeviceNames)
+	slices.SortFunc(out, CompareDeviceNames)
 	return out
 }
 
@@ -158,7 +158,7 @@ func demoInput(t *testing.T) *ExplainInput {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := in.Snapshot.decode(p, bytes.NewReader(data)); err != nil {
+		if err := in.Snapshot.Decode(p, bytes.NewReader(data)); err != nil {
 			t.Fatal(err)
 		}
 		if err := in.decodeExtras(p, bytes.NewReader(data)); err != nil {
@@ -300,7 +300,7 @@ func TestExplainRandom(t *testing.T) {
 		}
 		checkConsistent(t, ex)
 		got, want := ex.Fitting(), f.direct(t, claims)
-		slices.SortFunc(got, compareDeviceNames)
+		slices.SortFunc(got, CompareDeviceNames)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: explain fits on %v, the allocator on %v\n%s", name, got, want, explainText(t, ex))
 		}

@@ -14,13 +14,6 @@ type Node struct {
 	Summary Summary `json:"summary"`
 }
 
-// Partitioning modes of a GPU.
-const (
-	PartitioningNone    = "none"    // published whole only
-	PartitioningStatic  = "static"  // the partitions an operator cut
-	PartitioningDynamic = "dynamic" // every placement, on a counter set named like the GPU
-)
-
 // GPU is one physical GPU.
 type GPU struct {
 	Node   string `json:"node"`
@@ -69,13 +62,6 @@ type Partition struct {
 	Shared       bool     `json:"shared,omitempty"`
 	SharedMemory *Usage   `json:"sharedMemory,omitempty"`
 	Holders      []Holder `json:"holders,omitempty"`
-}
-
-// Taint is a device taint (health).
-type Taint struct {
-	Key    string `json:"key"`
-	Value  string `json:"value,omitempty"`
-	Effect string `json:"effect"`
 }
 
 // Usage is used out of total: memory slices, or bytes of shared memory.

@@ -15,16 +15,16 @@ const memorySlicePrefix = "memory-slice-"
 // BuildInventory builds the inventory of the given nodes (every node when
 // none is given) from a snapshot.
 func BuildInventory(s *Snapshot, only []string) (*Inventory, error) {
-	allocs := allocationsOf(s.Claims)
+	allocs := AllocationsOf(s.Claims)
 	inv := &Inventory{Nodes: []Node{}}
 	found := map[string]bool{}
-	for _, nd := range nodesOf(s) {
-		if len(only) > 0 && !slices.Contains(only, nd.name) {
+	for _, nd := range NodesOf(s) {
+		if len(only) > 0 && !slices.Contains(only, nd.Name) {
 			continue
 		}
-		found[nd.name] = true
-		n := Node{Name: nd.name, GPUs: []GPU{}}
-		for _, g := range nd.gpuGroups() {
+		found[nd.Name] = true
+		n := Node{Name: nd.Name, GPUs: []GPU{}}
+		for _, g := range nd.GPUGroups() {
 			n.GPUs = append(n.GPUs, buildGPU(nd, g, allocs))
 		}
 		n.Summary = summarize(n.GPUs)
@@ -48,67 +48,67 @@ func BuildInventory(s *Snapshot, only []string) (*Inventory, error) {
 	return inv, nil
 }
 
-func buildGPU(nd *nodeDevices, g *gpuGroup, allocs allocations) GPU {
-	out := GPU{Node: nd.name, Device: g.name, Published: g.whole != nil, Partitioning: PartitioningNone}
+func buildGPU(nd *NodeDevices, g *GPUGroup, allocs Allocations) GPU {
+	out := GPU{Node: nd.Name, Device: g.Name, Published: g.Whole != nil, Partitioning: PartitioningNone}
 	// Attributes common to the GPU come from the whole device, or else
 	// from a partition (they carry the parent's vendor, model, ...).
-	src := g.whole
-	if src == nil && len(g.partitions) > 0 {
-		src = g.partitions[0].dev
+	src := g.Whole
+	if src == nil && len(g.Partitions) > 0 {
+		src = g.Partitions[0].Dev
 	}
 	if src != nil {
-		out.Vendor = attrString(src, publish.AttrVendor)
-		out.Model = attrString(src, publish.AttrModel)
-		out.ProductName = attrString(src, publish.AttrProductName)
-		out.Simulated = isSimulated(src)
-		out.PCIeRoot = attrString(src, attrPCIeRoot)
-		if v, ok := attrInt(src, attrNUMANode); ok {
+		out.Vendor = AttrString(src, publish.AttrVendor)
+		out.Model = AttrString(src, publish.AttrModel)
+		out.ProductName = AttrString(src, publish.AttrProductName)
+		out.Simulated = IsSimulated(src)
+		out.PCIeRoot = AttrString(src, AttrPCIeRoot)
+		if v, ok := AttrInt(src, AttrNUMANode); ok {
 			out.NUMANode = &v
 		}
 	}
-	if g.whole != nil {
-		w := g.whole
-		out.UUID = attrString(w, publish.AttrUUID)
-		out.MemoryBytes = capacityBytes(w)
-		out.Fabric = attrString(w, publish.AttrFabric)
-		out.FabricIsland = attrString(w, publish.AttrFabricIsland)
-		out.FabricBandwidthGBps, _ = attrInt(w, publish.AttrFabricBandwidth)
-		out.PCIBusID = attrString(w, attrPCIBusID)
-		out.Shared = isShared(w)
-		out.Holders = allocs[deviceKey{g.pool, w.Name}]
-		out.Taints = taintsOf(w)
+	if g.Whole != nil {
+		w := g.Whole
+		out.UUID = AttrString(w, publish.AttrUUID)
+		out.MemoryBytes = CapacityBytes(w)
+		out.Fabric = AttrString(w, publish.AttrFabric)
+		out.FabricIsland = AttrString(w, publish.AttrFabricIsland)
+		out.FabricBandwidthGBps, _ = AttrInt(w, publish.AttrFabricBandwidth)
+		out.PCIBusID = AttrString(w, AttrPCIBusID)
+		out.Shared = IsShared(w)
+		out.Holders = allocs[DeviceKey{g.Pool, w.Name}]
+		out.Taints = TaintsOf(w)
 		if out.Shared {
 			out.SharedMemory = sharedUsage(w, out.Holders)
 		}
 	} else if src != nil {
-		out.UUID = attrString(src, publish.AttrParentUUID)
+		out.UUID = AttrString(src, publish.AttrParentUUID)
 	}
 
-	cs, dynamic := nd.counterSets[deviceKey{g.pool, g.name}]
+	cs, dynamic := nd.CounterSets[DeviceKey{g.Pool, g.Name}]
 	switch {
 	case dynamic:
 		out.Partitioning = PartitioningDynamic
 		out.MemorySlices = &Usage{Total: int64(countMemorySlices(cs))}
-	case len(g.partitions) > 0:
+	case len(g.Partitions) > 0:
 		out.Partitioning = PartitioningStatic
 	}
 	used := map[string]bool{}
 	if dynamic && len(out.Holders) > 0 {
-		markSlices(used, g.whole, g.name)
+		markSlices(used, g.Whole, g.Name)
 	}
-	for _, p := range g.partitions {
-		out.Taints = mergeTaints(out.Taints, taintsOf(p.dev))
+	for _, p := range g.Partitions {
+		out.Taints = MergeTaints(out.Taints, TaintsOf(p.Dev))
 		if out.PartitionKind == "" {
-			out.PartitionKind = attrString(p.dev, publish.AttrPartitionKind)
+			out.PartitionKind = AttrString(p.Dev, publish.AttrPartitionKind)
 		}
-		holders := allocs[p.key()]
+		holders := allocs[p.Key()]
 		if dynamic {
 			if len(holders) == 0 {
 				continue // an unallocated placement is only a possibility
 			}
-			markSlices(used, p.dev, g.name)
+			markSlices(used, p.Dev, g.Name)
 		}
-		out.Partitions = append(out.Partitions, buildPartition(p.dev, g.name, holders))
+		out.Partitions = append(out.Partitions, buildPartition(p.Dev, g.Name, holders))
 	}
 	if dynamic {
 		out.MemorySlices.Used = int64(len(used))
@@ -119,12 +119,12 @@ func buildGPU(nd *nodeDevices, g *gpuGroup, allocs allocations) GPU {
 func buildPartition(d *resourceapi.Device, parent string, holders []Holder) Partition {
 	p := Partition{
 		Device:      d.Name,
-		Kind:        attrString(d, publish.AttrPartitionKind),
-		Profile:     attrString(d, publish.AttrProfile),
-		UUID:        attrString(d, publish.AttrUUID),
-		MemoryBytes: capacityBytes(d),
-		Taints:      taintsOf(d),
-		Shared:      isShared(d),
+		Kind:        AttrString(d, publish.AttrPartitionKind),
+		Profile:     AttrString(d, publish.AttrProfile),
+		UUID:        AttrString(d, publish.AttrUUID),
+		MemoryBytes: CapacityBytes(d),
+		Taints:      TaintsOf(d),
+		Shared:      IsShared(d),
 		Holders:     holders,
 	}
 	for _, c := range d.ConsumesCounters {
@@ -137,7 +137,7 @@ func buildPartition(d *resourceapi.Device, parent string, holders []Holder) Part
 			}
 		}
 	}
-	slices.SortFunc(p.MemorySlices, compareDeviceNames)
+	slices.SortFunc(p.MemorySlices, CompareDeviceNames)
 	if p.Shared {
 		p.SharedMemory = sharedUsage(d, holders)
 	}
@@ -173,29 +173,11 @@ func countMemorySlices(cs resourceapi.CounterSet) int {
 
 // sharedUsage is the memory the shares of a multi-allocatable device consume.
 func sharedUsage(d *resourceapi.Device, holders []Holder) *Usage {
-	u := &Usage{Total: capacityBytes(d)}
+	u := &Usage{Total: CapacityBytes(d)}
 	for _, h := range holders {
 		u.Used += h.ConsumedMemoryBytes
 	}
 	return u
-}
-
-func taintsOf(d *resourceapi.Device) []Taint {
-	var out []Taint
-	for _, t := range d.Taints {
-		out = append(out, Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
-	}
-	return out
-}
-
-// mergeTaints adds the taints of add that ts lacks.
-func mergeTaints(ts, add []Taint) []Taint {
-	for _, t := range add {
-		if !slices.Contains(ts, t) {
-			ts = append(ts, t)
-		}
-	}
-	return ts
 }
 
 func summarize(gpus []GPU) Summary {

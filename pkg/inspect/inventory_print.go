@@ -1,22 +1,10 @@
 package inspect
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
-
-	"sigs.k8s.io/yaml"
-)
-
-// Output formats of the read commands.
-const (
-	OutputTable = ""
-	OutputWide  = "wide"
-	OutputJSON  = "json"
-	OutputYAML  = "yaml"
 )
 
 // CheckOutput validates an -o value.
@@ -32,19 +20,9 @@ func CheckOutput(o string) error {
 func PrintInventory(w io.Writer, inv *Inventory, output string) error {
 	switch output {
 	case OutputJSON:
-		b, err := json.MarshalIndent(inv, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
+		return WriteJSON(w, inv)
 	case OutputYAML:
-		b, err := yaml.Marshal(inv)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
+		return WriteYAML(w, inv)
 	case OutputTable, OutputWide:
 		return printInventoryTable(w, inv, output == OutputWide)
 	}
@@ -74,7 +52,7 @@ func printInventoryTable(w io.Writer, inv *Inventory, wide bool) error {
 			cells := []string{g.Node, g.Device, g.Vendor, model(g), memory(g.MemoryBytes), g.FabricIsland,
 				partitioning(g), health(g.Taints), gpuUsage(g), holders(g.Holders)}
 			if wide {
-				cells = append(cells, g.Fabric, numa(g.NUMANode), g.PCIeRoot, g.PCIBusID, g.UUID)
+				cells = append(cells, g.Fabric, FormatNUMA(g.NUMANode), g.PCIeRoot, g.PCIBusID, g.UUID)
 			}
 			row(false, cells...)
 			for _, p := range g.Partitions {
@@ -134,11 +112,7 @@ func health(ts []Taint) string {
 	}
 	var out []string
 	for _, t := range ts {
-		s := t.Key
-		if t.Value != "" {
-			s += "=" + t.Value
-		}
-		out = append(out, s+":"+t.Effect)
+		out = append(out, t.String())
 	}
 	return strings.Join(out, ",")
 }
@@ -201,13 +175,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func numa(n *int64) string {
-	if n == nil {
-		return ""
-	}
-	return strconv.FormatInt(*n, 10)
 }
 
 // summaryText: "8 GPUs (8x H100): 6 free, 2 in use, 0 unhealthy".

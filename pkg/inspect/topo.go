@@ -97,11 +97,11 @@ type Island struct {
 // BuildTopology builds node's matrix from its whole-GPU devices (type gpu):
 // on a dynamic node the placements are left out.
 func BuildTopology(s *Snapshot, node string) (*Topology, error) {
-	var nd *nodeDevices
+	var nd *NodeDevices
 	var names []string
-	for _, n := range nodesOf(s) {
-		names = append(names, n.name)
-		if n.name == node {
+	for _, n := range NodesOf(s) {
+		names = append(names, n.Name)
+		if n.Name == node {
 			nd = n
 		}
 	}
@@ -110,20 +110,20 @@ func BuildTopology(s *Snapshot, node string) (*Topology, error) {
 	}
 	t := &Topology{Node: node, GPUs: []TopoGPU{}, Islands: []Island{}}
 	islands := map[string]*Island{}
-	for _, g := range nd.gpuGroups() {
-		if g.whole == nil {
-			t.PartitionedOnly = append(t.PartitionedOnly, g.name)
+	for _, g := range nd.GPUGroups() {
+		if g.Whole == nil {
+			t.PartitionedOnly = append(t.PartitionedOnly, g.Name)
 			continue
 		}
-		w := g.whole
+		w := g.Whole
 		tg := TopoGPU{
 			Device:   w.Name,
-			Fabric:   attrString(w, publish.AttrFabric),
-			Island:   attrString(w, publish.AttrFabricIsland),
-			PCIeRoot: attrString(w, attrPCIeRoot),
+			Fabric:   AttrString(w, publish.AttrFabric),
+			Island:   AttrString(w, publish.AttrFabricIsland),
+			PCIeRoot: AttrString(w, AttrPCIeRoot),
 		}
-		tg.BandwidthGBps, _ = attrInt(w, publish.AttrFabricBandwidth)
-		if v, ok := attrInt(w, attrNUMANode); ok {
+		tg.BandwidthGBps, _ = AttrInt(w, publish.AttrFabricBandwidth)
+		if v, ok := AttrInt(w, AttrNUMANode); ok {
 			tg.NUMANode = &v
 		}
 		t.GPUs = append(t.GPUs, tg)
@@ -151,7 +151,7 @@ func BuildTopology(s *Snapshot, node string) (*Topology, error) {
 		t.Islands = append(t.Islands, *is)
 	}
 	slices.SortFunc(t.Islands, func(a, b Island) int {
-		return compareDeviceNames(a.Devices[0], b.Devices[0])
+		return CompareDeviceNames(a.Devices[0], b.Devices[0])
 	})
 	return t, nil
 }

@@ -35,7 +35,7 @@ func PrintTopology(w io.Writer, t *Topology) error {
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for i, g := range t.GPUs {
 		cells := append([]string{g.Device}, t.Links[i]...)
-		cells = append(cells, orNA(numa(g.NUMANode)))
+		cells = append(cells, orNA(FormatNUMA(g.NUMANode)))
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	if err := tw.Flush(); err != nil {
