@@ -1,7 +1,9 @@
-// Package inspect is the logic behind kubectl-tessera: it reads the
+// Package inspect is what the kubectl-tessera commands share: it reads the
 // ResourceSlices Tessera publishes and the ResourceClaims allocated from
-// them (from a cluster or from files) and turns them into the fleet views
-// the plugin prints, without ever writing to the cluster.
+// them (from a cluster or from files), without ever writing to the cluster,
+// and gives the views of them every command builds on. Each command is a
+// package below: inventory, topo, explain, doctor; inspecttest holds what
+// their tests share.
 //
 // The files, one job each:
 //
@@ -15,11 +17,6 @@
 //   - taints.go: device taints as the views show them.
 //   - partitioning.go: the partitioning modes of a GPU.
 //   - output.go: the -o formats, JSON and YAML output.
-//   - inventory.go: the inventory view (types with json tags).
-//   - inventory_build.go: building it from a Snapshot.
-//   - inventory_print.go: printing it as a table, JSON or YAML.
-//   - topo.go: the GPU-to-GPU link classification.
-//   - topo_print.go: printing the matrix as nvidia-smi topo -m does.
 //   - format.go: human-readable quantities and NUMA nodes.
 //   - explain.go: why a claim fits where it does, node by node, with the
 //     scheduler's allocator as the judge; explain_reasons.go the reasons

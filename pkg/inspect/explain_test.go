@@ -440,7 +440,7 @@ func TestExplainFiles(t *testing.T) {
 func explainGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", "explain", name+".txt")
-	if *update {
+	if updating() {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -448,9 +448,9 @@ func explainGolden(t *testing.T, name string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./pkg/inspect -update to create it)", err)
+		t.Fatalf("%v (run go test ./pkg/inspect/... -update to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (go test ./pkg/inspect -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
+		t.Errorf("output differs from %s (go test ./pkg/inspect/... -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }

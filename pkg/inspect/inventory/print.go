@@ -1,30 +1,32 @@
-package inspect
+package inventory
 
 import (
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/tessera-gpu/tessera/pkg/inspect"
 )
 
 // CheckOutput validates an -o value.
 func CheckOutput(o string) error {
 	switch o {
-	case OutputTable, OutputWide, OutputJSON, OutputYAML:
+	case inspect.OutputTable, inspect.OutputWide, inspect.OutputJSON, inspect.OutputYAML:
 		return nil
 	}
 	return fmt.Errorf("unknown output format %q: use wide, json or yaml", o)
 }
 
-// PrintInventory prints inv in the given output format.
-func PrintInventory(w io.Writer, inv *Inventory, output string) error {
+// Print prints inv in the given output format.
+func Print(w io.Writer, inv *Inventory, output string) error {
 	switch output {
-	case OutputJSON:
-		return WriteJSON(w, inv)
-	case OutputYAML:
-		return WriteYAML(w, inv)
-	case OutputTable, OutputWide:
-		return printInventoryTable(w, inv, output == OutputWide)
+	case inspect.OutputJSON:
+		return inspect.WriteJSON(w, inv)
+	case inspect.OutputYAML:
+		return inspect.WriteYAML(w, inv)
+	case inspect.OutputTable, inspect.OutputWide:
+		return printInventoryTable(w, inv, output == inspect.OutputWide)
 	}
 	return CheckOutput(output)
 }
@@ -52,7 +54,7 @@ func printInventoryTable(w io.Writer, inv *Inventory, wide bool) error {
 			cells := []string{g.Node, g.Device, g.Vendor, model(g), memory(g.MemoryBytes), g.FabricIsland,
 				partitioning(g), health(g.Taints), gpuUsage(g), holders(g.Holders)}
 			if wide {
-				cells = append(cells, g.Fabric, FormatNUMA(g.NUMANode), g.PCIeRoot, g.PCIBusID, g.UUID)
+				cells = append(cells, g.Fabric, inspect.FormatNUMA(g.NUMANode), g.PCIeRoot, g.PCIBusID, g.UUID)
 			}
 			row(false, cells...)
 			for _, p := range g.Partitions {
@@ -95,18 +97,18 @@ func memory(b int64) string {
 	if b <= 0 {
 		return ""
 	}
-	return HumanBytes(b)
+	return inspect.HumanBytes(b)
 }
 
 func partitioning(g *GPU) string {
-	if g.Partitioning != PartitioningNone && g.PartitionKind != "" {
+	if g.Partitioning != inspect.PartitioningNone && g.PartitionKind != "" {
 		return g.Partitioning + " (" + g.PartitionKind + ")"
 	}
 	return g.Partitioning
 }
 
 // health is "ok", or the taints as key=value:Effect.
-func health(ts []Taint) string {
+func health(ts []inspect.Taint) string {
 	if len(ts) == 0 {
 		return "ok"
 	}
@@ -126,7 +128,7 @@ func gpuUsage(g *GPU) string {
 		return fmt.Sprintf("slices %d/%d", g.MemorySlices.Used, g.MemorySlices.Total)
 	case g.SharedMemory != nil:
 		return sharedText(g.SharedMemory, len(g.Holders))
-	case g.Partitioning == PartitioningStatic:
+	case g.Partitioning == inspect.PartitioningStatic:
 		used := 0
 		for _, p := range g.Partitions {
 			if len(p.Holders) > 0 {
@@ -159,10 +161,10 @@ func sharedText(u *Usage, shares int) string {
 	if shares == 1 {
 		s = "share"
 	}
-	return fmt.Sprintf("mem %s/%s (%d %s)", HumanBytes(u.Used), HumanBytes(u.Total), shares, s)
+	return fmt.Sprintf("mem %s/%s (%d %s)", inspect.HumanBytes(u.Used), inspect.HumanBytes(u.Total), shares, s)
 }
 
-func holders(hs []Holder) string {
+func holders(hs []inspect.Holder) string {
 	var out []string
 	for _, h := range hs {
 		out = append(out, h.String())

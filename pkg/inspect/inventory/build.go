@@ -1,4 +1,4 @@
-package inspect
+package inventory
 
 import (
 	"fmt"
@@ -7,18 +7,19 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/inspect"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 const memorySlicePrefix = "memory-slice-"
 
-// BuildInventory builds the inventory of the given nodes (every node when
+// Build builds the inventory of the given nodes (every node when
 // none is given) from a snapshot.
-func BuildInventory(s *Snapshot, only []string) (*Inventory, error) {
-	allocs := AllocationsOf(s.Claims)
+func Build(s *inspect.Snapshot, only []string) (*Inventory, error) {
+	allocs := inspect.AllocationsOf(s.Claims)
 	inv := &Inventory{Nodes: []Node{}}
 	found := map[string]bool{}
-	for _, nd := range NodesOf(s) {
+	for _, nd := range inspect.NodesOf(s) {
 		if len(only) > 0 && !slices.Contains(only, nd.Name) {
 			continue
 		}
@@ -37,7 +38,7 @@ func BuildInventory(s *Snapshot, only []string) (*Inventory, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("no ResourceSlices of driver %s for node %s in %s", DriverName, strings.Join(missing, ", "), s.Source)
+		return nil, fmt.Errorf("no ResourceSlices of driver %s for node %s in %s", inspect.DriverName, strings.Join(missing, ", "), s.Source)
 	}
 	var all []GPU
 	for _, n := range inv.Nodes {
@@ -48,8 +49,8 @@ func BuildInventory(s *Snapshot, only []string) (*Inventory, error) {
 	return inv, nil
 }
 
-func buildGPU(nd *NodeDevices, g *GPUGroup, allocs Allocations) GPU {
-	out := GPU{Node: nd.Name, Device: g.Name, Published: g.Whole != nil, Partitioning: PartitioningNone}
+func buildGPU(nd *inspect.NodeDevices, g *inspect.GPUGroup, allocs inspect.Allocations) GPU {
+	out := GPU{Node: nd.Name, Device: g.Name, Published: g.Whole != nil, Partitioning: inspect.PartitioningNone}
 	// Attributes common to the GPU come from the whole device, or else
 	// from a partition (they carry the parent's vendor, model, ...).
 	src := g.Whole
@@ -57,49 +58,49 @@ func buildGPU(nd *NodeDevices, g *GPUGroup, allocs Allocations) GPU {
 		src = g.Partitions[0].Dev
 	}
 	if src != nil {
-		out.Vendor = AttrString(src, publish.AttrVendor)
-		out.Model = AttrString(src, publish.AttrModel)
-		out.ProductName = AttrString(src, publish.AttrProductName)
-		out.Simulated = IsSimulated(src)
-		out.PCIeRoot = AttrString(src, AttrPCIeRoot)
-		if v, ok := AttrInt(src, AttrNUMANode); ok {
+		out.Vendor = inspect.AttrString(src, publish.AttrVendor)
+		out.Model = inspect.AttrString(src, publish.AttrModel)
+		out.ProductName = inspect.AttrString(src, publish.AttrProductName)
+		out.Simulated = inspect.IsSimulated(src)
+		out.PCIeRoot = inspect.AttrString(src, inspect.AttrPCIeRoot)
+		if v, ok := inspect.AttrInt(src, inspect.AttrNUMANode); ok {
 			out.NUMANode = &v
 		}
 	}
 	if g.Whole != nil {
 		w := g.Whole
-		out.UUID = AttrString(w, publish.AttrUUID)
-		out.MemoryBytes = CapacityBytes(w)
-		out.Fabric = AttrString(w, publish.AttrFabric)
-		out.FabricIsland = AttrString(w, publish.AttrFabricIsland)
-		out.FabricBandwidthGBps, _ = AttrInt(w, publish.AttrFabricBandwidth)
-		out.PCIBusID = AttrString(w, AttrPCIBusID)
-		out.Shared = IsShared(w)
-		out.Holders = allocs[DeviceKey{g.Pool, w.Name}]
-		out.Taints = TaintsOf(w)
+		out.UUID = inspect.AttrString(w, publish.AttrUUID)
+		out.MemoryBytes = inspect.CapacityBytes(w)
+		out.Fabric = inspect.AttrString(w, publish.AttrFabric)
+		out.FabricIsland = inspect.AttrString(w, publish.AttrFabricIsland)
+		out.FabricBandwidthGBps, _ = inspect.AttrInt(w, publish.AttrFabricBandwidth)
+		out.PCIBusID = inspect.AttrString(w, inspect.AttrPCIBusID)
+		out.Shared = inspect.IsShared(w)
+		out.Holders = allocs[inspect.DeviceKey{Pool: g.Pool, Name: w.Name}]
+		out.Taints = inspect.TaintsOf(w)
 		if out.Shared {
 			out.SharedMemory = sharedUsage(w, out.Holders)
 		}
 	} else if src != nil {
-		out.UUID = AttrString(src, publish.AttrParentUUID)
+		out.UUID = inspect.AttrString(src, publish.AttrParentUUID)
 	}
 
-	cs, dynamic := nd.CounterSets[DeviceKey{g.Pool, g.Name}]
+	cs, dynamic := nd.CounterSets[inspect.DeviceKey{Pool: g.Pool, Name: g.Name}]
 	switch {
 	case dynamic:
-		out.Partitioning = PartitioningDynamic
+		out.Partitioning = inspect.PartitioningDynamic
 		out.MemorySlices = &Usage{Total: int64(countMemorySlices(cs))}
 	case len(g.Partitions) > 0:
-		out.Partitioning = PartitioningStatic
+		out.Partitioning = inspect.PartitioningStatic
 	}
 	used := map[string]bool{}
 	if dynamic && len(out.Holders) > 0 {
 		markSlices(used, g.Whole, g.Name)
 	}
 	for _, p := range g.Partitions {
-		out.Taints = MergeTaints(out.Taints, TaintsOf(p.Dev))
+		out.Taints = inspect.MergeTaints(out.Taints, inspect.TaintsOf(p.Dev))
 		if out.PartitionKind == "" {
-			out.PartitionKind = AttrString(p.Dev, publish.AttrPartitionKind)
+			out.PartitionKind = inspect.AttrString(p.Dev, publish.AttrPartitionKind)
 		}
 		holders := allocs[p.Key()]
 		if dynamic {
@@ -116,15 +117,15 @@ func buildGPU(nd *NodeDevices, g *GPUGroup, allocs Allocations) GPU {
 	return out
 }
 
-func buildPartition(d *resourceapi.Device, parent string, holders []Holder) Partition {
+func buildPartition(d *resourceapi.Device, parent string, holders []inspect.Holder) Partition {
 	p := Partition{
 		Device:      d.Name,
-		Kind:        AttrString(d, publish.AttrPartitionKind),
-		Profile:     AttrString(d, publish.AttrProfile),
-		UUID:        AttrString(d, publish.AttrUUID),
-		MemoryBytes: CapacityBytes(d),
-		Taints:      TaintsOf(d),
-		Shared:      IsShared(d),
+		Kind:        inspect.AttrString(d, publish.AttrPartitionKind),
+		Profile:     inspect.AttrString(d, publish.AttrProfile),
+		UUID:        inspect.AttrString(d, publish.AttrUUID),
+		MemoryBytes: inspect.CapacityBytes(d),
+		Taints:      inspect.TaintsOf(d),
+		Shared:      inspect.IsShared(d),
 		Holders:     holders,
 	}
 	for _, c := range d.ConsumesCounters {
@@ -137,7 +138,7 @@ func buildPartition(d *resourceapi.Device, parent string, holders []Holder) Part
 			}
 		}
 	}
-	slices.SortFunc(p.MemorySlices, CompareDeviceNames)
+	slices.SortFunc(p.MemorySlices, inspect.CompareDeviceNames)
 	if p.Shared {
 		p.SharedMemory = sharedUsage(d, holders)
 	}
@@ -172,8 +173,8 @@ func countMemorySlices(cs resourceapi.CounterSet) int {
 }
 
 // sharedUsage is the memory the shares of a multi-allocatable device consume.
-func sharedUsage(d *resourceapi.Device, holders []Holder) *Usage {
-	u := &Usage{Total: CapacityBytes(d)}
+func sharedUsage(d *resourceapi.Device, holders []inspect.Holder) *Usage {
+	u := &Usage{Total: inspect.CapacityBytes(d)}
 	for _, h := range holders {
 		u.Used += h.ConsumedMemoryBytes
 	}
