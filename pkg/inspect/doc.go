@@ -18,11 +18,6 @@
 //   - partitioning.go: the partitioning modes of a GPU.
 //   - output.go: the -o formats, JSON and YAML output.
 //   - format.go: human-readable quantities and NUMA nodes.
-//   - explain.go: why a claim fits where it does, node by node, with the
-//     scheduler's allocator as the judge; explain_reasons.go the reasons
-//     (selectors, in use, counters, taints, capacity, constraints),
-//     explain_load.go its inputs (classes, pods, templates),
-//     explain_print.go its output.
 //   - doctor.go: the troubleshooting checks as pure functions over a
 //     DoctorInput; doctor_gather.go reading that input from a cluster;
 //     doctor_print.go the PASS/WARN/FAIL lines.

@@ -1,19 +1,11 @@
 package inspect
 
 import (
-	"flag"
 	"path/filepath"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
 )
-
-// updating says whether -update (pkg/inspect/inspecttest's flag, linked in
-// by this package's external tests) asks golden files to be rewritten.
-func updating() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 func load(t *testing.T, files ...string) *Snapshot {
 	t.Helper()

@@ -1,4 +1,4 @@
-package inspect
+package explain
 
 import (
 	"context"
@@ -16,11 +16,12 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
+	"github.com/tessera-gpu/tessera/pkg/inspect"
 )
 
-// ExplainFeatures are the DRA features the allocator runs with: those on by
+// Features are the DRA features the allocator runs with: those on by
 // default in Kubernetes 1.37 (as pkg/alloctest).
-var ExplainFeatures = structured.Features{
+var Features = structured.Features{
 	PrioritizedList:      true,
 	PartitionableDevices: true,
 	DeviceTaints:         true,
@@ -100,7 +101,7 @@ type RequestReport struct {
 	// Enough: Usable covers Count (for All: every matching device usable).
 	Enough bool `json:"enough"`
 
-	usable []PoolDevice
+	usable []inspect.PoolDevice
 }
 
 // SelectorReport is one CEL selector of a request evaluated alone over the
@@ -193,7 +194,7 @@ type explainer struct {
 	classes  deviceclasses.Lister
 	cache    *cel.Cache
 	state    structured.AllocatedState
-	holders  Allocations
+	holders  inspect.Allocations
 	counters map[counterKey][]string // claims consuming each counter
 }
 
@@ -203,7 +204,7 @@ type counterKey struct{ pool, set, counter string }
 // allocated together, as the scheduler does) on every node of in's
 // snapshot, with every other allocated claim of the snapshot holding its
 // devices, and explains each node's verdict. pod names the pod, if any.
-func Explain(ctx context.Context, in *ExplainInput, pod string, claims []*resourceapi.ResourceClaim) (*Explanation, error) {
+func Run(ctx context.Context, in *Input, pod string, claims []*resourceapi.ResourceClaim) (*Explanation, error) {
 	if len(claims) == 0 {
 		return nil, fmt.Errorf("no claim to explain")
 	}
@@ -252,7 +253,7 @@ func Explain(ctx context.Context, in *ExplainInput, pod string, claims []*resour
 			}
 		}
 	}
-	e.holders = AllocationsOf(others)
+	e.holders = inspect.AllocationsOf(others)
 
 	sliceCopies := make([]*resourceapi.ResourceSlice, len(in.Snapshot.Slices))
 	for i := range in.Snapshot.Slices {
@@ -262,12 +263,12 @@ func Explain(ctx context.Context, in *ExplainInput, pod string, claims []*resour
 		}
 		sliceCopies[i] = s
 	}
-	alloc, err := structured.NewAllocator(ctx, ExplainFeatures, e.state, e.classes, sliceCopies, e.cache)
+	alloc, err := structured.NewAllocator(ctx, Features, e.state, e.classes, sliceCopies, e.cache)
 	if err != nil {
 		return nil, err
 	}
 
-	for _, n := range NodesOf(in.Snapshot) {
+	for _, n := range inspect.NodesOf(in.Snapshot) {
 		e.indexCounters(n)
 		v := NodeVerdict{Node: n.Name}
 		res, err := alloc.Allocate(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, pending)
@@ -307,7 +308,7 @@ func Explain(ctx context.Context, in *ExplainInput, pod string, claims []*resour
 			}
 			return 1
 		}
-		return CompareDeviceNames(a.Node, b.Node)
+		return inspect.CompareDeviceNames(a.Node, b.Node)
 	})
 	return ex, nil
 }
@@ -324,7 +325,7 @@ func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 
 // indexCounters records, for node n, which claims consume each counter of
 // its pools' counter sets.
-func (e *explainer) indexCounters(n *NodeDevices) {
+func (e *explainer) indexCounters(n *inspect.NodeDevices) {
 	for _, d := range n.Devices {
 		hs := e.holders[d.Key()]
 		if len(hs) == 0 {
@@ -345,7 +346,7 @@ func (e *explainer) indexCounters(n *NodeDevices) {
 
 // available is what is left of each counter of n's counter sets after the
 // allocated devices' consumption, as the allocator computes it.
-func (e *explainer) available(n *NodeDevices) map[counterKey]resourceapi.Counter {
+func (e *explainer) available(n *inspect.NodeDevices) map[counterKey]resourceapi.Counter {
 	out := map[counterKey]resourceapi.Counter{}
 	for k, cs := range n.CounterSets {
 		for name, c := range cs.Counters {
@@ -353,7 +354,7 @@ func (e *explainer) available(n *NodeDevices) map[counterKey]resourceapi.Counter
 		}
 	}
 	for _, d := range n.Devices {
-		if !structured.IsDeviceAllocated(structured.MakeDeviceID(DriverName, d.Pool, d.Dev.Name), &e.state) {
+		if !structured.IsDeviceAllocated(structured.MakeDeviceID(inspect.DriverName, d.Pool, d.Dev.Name), &e.state) {
 			continue
 		}
 		for _, cc := range d.Dev.ConsumesCounters {
@@ -370,7 +371,7 @@ func (e *explainer) available(n *NodeDevices) map[counterKey]resourceapi.Counter
 }
 
 // requests reports every request (and subrequest) of c on node n.
-func (e *explainer) requests(n *NodeDevices, c *resourceapi.ResourceClaim) []RequestReport {
+func (e *explainer) requests(n *inspect.NodeDevices, c *resourceapi.ResourceClaim) []RequestReport {
 	avail := e.available(n)
 	var out []RequestReport
 	for _, r := range c.Spec.Devices.Requests {
@@ -404,7 +405,7 @@ type requestSpec struct {
 	adminAccess bool
 }
 
-func (e *explainer) request(n *NodeDevices, avail map[counterKey]resourceapi.Counter, c *resourceapi.ResourceClaim, r requestSpec) RequestReport {
+func (e *explainer) request(n *inspect.NodeDevices, avail map[counterKey]resourceapi.Counter, c *resourceapi.ResourceClaim, r requestSpec) RequestReport {
 	rep := RequestReport{
 		Claim: claimKey(c), Request: r.name, Class: r.class, AllocationMode: string(r.mode), Count: r.count,
 		NodeDevices: len(n.Devices),
@@ -420,8 +421,8 @@ func (e *explainer) request(n *NodeDevices, avail map[counterKey]resourceapi.Cou
 			rep.Selectors[i].Expression = s.CEL.Expression
 		}
 	}
-	counterReports := map[DeviceKey]*CounterReport{}
-	var counterOrder []DeviceKey
+	counterReports := map[inspect.DeviceKey]*CounterReport{}
+	var counterOrder []inspect.DeviceKey
 	inUseBy := sets.New[string]()
 	taints := sets.New[string]()
 	for _, d := range n.Devices {
@@ -450,8 +451,8 @@ func (e *explainer) request(n *NodeDevices, avail map[counterKey]resourceapi.Cou
 		rep.Matching++
 
 		// The allocator's checks, in its order.
-		id := structured.MakeDeviceID(DriverName, d.Pool, d.Dev.Name)
-		shared := IsShared(d.Dev)
+		id := structured.MakeDeviceID(inspect.DriverName, d.Pool, d.Dev.Name)
+		shared := inspect.IsShared(d.Dev)
 		if !r.adminAccess && e.state.AllocatedDevices.Has(id) {
 			rep.InUse++
 			for _, h := range e.holders[d.Key()] {
@@ -463,7 +464,7 @@ func (e *explainer) request(n *NodeDevices, avail map[counterKey]resourceapi.Cou
 			if short := shortCounters(d, avail); len(short) > 0 {
 				rep.CountersExhausted++
 				for _, k := range short {
-					ck := DeviceKey{k.pool, k.set}
+					ck := inspect.DeviceKey{Pool: k.pool, Name: k.set}
 					cr := counterReports[ck]
 					if cr == nil {
 						cr = &CounterReport{Pool: k.pool, CounterSet: k.set}
@@ -479,7 +480,7 @@ func (e *explainer) request(n *NodeDevices, avail map[counterKey]resourceapi.Cou
 						}
 					}
 				}
-				counterReports[DeviceKey{short[0].pool, short[0].set}].Devices++
+				counterReports[inspect.DeviceKey{Pool: short[0].pool, Name: short[0].set}].Devices++
 				continue
 			}
 		}
@@ -497,7 +498,7 @@ func (e *explainer) request(n *NodeDevices, avail map[counterKey]resourceapi.Cou
 	}
 	for _, k := range counterOrder {
 		cr := counterReports[k]
-		slices.SortFunc(cr.Counters, CompareDeviceNames)
+		slices.SortFunc(cr.Counters, inspect.CompareDeviceNames)
 		slices.Sort(cr.HeldBy)
 		rep.Counters = append(rep.Counters, *cr)
 	}
@@ -514,7 +515,7 @@ func (e *explainer) request(n *NodeDevices, avail map[counterKey]resourceapi.Cou
 }
 
 // matches evaluates selectors (all must match) on d, as the allocator does.
-func (e *explainer) matches(d PoolDevice, selectors []resourceapi.DeviceSelector) (bool, error) {
+func (e *explainer) matches(d inspect.PoolDevice, selectors []resourceapi.DeviceSelector) (bool, error) {
 	for _, s := range selectors {
 		if s.CEL == nil {
 			continue
@@ -524,7 +525,7 @@ func (e *explainer) matches(d PoolDevice, selectors []resourceapi.DeviceSelector
 			return false, expr.Error
 		}
 		ok, _, err := expr.DeviceMatches(e.ctx, cel.Device{
-			Driver: DriverName, AllowMultipleAllocations: d.Dev.AllowMultipleAllocations,
+			Driver: inspect.DriverName, AllowMultipleAllocations: d.Dev.AllowMultipleAllocations,
 			Attributes: d.Dev.Attributes, Capacity: d.Dev.Capacity,
 		})
 		if err != nil {
@@ -550,7 +551,7 @@ func (e *explainer) capacityInUse(id structured.DeviceID) bool {
 }
 
 // shortCounters lists the counters d consumes more of than is left.
-func shortCounters(d PoolDevice, avail map[counterKey]resourceapi.Counter) []counterKey {
+func shortCounters(d inspect.PoolDevice, avail map[counterKey]resourceapi.Counter) []counterKey {
 	var out []counterKey
 	for _, cc := range d.Dev.ConsumesCounters {
 		for _, name := range slices.Sorted(mapsKeys(cc.Counters)) {

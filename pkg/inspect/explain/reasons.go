@@ -1,4 +1,4 @@
-package inspect
+package explain
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/tessera-gpu/tessera/pkg/inspect"
 )
 
 // consumedCapacity is what a request consumes of capacity c, following
@@ -71,7 +73,7 @@ func lookupFQ(d *resourceapi.Device, name resourceapi.FullyQualifiedName) (resou
 		return a, true
 	}
 	domain, id, ok := strings.Cut(string(name), "/")
-	if !ok || domain != DriverName {
+	if !ok || domain != inspect.DriverName {
 		return resourceapi.DeviceAttribute{}, false
 	}
 	a, ok := d.Attributes[resourceapi.QualifiedName(id)]
@@ -96,7 +98,7 @@ func attrValue(a resourceapi.DeviceAttribute) string {
 // how many devices it needs and which are usable.
 type constraintCandidate struct {
 	count  int64
-	usable []PoolDevice
+	usable []inspect.PoolDevice
 }
 
 // constraintReports checks each constraint of c against the usable devices
@@ -170,9 +172,9 @@ func shortAttr(name resourceapi.FullyQualifiedName) string {
 func matchAttributeReport(claim string, attr resourceapi.FullyQualifiedName, cands []constraintCandidate) ConstraintReport {
 	rep := ConstraintReport{Claim: claim, Kind: "matchAttribute", Attribute: string(attr)}
 	var need int64
-	groups := map[string]sets.Set[DeviceKey]{}
+	groups := map[string]sets.Set[inspect.DeviceKey]{}
 	perCand := make([]map[string]int64, len(cands))
-	lacking := sets.New[DeviceKey]()
+	lacking := sets.New[inspect.DeviceKey]()
 	for i, c := range cands {
 		need += c.count
 		perCand[i] = map[string]int64{}
@@ -184,7 +186,7 @@ func matchAttributeReport(claim string, attr resourceapi.FullyQualifiedName, can
 			}
 			v := attrValue(a)
 			if groups[v] == nil {
-				groups[v] = sets.New[DeviceKey]()
+				groups[v] = sets.New[inspect.DeviceKey]()
 			}
 			groups[v].Insert(d.Key())
 			perCand[i][v]++
