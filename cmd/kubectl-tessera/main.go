@@ -1,7 +1,7 @@
 // Command kubectl-tessera is the kubectl plugin for Tessera GPUs
 // (`kubectl tessera ...` once on PATH). It only reads: ResourceSlices and
 // ResourceClaims, from the cluster or from files (-f). The logic lives in
-// pkg/inspect; this is flags and wiring.
+// pkg/inspect and its packages per command; this is flags and wiring.
 package main
 
 import (

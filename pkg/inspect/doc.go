@@ -18,7 +18,4 @@
 //   - partitioning.go: the partitioning modes of a GPU.
 //   - output.go: the -o formats, JSON and YAML output.
 //   - format.go: human-readable quantities and NUMA nodes.
-//   - doctor.go: the troubleshooting checks as pure functions over a
-//     DoctorInput; doctor_gather.go reading that input from a cluster;
-//     doctor_print.go the PASS/WARN/FAIL lines.
 package inspect
