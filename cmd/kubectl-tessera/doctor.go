@@ -7,12 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/inspect/doctor"
 )
 
 // newDoctor is `kubectl tessera doctor [NODE...]`: the troubleshooting
 // table as checks against the live cluster. It exits 1 when a check fails
-// (an *inspect.ChecksFailedError, printed by nobody: the findings say it).
+// (an *doctor.ChecksFailedError, printed by nobody: the findings say it).
 func newDoctor(src *source) *cobra.Command {
 	var (
 		metricsURLs []string
@@ -49,7 +49,7 @@ resourceclaims, nodes, events and pods, and get on pods/proxy.`,
 			if err != nil {
 				return err
 			}
-			in, err := inspect.GatherDoctorInput(cmd.Context(), c, inspect.DoctorOptions{
+			in, err := doctor.Gather(cmd.Context(), c, doctor.Options{
 				Nodes:         nodes,
 				MetricsURLs:   urls,
 				AgentSelector: selector,
@@ -57,8 +57,8 @@ resourceclaims, nodes, events and pods, and get on pods/proxy.`,
 			if err != nil {
 				return err
 			}
-			err = inspect.PrintDoctor(cmd.OutOrStdout(), inspect.RunDoctor(in))
-			var failed *inspect.ChecksFailedError
+			err = doctor.Print(cmd.OutOrStdout(), doctor.Run(in))
+			var failed *doctor.ChecksFailedError
 			if errors.As(err, &failed) {
 				// The findings and the summary already say it: exit 1
 				// without "Error: ..." or the usage.
@@ -70,7 +70,7 @@ resourceclaims, nodes, events and pods, and get on pods/proxy.`,
 	}
 	cmd.Flags().StringArrayVar(&metricsURLs, "metrics-url", nil,
 		"NODE=URL: ask NODE's agent /readyz at the host:port of URL (its metrics URL, e.g. http://127.0.0.1:PORT/metrics as the local cluster prints it) instead of through its pod; repeatable")
-	cmd.Flags().StringVar(&selector, "agent-selector", inspect.DefaultAgentSelector,
+	cmd.Flags().StringVar(&selector, "agent-selector", doctor.DefaultAgentSelector,
 		"label selector of the agent pods (the chart's DaemonSet), in all namespaces")
 	return cmd
 }
@@ -83,7 +83,7 @@ func parseMetricsURLs(pairs []string) (map[string]string, error) {
 		if !ok || node == "" || u == "" {
 			return nil, fmt.Errorf("--metrics-url %q: want NODE=URL", p)
 		}
-		if _, err := inspect.ReadyzURL(u); err != nil {
+		if _, err := doctor.ReadyzURL(u); err != nil {
 			return nil, fmt.Errorf("--metrics-url %q: %w", p, err)
 		}
 		out[node] = u

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/inspect/explain"
 )
 
 func newExplain(src *source) *cobra.Command {
@@ -25,11 +25,11 @@ func newExplain(src *source) *cobra.Command {
   kubectl tessera explain pod/too-big-job -f node-1.yaml -f node-2.yaml -f demo/08-unsatisfiable.yaml -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := inspect.CheckExplainOutput(output); err != nil {
+			if err := explain.CheckOutput(output); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			var in *inspect.ExplainInput
+			var in *explain.Input
 			var ns string
 			if len(src.files) > 0 {
 				// Offline: objects without a namespace match any; -n narrows.
@@ -37,7 +37,7 @@ func newExplain(src *source) *cobra.Command {
 					ns = *src.config.Namespace
 				}
 				var err error
-				if in, err = inspect.LoadExplainFiles(src.files); err != nil {
+				if in, err = explain.LoadFiles(src.files); err != nil {
 					return err
 				}
 			} else {
@@ -53,7 +53,7 @@ func newExplain(src *source) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if in, err = inspect.ExplainInputFromCluster(ctx, c, s, ns, args[0]); err != nil {
+				if in, err = explain.InputFromCluster(ctx, c, s, ns, args[0]); err != nil {
 					return err
 				}
 			}
@@ -61,11 +61,11 @@ func newExplain(src *source) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ex, err := inspect.Explain(ctx, in, pod, claims)
+			ex, err := explain.Run(ctx, in, pod, claims)
 			if err != nil {
 				return err
 			}
-			return inspect.PrintExplanation(cmd.OutOrStdout(), ex, output)
+			return explain.Print(cmd.OutOrStdout(), ex, output)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default text)")

@@ -1,7 +1,7 @@
 // Command kubectl-tessera is the kubectl plugin for Tessera GPUs
 // (`kubectl tessera ...` once on PATH). It only reads: ResourceSlices and
 // ResourceClaims, from the cluster or from files (-f). The logic lives in
-// pkg/inspect; this is flags and wiring.
+// pkg/inspect and its packages per command; this is flags and wiring.
 package main
 
 import (
@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/inspect/inventory"
+	"github.com/tessera-gpu/tessera/pkg/inspect/topo"
 )
 
 func main() {
@@ -79,7 +81,7 @@ func newInventory(src *source) *cobra.Command {
   tessera-kubelet-plugin --backend=sim --sim-profile=dgx-h100 --node-name=node-1 --sim-state-dir=$(mktemp -d) --dry-run > node-1.yaml
   kubectl tessera inventory -f node-1.yaml -f claims.yaml`,
 		RunE: func(cmd *cobra.Command, nodes []string) error {
-			if err := inspect.CheckOutput(output); err != nil {
+			if err := inventory.CheckOutput(output); err != nil {
 				return err
 			}
 			node := ""
@@ -90,11 +92,11 @@ func newInventory(src *source) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			inv, err := inspect.BuildInventory(s, nodes)
+			inv, err := inventory.Build(s, nodes)
 			if err != nil {
 				return err
 			}
-			return inspect.PrintInventory(cmd.OutOrStdout(), inv, output)
+			return inventory.Print(cmd.OutOrStdout(), inv, output)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml (default a table)")
@@ -114,11 +116,11 @@ func newTopo(src *source) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, err := inspect.BuildTopology(s, args[0])
+			t, err := topo.Build(s, args[0])
 			if err != nil {
 				return err
 			}
-			return inspect.PrintTopology(cmd.OutOrStdout(), t)
+			return topo.Print(cmd.OutOrStdout(), t)
 		},
 	}
 	src.addFileFlag(cmd)

@@ -25,11 +25,12 @@ type Holder struct {
 	ConsumedMemoryBytes int64  `json:"consumedMemoryBytes,omitempty"`
 }
 
-// allocations maps each device to the claims holding it.
-type allocations map[deviceKey][]Holder
+// Allocations maps each device to the claims holding it.
+type Allocations map[DeviceKey][]Holder
 
-func allocationsOf(claims []resourceapi.ResourceClaim) allocations {
-	out := allocations{}
+// AllocationsOf is the holders of every device the claims are allocated.
+func AllocationsOf(claims []resourceapi.ResourceClaim) Allocations {
+	out := Allocations{}
 	for i := range claims {
 		c := &claims[i]
 		if c.Status.Allocation == nil {
@@ -51,10 +52,10 @@ func allocationsOf(claims []resourceapi.ResourceClaim) allocations {
 			if r.ShareID != nil {
 				h.ShareID = string(*r.ShareID)
 			}
-			if q, ok := lookup(r.ConsumedCapacity, publish.CapMemory); ok {
+			if q, ok := Lookup(r.ConsumedCapacity, publish.CapMemory); ok {
 				h.ConsumedMemoryBytes = q.Value()
 			}
-			k := deviceKey{r.Pool, r.Device}
+			k := DeviceKey{r.Pool, r.Device}
 			out[k] = append(out[k], h)
 		}
 	}

@@ -9,16 +9,16 @@ import (
 
 // Attribute and capacity names beyond pkg/publish's schema.
 const (
-	attrPCIBusID = string(deviceattribute.StandardDeviceAttributePCIBusID)
-	attrPCIeRoot = string(deviceattribute.StandardDeviceAttributePCIeRoot)
-	attrNUMANode = string(deviceattribute.StandardDeviceAttributeNUMANode)
+	AttrPCIBusID = string(deviceattribute.StandardDeviceAttributePCIBusID)
+	AttrPCIeRoot = string(deviceattribute.StandardDeviceAttributePCIeRoot)
+	AttrNUMANode = string(deviceattribute.StandardDeviceAttributeNUMANode)
 )
 
-// lookup finds a driver attribute by its short name, published unqualified
+// Lookup finds a driver attribute by its short name, published unqualified
 // ("model", as this driver does: the domain is the driver name) or qualified
 // ("gpu.tessera.dev/model"). Names that carry a domain (the standard
 // resource.kubernetes.io ones) are looked up as given.
-func lookup[V any](m map[resourceapi.QualifiedName]V, name string) (V, bool) {
+func Lookup[V any](m map[resourceapi.QualifiedName]V, name string) (V, bool) {
 	if v, ok := m[resourceapi.QualifiedName(name)]; ok {
 		return v, true
 	}
@@ -26,8 +26,9 @@ func lookup[V any](m map[resourceapi.QualifiedName]V, name string) (V, bool) {
 	return v, ok
 }
 
-func attrString(d *resourceapi.Device, name string) string {
-	if a, ok := lookup(d.Attributes, name); ok {
+// AttrString is a string (or version) attribute, "" when unpublished.
+func AttrString(d *resourceapi.Device, name string) string {
+	if a, ok := Lookup(d.Attributes, name); ok {
 		switch {
 		case a.StringValue != nil:
 			return *a.StringValue
@@ -38,29 +39,32 @@ func attrString(d *resourceapi.Device, name string) string {
 	return ""
 }
 
-// attrInt returns the integer attribute and whether it is published.
-func attrInt(d *resourceapi.Device, name string) (int64, bool) {
-	if a, ok := lookup(d.Attributes, name); ok && a.IntValue != nil {
+// AttrInt returns the integer attribute and whether it is published.
+func AttrInt(d *resourceapi.Device, name string) (int64, bool) {
+	if a, ok := Lookup(d.Attributes, name); ok && a.IntValue != nil {
 		return *a.IntValue, true
 	}
 	return 0, false
 }
 
-func attrBool(d *resourceapi.Device, name string) bool {
-	a, ok := lookup(d.Attributes, name)
+// AttrBool says whether a bool attribute is published true.
+func AttrBool(d *resourceapi.Device, name string) bool {
+	a, ok := Lookup(d.Attributes, name)
 	return ok && a.BoolValue != nil && *a.BoolValue
 }
 
-// capacityBytes is the device's memory capacity, 0 when unpublished.
-func capacityBytes(d *resourceapi.Device) int64 {
-	if c, ok := lookup(d.Capacity, publish.CapMemory); ok {
+// CapacityBytes is the device's memory capacity, 0 when unpublished.
+func CapacityBytes(d *resourceapi.Device) int64 {
+	if c, ok := Lookup(d.Capacity, publish.CapMemory); ok {
 		return c.Value.Value()
 	}
 	return 0
 }
 
-func isSimulated(d *resourceapi.Device) bool { return attrBool(d, publish.AttrSimulated) }
+// IsSimulated says whether the device is the simulator's.
+func IsSimulated(d *resourceapi.Device) bool { return AttrBool(d, publish.AttrSimulated) }
 
-func isShared(d *resourceapi.Device) bool {
+// IsShared says whether the device allows multiple allocations.
+func IsShared(d *resourceapi.Device) bool {
 	return d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations
 }

@@ -1,4 +1,4 @@
-package inspect
+package inspect_test
 
 import (
 	"context"
@@ -6,11 +6,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/inspect/inspecttest"
+	"github.com/tessera-gpu/tessera/pkg/inspect/inventory"
 )
 
 // FromCluster reads the same objects the files hold, and only lists.
 func TestFromClusterOnlyLists(t *testing.T) {
-	files := load(t, "dgx-h100-dynamic.yaml", "dgx-h100-dynamic-claims.yaml")
+	files := inspecttest.Load(t, "dgx-h100-dynamic.yaml", "dgx-h100-dynamic-claims.yaml")
 	var objs []runtime.Object
 	for i := range files.Slices {
 		s := files.Slices[i].DeepCopy()
@@ -21,7 +25,7 @@ func TestFromClusterOnlyLists(t *testing.T) {
 		objs = append(objs, files.Claims[i].DeepCopy())
 	}
 	c := fake.NewClientset(objs...)
-	s, err := FromCluster(context.Background(), c, "dgx-h100-dyn")
+	s, err := inspect.FromCluster(context.Background(), c, "dgx-h100-dyn")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +37,7 @@ func TestFromClusterOnlyLists(t *testing.T) {
 			t.Errorf("action %s %s: only list is allowed", a.GetVerb(), a.GetResource().Resource)
 		}
 	}
-	inv, err := BuildInventory(s, nil)
+	inv, err := inventory.Build(s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +47,7 @@ func TestFromClusterOnlyLists(t *testing.T) {
 }
 
 func TestFromClusterEmpty(t *testing.T) {
-	if _, err := FromCluster(context.Background(), fake.NewClientset(), "n1"); err == nil {
+	if _, err := inspect.FromCluster(context.Background(), fake.NewClientset(), "n1"); err == nil {
 		t.Error("no error for a node without slices")
 	}
 }

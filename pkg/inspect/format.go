@@ -19,3 +19,11 @@ func HumanBytes(b int64) string {
 	s = strings.TrimSuffix(s, ".0")
 	return s + units[i]
 }
+
+// FormatNUMA is a NUMA node number, "" when unpublished.
+func FormatNUMA(n *int64) string {
+	if n == nil {
+		return ""
+	}
+	return strconv.FormatInt(*n, 10)
+}

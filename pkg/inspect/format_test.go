@@ -28,7 +28,7 @@ func TestHumanBytes(t *testing.T) {
 
 func TestCompareDeviceNames(t *testing.T) {
 	got := []string{"gpu-10", "gpu-2", "gpu-1-mig-1g-10gb-6", "gpu-1", "gpu-1-mig-1g-10gb-10", "gpu-0"}
-	slices.SortFunc(got, compareDeviceNames)
+	slices.SortFunc(got, CompareDeviceNames)
 	want := []string{"gpu-0", "gpu-1", "gpu-1-mig-1g-10gb-6", "gpu-1-mig-1g-10gb-10", "gpu-2", "gpu-10"}
 	if !slices.Equal(got, want) {
 		t.Errorf("sorted = %v, want %v", got, want)

@@ -31,7 +31,7 @@ func LoadFiles(paths []string) (*Snapshot, error) {
 			defer f.Close()
 			r = f
 		}
-		if err := s.decode(p, r); err != nil {
+		if err := s.Decode(p, r); err != nil {
 			return nil, err
 		}
 	}
@@ -43,13 +43,13 @@ func LoadFiles(paths []string) (*Snapshot, error) {
 }
 
 // Decode adds the objects of one stream, named name in errors.
-func (s *Snapshot) decode(name string, r io.Reader) error {
-	return decodeStream(name, r, s.add)
+func (s *Snapshot) Decode(name string, r io.Reader) error {
+	return DecodeStream(name, r, s.add)
 }
 
-// decodeStream hands each document of a YAML or JSON stream to add; errors
+// DecodeStream hands each document of a YAML or JSON stream to add; errors
 // name the stream and the document.
-func decodeStream(name string, r io.Reader, add func(json.RawMessage) error) error {
+func DecodeStream(name string, r io.Reader, add func(json.RawMessage) error) error {
 	d := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for doc := 1; ; doc++ {
 		var raw json.RawMessage

@@ -1,10 +1,14 @@
-package inspect
+package inspect_test
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/inspect/inspecttest"
+	"github.com/tessera-gpu/tessera/pkg/inspect/inventory"
 )
 
 func TestLoadFilesBadInput(t *testing.T) {
@@ -33,7 +37,7 @@ func TestLoadFilesBadInput(t *testing.T) {
 		{"good then bad", []string{slice, write("bad2.yaml", "{")}, []string{"bad2.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := LoadFiles(tc.files)
+			_, err := inspect.LoadFiles(tc.files)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -47,7 +51,7 @@ func TestLoadFilesBadInput(t *testing.T) {
 }
 
 func TestLoadFilesKinds(t *testing.T) {
-	s := load(t, "dgx-h100-dynamic.yaml", "dgx-h100-dynamic-claims.yaml")
+	s := inspecttest.Load(t, "dgx-h100-dynamic.yaml", "dgx-h100-dynamic-claims.yaml")
 	if got, want := len(s.Slices), 5; got != want {
 		t.Errorf("slices = %d, want %d", got, want)
 	}
@@ -73,28 +77,21 @@ func TestLoadFilesJSONList(t *testing.T) {
 	if err := os.WriteFile(p, []byte(list), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := LoadFiles([]string{p})
+	s, err := inspect.LoadFiles([]string{p})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(s.Slices) != 2 {
-		t.Fatalf("slices = %d, want the 2 of %s", len(s.Slices), DriverName)
+		t.Fatalf("slices = %d, want the 2 of %s", len(s.Slices), inspect.DriverName)
 	}
-	inv, err := BuildInventory(s, nil)
+	inv, err := inventory.Build(s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Qualified attribute names read like unqualified ones; the stale
 	// generation 1 slice (gpu-9) is left out.
 	gpus := inv.Nodes[0].GPUs
-	if len(gpus) != 1 || gpus[0].Device != "gpu-0" || gpus[0].Model != "H200" || HumanBytes(gpus[0].MemoryBytes) != "141Gi" {
+	if len(gpus) != 1 || gpus[0].Device != "gpu-0" || gpus[0].Model != "H200" || inspect.HumanBytes(gpus[0].MemoryBytes) != "141Gi" {
 		t.Errorf("GPUs = %+v, want gpu-0 H200 141Gi only", gpus)
-	}
-}
-
-func TestBuildInventoryUnknownNode(t *testing.T) {
-	_, err := BuildInventory(load(t, "dgx-h100.yaml"), []string{"dgx-h100-0", "ghost"})
-	if err == nil || !strings.Contains(err.Error(), "ghost") {
-		t.Errorf("err = %v, want one naming node ghost", err)
 	}
 }

@@ -1,9 +1,7 @@
 package inspect
 
 import (
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -11,30 +9,31 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
-// nodeDevices is one node's published devices: the newest generation of each
+// NodeDevices is one node's published devices: the newest generation of each
 // of its pools, in slice order.
-type nodeDevices struct {
-	name    string
-	devices []poolDevice
-	// counterSets holds each pool's shared counter sets by name.
-	counterSets map[deviceKey]resourceapi.CounterSet
+type NodeDevices struct {
+	Name    string
+	Devices []PoolDevice
+	// CounterSets holds each pool's shared counter sets by name.
+	CounterSets map[DeviceKey]resourceapi.CounterSet
 }
 
-// poolDevice is a device and the pool it is published in.
-type poolDevice struct {
-	pool string
-	dev  *resourceapi.Device
+// PoolDevice is a device and the pool it is published in.
+type PoolDevice struct {
+	Pool string
+	Dev  *resourceapi.Device
 }
 
-// deviceKey names a device (or a counter set) the way an allocation result
+// DeviceKey names a device (or a counter set) the way an allocation result
 // does: pool and name (the driver is always DriverName).
-type deviceKey struct{ pool, name string }
+type DeviceKey struct{ Pool, Name string }
 
-func (d poolDevice) key() deviceKey { return deviceKey{d.pool, d.dev.Name} }
+// Key is the device's DeviceKey.
+func (d PoolDevice) Key() DeviceKey { return DeviceKey{d.Pool, d.Dev.Name} }
 
-// nodesOf groups the snapshot's slices by node. A pool being republished may
+// NodesOf groups the snapshot's slices by node. A pool being republished may
 // briefly have slices of two generations; only the newest counts.
-func nodesOf(s *Snapshot) []*nodeDevices {
+func NodesOf(s *Snapshot) []*NodeDevices {
 	newest := map[string]int64{}
 	for i := range s.Slices {
 		p := s.Slices[i].Spec.Pool
@@ -42,7 +41,7 @@ func nodesOf(s *Snapshot) []*nodeDevices {
 			newest[p.Name] = p.Generation
 		}
 	}
-	byName := map[string]*nodeDevices{}
+	byName := map[string]*NodeDevices{}
 	for i := range s.Slices {
 		sl := &s.Slices[i]
 		pool := sl.Spec.Pool.Name
@@ -55,105 +54,70 @@ func nodesOf(s *Snapshot) []*nodeDevices {
 		}
 		n := byName[node]
 		if n == nil {
-			n = &nodeDevices{name: node, counterSets: map[deviceKey]resourceapi.CounterSet{}}
+			n = &NodeDevices{Name: node, CounterSets: map[DeviceKey]resourceapi.CounterSet{}}
 			byName[node] = n
 		}
 		for j := range sl.Spec.Devices {
-			n.devices = append(n.devices, poolDevice{pool: pool, dev: &sl.Spec.Devices[j]})
+			n.Devices = append(n.Devices, PoolDevice{Pool: pool, Dev: &sl.Spec.Devices[j]})
 		}
 		for _, cs := range sl.Spec.SharedCounters {
-			n.counterSets[deviceKey{pool, cs.Name}] = cs
+			n.CounterSets[DeviceKey{pool, cs.Name}] = cs
 		}
 	}
-	out := make([]*nodeDevices, 0, len(byName))
+	out := make([]*NodeDevices, 0, len(byName))
 	for _, n := range byName {
 		out = append(out, n)
 	}
-	slices.SortFunc(out, func(a, b *nodeDevices) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(out, func(a, b *NodeDevices) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-// gpuGroup is one physical GPU: its whole-GPU device (nil when the GPU is
+// GPUGroup is one physical GPU: its whole-GPU device (nil when the GPU is
 // published only as partitions, e.g. in MIG mode) and its partition devices.
-type gpuGroup struct {
-	name       string
-	pool       string
-	whole      *resourceapi.Device
-	partitions []poolDevice
+type GPUGroup struct {
+	Name       string
+	Pool       string
+	Whole      *resourceapi.Device
+	Partitions []PoolDevice
 }
 
-var partitionName = regexp.MustCompile(`^(gpu-[0-9]+)-`)
-
-// gpuGroups groups a node's devices by physical GPU, in GPU number order.
+// GPUGroups groups a node's devices by physical GPU, in GPU number order.
 // A partition's parent is the whole GPU whose uuid is its parentUUID, or
 // else the GPU its name starts with (pkg/publish/names.go).
-func (n *nodeDevices) gpuGroups() []*gpuGroup {
-	var out []*gpuGroup
-	byName := map[deviceKey]*gpuGroup{}
-	byUUID := map[string]*gpuGroup{}
-	for _, d := range n.devices {
-		if attrString(d.dev, publish.AttrType) != publish.TypeGPU {
+func (n *NodeDevices) GPUGroups() []*GPUGroup {
+	var out []*GPUGroup
+	byName := map[DeviceKey]*GPUGroup{}
+	byUUID := map[string]*GPUGroup{}
+	for _, d := range n.Devices {
+		if AttrString(d.Dev, publish.AttrType) != publish.TypeGPU {
 			continue
 		}
-		g := &gpuGroup{name: d.dev.Name, pool: d.pool, whole: d.dev}
+		g := &GPUGroup{Name: d.Dev.Name, Pool: d.Pool, Whole: d.Dev}
 		out = append(out, g)
-		byName[d.key()] = g
-		if u := attrString(d.dev, publish.AttrUUID); u != "" {
+		byName[d.Key()] = g
+		if u := AttrString(d.Dev, publish.AttrUUID); u != "" {
 			byUUID[u] = g
 		}
 	}
-	for _, d := range n.devices {
-		if attrString(d.dev, publish.AttrType) != publish.TypePartition {
+	for _, d := range n.Devices {
+		if AttrString(d.Dev, publish.AttrType) != publish.TypePartition {
 			continue
 		}
-		g := byUUID[attrString(d.dev, publish.AttrParentUUID)]
-		if g == nil || g.pool != d.pool {
-			parent := d.dev.Name
-			if m := partitionName.FindStringSubmatch(d.dev.Name); m != nil {
+		g := byUUID[AttrString(d.Dev, publish.AttrParentUUID)]
+		if g == nil || g.Pool != d.Pool {
+			parent := d.Dev.Name
+			if m := partitionName.FindStringSubmatch(d.Dev.Name); m != nil {
 				parent = m[1]
 			}
-			g = byName[deviceKey{d.pool, parent}]
+			g = byName[DeviceKey{d.Pool, parent}]
 			if g == nil {
-				g = &gpuGroup{name: parent, pool: d.pool}
+				g = &GPUGroup{Name: parent, Pool: d.Pool}
 				out = append(out, g)
-				byName[deviceKey{d.pool, parent}] = g
+				byName[DeviceKey{d.Pool, parent}] = g
 			}
 		}
-		g.partitions = append(g.partitions, d)
+		g.Partitions = append(g.Partitions, d)
 	}
-	slices.SortStableFunc(out, func(a, b *gpuGroup) int { return compareDeviceNames(a.name, b.name) })
+	slices.SortStableFunc(out, func(a, b *GPUGroup) int { return CompareDeviceNames(a.Name, b.Name) })
 	return out
-}
-
-// compareDeviceNames orders names with their numbers compared as numbers,
-// so gpu-2 comes before gpu-10.
-func compareDeviceNames(a, b string) int {
-	for a != "" && b != "" {
-		ia, ib := digitsEnd(a), digitsEnd(b)
-		if ia > 0 && ib > 0 {
-			na, _ := strconv.ParseUint(a[:ia], 10, 64)
-			nb, _ := strconv.ParseUint(b[:ib], 10, 64)
-			if na != nb {
-				if na < nb {
-					return -1
-				}
-				return 1
-			}
-			a, b = a[ia:], b[ib:]
-			continue
-		}
-		if a[0] != b[0] {
-			return int(a[0]) - int(b[0])
-		}
-		a, b = a[1:], b[1:]
-	}
-	return len(a) - len(b)
-}
-
-func digitsEnd(s string) int {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return i
 }

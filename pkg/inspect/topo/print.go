@@ -1,10 +1,12 @@
-package inspect
+package topo
 
 import (
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/tessera-gpu/tessera/pkg/inspect"
 )
 
 // topoLegend follows nvidia-smi topo -m, saying which entries published
@@ -23,9 +25,9 @@ const topoLegend = `Legend:
   so PIX and PXB never appear; GPUs behind a switch under the same root show as PHB.
 `
 
-// PrintTopology prints t as nvidia-smi topo -m prints its matrix, then the
+// Print prints t as nvidia-smi topo -m prints its matrix, then the
 // legend and the fabric islands.
-func PrintTopology(w io.Writer, t *Topology) error {
+func Print(w io.Writer, t *Topology) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	head := []string{""}
 	for _, g := range t.GPUs {
@@ -35,7 +37,7 @@ func PrintTopology(w io.Writer, t *Topology) error {
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for i, g := range t.GPUs {
 		cells := append([]string{g.Device}, t.Links[i]...)
-		cells = append(cells, orNA(numa(g.NUMANode)))
+		cells = append(cells, orNA(inspect.FormatNUMA(g.NUMANode)))
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	if err := tw.Flush(); err != nil {

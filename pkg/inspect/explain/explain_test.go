@@ -1,4 +1,4 @@
-package inspect
+package explain
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/inspect/inspecttest"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -71,12 +73,12 @@ func (f *explainFleet) allocate(t *testing.T, node string, c *resourceapi.Resour
 	f.allocated = append(f.allocated, *c.DeepCopy())
 }
 
-func (f *explainFleet) input() *ExplainInput {
-	s := &Snapshot{Source: "test fleet", Claims: f.allocated}
+func (f *explainFleet) input() *Input {
+	s := &inspect.Snapshot{Source: "test fleet", Claims: f.allocated}
 	for _, sl := range f.slices {
 		s.Slices = append(s.Slices, *sl.DeepCopy())
 	}
-	return &ExplainInput{Snapshot: s, Classes: f.classes}
+	return &Input{Snapshot: s, Classes: f.classes}
 }
 
 // direct is the set of nodes the allocator itself fits claims on.
@@ -98,14 +100,14 @@ func (f *explainFleet) direct(t *testing.T, claims []*resourceapi.ResourceClaim)
 			out = append(out, n)
 		}
 	}
-	slices.SortFunc(out, compareDeviceNames)
+	slices.SortFunc(out, inspect.CompareDeviceNames)
 	return out
 }
 
 func explainText(t *testing.T, ex *Explanation) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := PrintExplanation(&b, ex, OutputTable); err != nil {
+	if err := Print(&b, ex, inspect.OutputTable); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
@@ -146,10 +148,10 @@ func checkConsistent(t *testing.T, ex *Explanation) {
 }
 
 // demoInput reads the repository's demo manifests.
-func demoInput(t *testing.T) *ExplainInput {
+func demoInput(t *testing.T) *Input {
 	t.Helper()
-	in := &ExplainInput{Snapshot: &Snapshot{}}
-	files, err := filepath.Glob(filepath.Join("..", "..", "demo", "*.yaml"))
+	in := &Input{Snapshot: &inspect.Snapshot{}}
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "demo", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("demo files: %v %v", files, err)
 	}
@@ -158,7 +160,7 @@ func demoInput(t *testing.T) *ExplainInput {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := in.Snapshot.decode(p, bytes.NewReader(data)); err != nil {
+		if err := in.Snapshot.Decode(p, bytes.NewReader(data)); err != nil {
 			t.Fatal(err)
 		}
 		if err := in.decodeExtras(p, bytes.NewReader(data)); err != nil {
@@ -193,7 +195,7 @@ func TestExplainDemo(t *testing.T) {
 				t.Fatal(err)
 			}
 			in := f.input()
-			ex, err := Explain(ctx, in, p.Name, claims)
+			ex, err := Run(ctx, in, p.Name, claims)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -294,13 +296,13 @@ func TestExplainRandom(t *testing.T) {
 			alloctest.DistinctAttribute(c, "gpu.tessera.dev/uuid")
 		}
 		claims := []*resourceapi.ResourceClaim{c}
-		ex, err := Explain(ctx, f.input(), "", claims)
+		ex, err := Run(ctx, f.input(), "", claims)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		checkConsistent(t, ex)
 		got, want := ex.Fitting(), f.direct(t, claims)
-		slices.SortFunc(got, compareDeviceNames)
+		slices.SortFunc(got, inspect.CompareDeviceNames)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: explain fits on %v, the allocator on %v\n%s", name, got, want, explainText(t, ex))
 		}
@@ -341,7 +343,7 @@ func TestExplainDynamicHalfFull(t *testing.T) {
 		}
 	}
 	in.Snapshot.Slices = dyn
-	ex, err := Explain(context.Background(), in, "", []*resourceapi.ResourceClaim{want})
+	ex, err := Run(context.Background(), in, "", []*resourceapi.ResourceClaim{want})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +384,7 @@ func TestExplainDynamicHalfFull(t *testing.T) {
 	// The same claim for whole GPUs that are left fits, on the GPUs nobody holds.
 	free := int64(r.Usable)
 	fits := alloctest.Claim("left-h100", alloctest.Request{Name: "gpus", Class: "nvidia.gpu.tessera.dev", Count: free})
-	ex, err = Explain(context.Background(), in, "", []*resourceapi.ResourceClaim{fits})
+	ex, err = Run(context.Background(), in, "", []*resourceapi.ResourceClaim{fits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,11 +396,11 @@ func TestExplainDynamicHalfFull(t *testing.T) {
 // TestExplainFiles runs explain offline on the testdata node files and a
 // demo manifest: pods and templates from the files, the shipped classes.
 func TestExplainFiles(t *testing.T) {
-	dir := "testdata"
-	in, err := LoadExplainFiles([]string{
+	dir := inspecttest.Testdata()
+	in, err := LoadFiles([]string{
 		filepath.Join(dir, "dgx-h100.yaml"), filepath.Join(dir, "mi300x-8.yaml"), filepath.Join(dir, "mixed-inference.yaml"),
 		filepath.Join(dir, "l4-4-capacity.yaml"), filepath.Join(dir, "l4-4-capacity-claims.yaml"),
-		filepath.Join("..", "..", "demo", "08-unsatisfiable.yaml"), filepath.Join("..", "..", "demo", "14-gpu-shares-l4.yaml"),
+		filepath.Join("..", "..", "..", "demo", "08-unsatisfiable.yaml"), filepath.Join("..", "..", "..", "demo", "14-gpu-shares-l4.yaml"),
 		filepath.Join(dir, "explain", "pending-claim.yaml"),
 	})
 	if err != nil {
@@ -417,14 +419,14 @@ func TestExplainFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ex, err := Explain(context.Background(), in, pod, claims)
+			ex, err := Run(context.Background(), in, pod, claims)
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkConsistent(t, ex)
-			explainGolden(t, tc.name, []byte(explainText(t, ex)))
+			inspecttest.Golden(t, filepath.Join("explain", tc.name+".txt"), []byte(explainText(t, ex)))
 			var j bytes.Buffer
-			if err := PrintExplanation(&j, ex, OutputJSON); err != nil {
+			if err := Print(&j, ex, inspect.OutputJSON); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -434,23 +436,5 @@ func TestExplainFiles(t *testing.T) {
 	}
 	if _, _, err := in.Resolve("", "deployment/x"); err == nil {
 		t.Error("deployment/x resolved")
-	}
-}
-
-func explainGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "explain", name+".txt")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./pkg/inspect -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (go test ./pkg/inspect -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }

@@ -1,21 +1,23 @@
-package inspect
+package topo
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/tessera-gpu/tessera/pkg/inspect/inspecttest"
 )
 
 func TestLink(t *testing.T) {
 	numa := func(n int64) *int64 { return &n }
-	pcie := func(dev, root string, n *int64) TopoGPU {
-		return TopoGPU{Device: dev, Fabric: "pcie", Island: "pcie-" + dev, PCIeRoot: root, NUMANode: n}
+	pcie := func(dev, root string, n *int64) GPU {
+		return GPU{Device: dev, Fabric: "pcie", Island: "pcie-" + dev, PCIeRoot: root, NUMANode: n}
 	}
-	fab := func(dev, fabric, island string, bw int64, root string, n *int64) TopoGPU {
-		return TopoGPU{Device: dev, Fabric: fabric, Island: island, BandwidthGBps: bw, PCIeRoot: root, NUMANode: n}
+	fab := func(dev, fabric, island string, bw int64, root string, n *int64) GPU {
+		return GPU{Device: dev, Fabric: fabric, Island: island, BandwidthGBps: bw, PCIeRoot: root, NUMANode: n}
 	}
 	for _, tc := range []struct {
 		name string
-		a, b TopoGPU
+		a, b GPU
 		want string
 	}{
 		{"self", pcie("gpu-0", "pci0000:00", numa(0)), pcie("gpu-0", "pci0000:00", numa(0)), "X"},
@@ -50,8 +52,8 @@ func TestLink(t *testing.T) {
 }
 
 func TestBuildTopologyErrors(t *testing.T) {
-	s := load(t, "dgx-h100.yaml")
-	_, err := BuildTopology(s, "nope")
+	s := inspecttest.Load(t, "dgx-h100.yaml")
+	_, err := Build(s, "nope")
 	if err == nil || !strings.Contains(err.Error(), "node nope") || !strings.Contains(err.Error(), "dgx-h100-0") {
 		t.Errorf("unknown node: err = %v, want one naming the node and the nodes there are", err)
 	}

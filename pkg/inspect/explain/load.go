@@ -1,4 +1,4 @@
-package inspect
+package explain
 
 import (
 	"bytes"
@@ -17,13 +17,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
+	"github.com/tessera-gpu/tessera/pkg/inspect"
 )
 
-// ExplainInput is what explain reads: the Snapshot (slices and claims), the
+// Input is what explain reads: the Snapshot (slices and claims), the
 // DeviceClasses the scheduler would use, and, to find a pod's claims, pods
 // and ResourceClaimTemplates.
-type ExplainInput struct {
-	Snapshot *Snapshot
+type Input struct {
+	Snapshot *inspect.Snapshot
 	Classes  []*resourceapi.DeviceClass
 	// ShippedClasses is set when Classes are the DeviceClasses shipped with
 	// Tessera (deployments/deviceclasses) because the input had none.
@@ -32,12 +33,12 @@ type ExplainInput struct {
 	Templates      []resourceapi.ResourceClaimTemplate
 }
 
-// LoadExplainFiles reads what LoadFiles reads and also the DeviceClasses,
+// LoadFiles reads what LoadFiles reads and also the DeviceClasses,
 // Pods and ResourceClaimTemplates in the files. Without DeviceClasses in the
 // files, the shipped ones are used. Each file (and stdin) is read once.
-func LoadExplainFiles(paths []string) (*ExplainInput, error) {
-	s := &Snapshot{}
-	in := &ExplainInput{Snapshot: s}
+func LoadFiles(paths []string) (*Input, error) {
+	s := &inspect.Snapshot{}
+	in := &Input{Snapshot: s}
 	for _, p := range paths {
 		var data []byte
 		var err error
@@ -49,7 +50,7 @@ func LoadExplainFiles(paths []string) (*ExplainInput, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := s.decode(p, bytes.NewReader(data)); err != nil {
+		if err := s.Decode(p, bytes.NewReader(data)); err != nil {
 			return nil, err
 		}
 		if err := in.decodeExtras(p, bytes.NewReader(data)); err != nil {
@@ -57,7 +58,7 @@ func LoadExplainFiles(paths []string) (*ExplainInput, error) {
 		}
 	}
 	if len(s.Slices) == 0 {
-		return nil, fmt.Errorf("no ResourceSlices of driver %s in %v", DriverName, paths)
+		return nil, fmt.Errorf("no ResourceSlices of driver %s in %v", inspect.DriverName, paths)
 	}
 	s.Source = fmt.Sprint(paths)
 	if len(in.Classes) == 0 {
@@ -68,7 +69,7 @@ func LoadExplainFiles(paths []string) (*ExplainInput, error) {
 	return in, nil
 }
 
-func (in *ExplainInput) useShippedClasses() error {
+func (in *Input) useShippedClasses() error {
 	classes, err := deviceclasses.Parse()
 	if err != nil {
 		return err
@@ -79,14 +80,14 @@ func (in *ExplainInput) useShippedClasses() error {
 
 // decodeExtras adds the DeviceClasses, Pods and ResourceClaimTemplates of
 // one stream (the slices and claims are Snapshot.decode's).
-func (in *ExplainInput) decodeExtras(name string, r io.Reader) error {
-	return decodeStream(name, r, in.addExtra)
+func (in *Input) decodeExtras(name string, r io.Reader) error {
+	return inspect.DecodeStream(name, r, in.addExtra)
 }
 
-func (in *ExplainInput) addExtra(raw json.RawMessage) error {
+func (in *Input) addExtra(raw json.RawMessage) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
-		return nil // Snapshot.decode reports what is not an object
+		return nil // Snapshot.Decode reports what is not an object
 	}
 	var tm metav1.TypeMeta
 	if err := json.Unmarshal(raw, &tm); err != nil {
@@ -136,11 +137,11 @@ func (in *ExplainInput) addExtra(raw json.RawMessage) error {
 	return nil
 }
 
-// ExplainInputFromCluster adds to s (FromCluster's) the cluster's
+// InputFromCluster adds to s (FromCluster's) the cluster's
 // DeviceClasses and, when target names a pod (pod/NAME), that pod and the
 // ResourceClaimTemplates it names. It only reads.
-func ExplainInputFromCluster(ctx context.Context, c kubernetes.Interface, s *Snapshot, namespace, target string) (*ExplainInput, error) {
-	in := &ExplainInput{Snapshot: s}
+func InputFromCluster(ctx context.Context, c kubernetes.Interface, s *inspect.Snapshot, namespace, target string) (*Input, error) {
+	in := &Input{Snapshot: s}
 	classes, err := c.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing DeviceClasses: %w", err)
@@ -204,7 +205,7 @@ func claimName(target string) (string, error) {
 // template is the one pod.status.resourceClaimStatuses names; until it
 // exists it is built from the template (as the resourceclaim controller
 // would). Namespace "" matches any namespace when only one object fits.
-func (in *ExplainInput) Resolve(namespace, target string) (pod string, claims []*resourceapi.ResourceClaim, err error) {
+func (in *Input) Resolve(namespace, target string) (pod string, claims []*resourceapi.ResourceClaim, err error) {
 	if p, ok := podName(target); ok {
 		claims, err := in.podClaims(namespace, p)
 		return p, claims, err
@@ -220,7 +221,7 @@ func (in *ExplainInput) Resolve(namespace, target string) (pod string, claims []
 	return "", []*resourceapi.ResourceClaim{c}, nil
 }
 
-func (in *ExplainInput) claim(namespace, name string) (*resourceapi.ResourceClaim, error) {
+func (in *Input) claim(namespace, name string) (*resourceapi.ResourceClaim, error) {
 	var found []*resourceapi.ResourceClaim
 	for i := range in.Snapshot.Claims {
 		c := &in.Snapshot.Claims[i]
@@ -240,7 +241,7 @@ func (in *ExplainInput) claim(namespace, name string) (*resourceapi.ResourceClai
 	return nil, fmt.Errorf("ResourceClaim %s is in several namespaces; name one with -n", name)
 }
 
-func (in *ExplainInput) podClaims(namespace, name string) ([]*resourceapi.ResourceClaim, error) {
+func (in *Input) podClaims(namespace, name string) ([]*resourceapi.ResourceClaim, error) {
 	var pods []*corev1.Pod
 	for i := range in.Pods {
 		p := &in.Pods[i]
@@ -285,7 +286,7 @@ func (in *ExplainInput) podClaims(namespace, name string) ([]*resourceapi.Resour
 
 // generatedClaim is the claim made for a pod from a template: the one the
 // pod's status names, else one built from the template.
-func (in *ExplainInput) generatedClaim(p *corev1.Pod, ns, entry, template string) (*resourceapi.ResourceClaim, error) {
+func (in *Input) generatedClaim(p *corev1.Pod, ns, entry, template string) (*resourceapi.ResourceClaim, error) {
 	for _, st := range p.Status.ResourceClaimStatuses {
 		if st.Name == entry && st.ResourceClaimName != nil {
 			return in.claim(ns, *st.ResourceClaimName)

@@ -1,52 +1,32 @@
-package inspect
+package inventory
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
-	"sigs.k8s.io/yaml"
-)
-
-// Output formats of the read commands.
-const (
-	OutputTable = ""
-	OutputWide  = "wide"
-	OutputJSON  = "json"
-	OutputYAML  = "yaml"
+	"github.com/tessera-gpu/tessera/pkg/inspect"
 )
 
 // CheckOutput validates an -o value.
 func CheckOutput(o string) error {
 	switch o {
-	case OutputTable, OutputWide, OutputJSON, OutputYAML:
+	case inspect.OutputTable, inspect.OutputWide, inspect.OutputJSON, inspect.OutputYAML:
 		return nil
 	}
 	return fmt.Errorf("unknown output format %q: use wide, json or yaml", o)
 }
 
-// PrintInventory prints inv in the given output format.
-func PrintInventory(w io.Writer, inv *Inventory, output string) error {
+// Print prints inv in the given output format.
+func Print(w io.Writer, inv *Inventory, output string) error {
 	switch output {
-	case OutputJSON:
-		b, err := json.MarshalIndent(inv, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case OutputYAML:
-		b, err := yaml.Marshal(inv)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	case OutputTable, OutputWide:
-		return printInventoryTable(w, inv, output == OutputWide)
+	case inspect.OutputJSON:
+		return inspect.WriteJSON(w, inv)
+	case inspect.OutputYAML:
+		return inspect.WriteYAML(w, inv)
+	case inspect.OutputTable, inspect.OutputWide:
+		return printInventoryTable(w, inv, output == inspect.OutputWide)
 	}
 	return CheckOutput(output)
 }
@@ -74,7 +54,7 @@ func printInventoryTable(w io.Writer, inv *Inventory, wide bool) error {
 			cells := []string{g.Node, g.Device, g.Vendor, model(g), memory(g.MemoryBytes), g.FabricIsland,
 				partitioning(g), health(g.Taints), gpuUsage(g), holders(g.Holders)}
 			if wide {
-				cells = append(cells, g.Fabric, numa(g.NUMANode), g.PCIeRoot, g.PCIBusID, g.UUID)
+				cells = append(cells, g.Fabric, inspect.FormatNUMA(g.NUMANode), g.PCIeRoot, g.PCIBusID, g.UUID)
 			}
 			row(false, cells...)
 			for _, p := range g.Partitions {
@@ -117,28 +97,24 @@ func memory(b int64) string {
 	if b <= 0 {
 		return ""
 	}
-	return HumanBytes(b)
+	return inspect.HumanBytes(b)
 }
 
 func partitioning(g *GPU) string {
-	if g.Partitioning != PartitioningNone && g.PartitionKind != "" {
+	if g.Partitioning != inspect.PartitioningNone && g.PartitionKind != "" {
 		return g.Partitioning + " (" + g.PartitionKind + ")"
 	}
 	return g.Partitioning
 }
 
 // health is "ok", or the taints as key=value:Effect.
-func health(ts []Taint) string {
+func health(ts []inspect.Taint) string {
 	if len(ts) == 0 {
 		return "ok"
 	}
 	var out []string
 	for _, t := range ts {
-		s := t.Key
-		if t.Value != "" {
-			s += "=" + t.Value
-		}
-		out = append(out, s+":"+t.Effect)
+		out = append(out, t.String())
 	}
 	return strings.Join(out, ",")
 }
@@ -152,7 +128,7 @@ func gpuUsage(g *GPU) string {
 		return fmt.Sprintf("slices %d/%d", g.MemorySlices.Used, g.MemorySlices.Total)
 	case g.SharedMemory != nil:
 		return sharedText(g.SharedMemory, len(g.Holders))
-	case g.Partitioning == PartitioningStatic:
+	case g.Partitioning == inspect.PartitioningStatic:
 		used := 0
 		for _, p := range g.Partitions {
 			if len(p.Holders) > 0 {
@@ -185,10 +161,10 @@ func sharedText(u *Usage, shares int) string {
 	if shares == 1 {
 		s = "share"
 	}
-	return fmt.Sprintf("mem %s/%s (%d %s)", HumanBytes(u.Used), HumanBytes(u.Total), shares, s)
+	return fmt.Sprintf("mem %s/%s (%d %s)", inspect.HumanBytes(u.Used), inspect.HumanBytes(u.Total), shares, s)
 }
 
-func holders(hs []Holder) string {
+func holders(hs []inspect.Holder) string {
 	var out []string
 	for _, h := range hs {
 		out = append(out, h.String())
@@ -201,13 +177,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func numa(n *int64) string {
-	if n == nil {
-		return ""
-	}
-	return strconv.FormatInt(*n, 10)
 }
 
 // summaryText: "8 GPUs (8x H100): 6 free, 2 in use, 0 unhealthy".

@@ -1,4 +1,4 @@
-package inspect
+package explain
 
 import (
 	"context"
@@ -16,11 +16,12 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
+	"github.com/tessera-gpu/tessera/pkg/inspect"
 )
 
-// ExplainFeatures are the DRA features the allocator runs with: those on by
+// Features are the DRA features the allocator runs with: those on by
 // default in Kubernetes 1.37 (as pkg/alloctest).
-var ExplainFeatures = structured.Features{
+var Features = structured.Features{
 	PrioritizedList:      true,
 	PartitionableDevices: true,
 	DeviceTaints:         true,
@@ -100,7 +101,7 @@ type RequestReport struct {
 	// Enough: Usable covers Count (for All: every matching device usable).
 	Enough bool `json:"enough"`
 
-	usable []poolDevice
+	usable []inspect.PoolDevice
 }
 
 // SelectorReport is one CEL selector of a request evaluated alone over the
@@ -193,7 +194,7 @@ type explainer struct {
 	classes  deviceclasses.Lister
 	cache    *cel.Cache
 	state    structured.AllocatedState
-	holders  allocations
+	holders  inspect.Allocations
 	counters map[counterKey][]string // claims consuming each counter
 }
 
@@ -203,7 +204,7 @@ type counterKey struct{ pool, set, counter string }
 // allocated together, as the scheduler does) on every node of in's
 // snapshot, with every other allocated claim of the snapshot holding its
 // devices, and explains each node's verdict. pod names the pod, if any.
-func Explain(ctx context.Context, in *ExplainInput, pod string, claims []*resourceapi.ResourceClaim) (*Explanation, error) {
+func Run(ctx context.Context, in *Input, pod string, claims []*resourceapi.ResourceClaim) (*Explanation, error) {
 	if len(claims) == 0 {
 		return nil, fmt.Errorf("no claim to explain")
 	}
@@ -252,7 +253,7 @@ func Explain(ctx context.Context, in *ExplainInput, pod string, claims []*resour
 			}
 		}
 	}
-	e.holders = allocationsOf(others)
+	e.holders = inspect.AllocationsOf(others)
 
 	sliceCopies := make([]*resourceapi.ResourceSlice, len(in.Snapshot.Slices))
 	for i := range in.Snapshot.Slices {
@@ -262,15 +263,15 @@ func Explain(ctx context.Context, in *ExplainInput, pod string, claims []*resour
 		}
 		sliceCopies[i] = s
 	}
-	alloc, err := structured.NewAllocator(ctx, ExplainFeatures, e.state, e.classes, sliceCopies, e.cache)
+	alloc, err := structured.NewAllocator(ctx, Features, e.state, e.classes, sliceCopies, e.cache)
 	if err != nil {
 		return nil, err
 	}
 
-	for _, n := range nodesOf(in.Snapshot) {
+	for _, n := range inspect.NodesOf(in.Snapshot) {
 		e.indexCounters(n)
-		v := NodeVerdict{Node: n.name}
-		res, err := alloc.Allocate(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, pending)
+		v := NodeVerdict{Node: n.Name}
+		res, err := alloc.Allocate(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, pending)
 		switch {
 		case err != nil:
 			v.Error = err.Error()
@@ -307,7 +308,7 @@ func Explain(ctx context.Context, in *ExplainInput, pod string, claims []*resour
 			}
 			return 1
 		}
-		return compareDeviceNames(a.Node, b.Node)
+		return inspect.CompareDeviceNames(a.Node, b.Node)
 	})
 	return ex, nil
 }
@@ -324,15 +325,15 @@ func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 
 // indexCounters records, for node n, which claims consume each counter of
 // its pools' counter sets.
-func (e *explainer) indexCounters(n *nodeDevices) {
-	for _, d := range n.devices {
-		hs := e.holders[d.key()]
+func (e *explainer) indexCounters(n *inspect.NodeDevices) {
+	for _, d := range n.Devices {
+		hs := e.holders[d.Key()]
 		if len(hs) == 0 {
 			continue
 		}
-		for _, cc := range d.dev.ConsumesCounters {
+		for _, cc := range d.Dev.ConsumesCounters {
 			for name := range cc.Counters {
-				k := counterKey{d.pool, cc.CounterSet, name}
+				k := counterKey{d.Pool, cc.CounterSet, name}
 				for _, h := range hs {
 					if !slices.Contains(e.counters[k], h.Claim) {
 						e.counters[k] = append(e.counters[k], h.Claim)
@@ -345,20 +346,20 @@ func (e *explainer) indexCounters(n *nodeDevices) {
 
 // available is what is left of each counter of n's counter sets after the
 // allocated devices' consumption, as the allocator computes it.
-func (e *explainer) available(n *nodeDevices) map[counterKey]resourceapi.Counter {
+func (e *explainer) available(n *inspect.NodeDevices) map[counterKey]resourceapi.Counter {
 	out := map[counterKey]resourceapi.Counter{}
-	for k, cs := range n.counterSets {
+	for k, cs := range n.CounterSets {
 		for name, c := range cs.Counters {
-			out[counterKey{k.pool, k.name, name}] = *c.DeepCopy()
+			out[counterKey{k.Pool, k.Name, name}] = *c.DeepCopy()
 		}
 	}
-	for _, d := range n.devices {
-		if !structured.IsDeviceAllocated(structured.MakeDeviceID(DriverName, d.pool, d.dev.Name), &e.state) {
+	for _, d := range n.Devices {
+		if !structured.IsDeviceAllocated(structured.MakeDeviceID(inspect.DriverName, d.Pool, d.Dev.Name), &e.state) {
 			continue
 		}
-		for _, cc := range d.dev.ConsumesCounters {
+		for _, cc := range d.Dev.ConsumesCounters {
 			for name, c := range cc.Counters {
-				k := counterKey{d.pool, cc.CounterSet, name}
+				k := counterKey{d.Pool, cc.CounterSet, name}
 				if a, ok := out[k]; ok {
 					a.Value.Sub(c.Value)
 					out[k] = a
@@ -370,7 +371,7 @@ func (e *explainer) available(n *nodeDevices) map[counterKey]resourceapi.Counter
 }
 
 // requests reports every request (and subrequest) of c on node n.
-func (e *explainer) requests(n *nodeDevices, c *resourceapi.ResourceClaim) []RequestReport {
+func (e *explainer) requests(n *inspect.NodeDevices, c *resourceapi.ResourceClaim) []RequestReport {
 	avail := e.available(n)
 	var out []RequestReport
 	for _, r := range c.Spec.Devices.Requests {
@@ -404,10 +405,10 @@ type requestSpec struct {
 	adminAccess bool
 }
 
-func (e *explainer) request(n *nodeDevices, avail map[counterKey]resourceapi.Counter, c *resourceapi.ResourceClaim, r requestSpec) RequestReport {
+func (e *explainer) request(n *inspect.NodeDevices, avail map[counterKey]resourceapi.Counter, c *resourceapi.ResourceClaim, r requestSpec) RequestReport {
 	rep := RequestReport{
 		Claim: claimKey(c), Request: r.name, Class: r.class, AllocationMode: string(r.mode), Count: r.count,
-		NodeDevices: len(n.devices),
+		NodeDevices: len(n.Devices),
 	}
 	class, err := e.classes.Get(r.class)
 	if err != nil {
@@ -420,11 +421,11 @@ func (e *explainer) request(n *nodeDevices, avail map[counterKey]resourceapi.Cou
 			rep.Selectors[i].Expression = s.CEL.Expression
 		}
 	}
-	counterReports := map[deviceKey]*CounterReport{}
-	var counterOrder []deviceKey
+	counterReports := map[inspect.DeviceKey]*CounterReport{}
+	var counterOrder []inspect.DeviceKey
 	inUseBy := sets.New[string]()
 	taints := sets.New[string]()
-	for _, d := range n.devices {
+	for _, d := range n.Devices {
 		if ok, _ := e.matches(d, class.Spec.Selectors); !ok {
 			continue
 		}
@@ -435,7 +436,7 @@ func (e *explainer) request(n *nodeDevices, avail map[counterKey]resourceapi.Cou
 			if err != nil {
 				rep.Selectors[i].Errors++
 				if rep.Selectors[i].Error == "" {
-					rep.Selectors[i].Error = fmt.Sprintf("%s: %v", d.dev.Name, err)
+					rep.Selectors[i].Error = fmt.Sprintf("%s: %v", d.Dev.Name, err)
 				}
 			}
 			if ok {
@@ -450,20 +451,20 @@ func (e *explainer) request(n *nodeDevices, avail map[counterKey]resourceapi.Cou
 		rep.Matching++
 
 		// The allocator's checks, in its order.
-		id := structured.MakeDeviceID(DriverName, d.pool, d.dev.Name)
-		shared := isShared(d.dev)
+		id := structured.MakeDeviceID(inspect.DriverName, d.Pool, d.Dev.Name)
+		shared := inspect.IsShared(d.Dev)
 		if !r.adminAccess && e.state.AllocatedDevices.Has(id) {
 			rep.InUse++
-			for _, h := range e.holders[d.key()] {
+			for _, h := range e.holders[d.Key()] {
 				inUseBy.Insert(h.Claim)
 			}
 			continue
 		}
-		if len(d.dev.ConsumesCounters) > 0 && !(shared && e.capacityInUse(id)) {
+		if len(d.Dev.ConsumesCounters) > 0 && !(shared && e.capacityInUse(id)) {
 			if short := shortCounters(d, avail); len(short) > 0 {
 				rep.CountersExhausted++
 				for _, k := range short {
-					ck := deviceKey{k.pool, k.set}
+					ck := inspect.DeviceKey{Pool: k.pool, Name: k.set}
 					cr := counterReports[ck]
 					if cr == nil {
 						cr = &CounterReport{Pool: k.pool, CounterSet: k.set}
@@ -479,16 +480,16 @@ func (e *explainer) request(n *nodeDevices, avail map[counterKey]resourceapi.Cou
 						}
 					}
 				}
-				counterReports[deviceKey{short[0].pool, short[0].set}].Devices++
+				counterReports[inspect.DeviceKey{Pool: short[0].pool, Name: short[0].set}].Devices++
 				continue
 			}
 		}
-		if t := untolerated(d.dev, r.tolerations); len(t) > 0 {
+		if t := untolerated(d.Dev, r.tolerations); len(t) > 0 {
 			rep.Tainted++
 			taints.Insert(t...)
 			continue
 		}
-		if !e.capacityFits(id, d.dev, r.capacity) {
+		if !e.capacityFits(id, d.Dev, r.capacity) {
 			rep.CapacityShort++
 			continue
 		}
@@ -497,7 +498,7 @@ func (e *explainer) request(n *nodeDevices, avail map[counterKey]resourceapi.Cou
 	}
 	for _, k := range counterOrder {
 		cr := counterReports[k]
-		slices.SortFunc(cr.Counters, compareDeviceNames)
+		slices.SortFunc(cr.Counters, inspect.CompareDeviceNames)
 		slices.Sort(cr.HeldBy)
 		rep.Counters = append(rep.Counters, *cr)
 	}
@@ -514,7 +515,7 @@ func (e *explainer) request(n *nodeDevices, avail map[counterKey]resourceapi.Cou
 }
 
 // matches evaluates selectors (all must match) on d, as the allocator does.
-func (e *explainer) matches(d poolDevice, selectors []resourceapi.DeviceSelector) (bool, error) {
+func (e *explainer) matches(d inspect.PoolDevice, selectors []resourceapi.DeviceSelector) (bool, error) {
 	for _, s := range selectors {
 		if s.CEL == nil {
 			continue
@@ -524,8 +525,8 @@ func (e *explainer) matches(d poolDevice, selectors []resourceapi.DeviceSelector
 			return false, expr.Error
 		}
 		ok, _, err := expr.DeviceMatches(e.ctx, cel.Device{
-			Driver: DriverName, AllowMultipleAllocations: d.dev.AllowMultipleAllocations,
-			Attributes: d.dev.Attributes, Capacity: d.dev.Capacity,
+			Driver: inspect.DriverName, AllowMultipleAllocations: d.Dev.AllowMultipleAllocations,
+			Attributes: d.Dev.Attributes, Capacity: d.Dev.Capacity,
 		})
 		if err != nil {
 			return false, cel.EnhanceRuntimeError(err)
@@ -550,11 +551,11 @@ func (e *explainer) capacityInUse(id structured.DeviceID) bool {
 }
 
 // shortCounters lists the counters d consumes more of than is left.
-func shortCounters(d poolDevice, avail map[counterKey]resourceapi.Counter) []counterKey {
+func shortCounters(d inspect.PoolDevice, avail map[counterKey]resourceapi.Counter) []counterKey {
 	var out []counterKey
-	for _, cc := range d.dev.ConsumesCounters {
+	for _, cc := range d.Dev.ConsumesCounters {
 		for _, name := range slices.Sorted(mapsKeys(cc.Counters)) {
-			k := counterKey{d.pool, cc.CounterSet, name}
+			k := counterKey{d.Pool, cc.CounterSet, name}
 			a, ok := avail[k]
 			need := cc.Counters[name]
 			if ok && a.Value.Cmp(need.Value) < 0 {

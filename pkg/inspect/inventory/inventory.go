@@ -1,4 +1,6 @@
-package inspect
+package inventory
+
+import "github.com/tessera-gpu/tessera/pkg/inspect"
 
 // Inventory is the fleet view of `kubectl tessera inventory`, also its
 // -o json / -o yaml output.
@@ -14,41 +16,34 @@ type Node struct {
 	Summary Summary `json:"summary"`
 }
 
-// Partitioning modes of a GPU.
-const (
-	PartitioningNone    = "none"    // published whole only
-	PartitioningStatic  = "static"  // the partitions an operator cut
-	PartitioningDynamic = "dynamic" // every placement, on a counter set named like the GPU
-)
-
 // GPU is one physical GPU.
 type GPU struct {
 	Node   string `json:"node"`
 	Device string `json:"device"`
 	// Published is false for a GPU published only as its partitions (MIG
 	// mode on, static partitioning): its row is made from them.
-	Published           bool    `json:"published"`
-	Vendor              string  `json:"vendor,omitempty"`
-	Model               string  `json:"model,omitempty"`
-	ProductName         string  `json:"productName,omitempty"`
-	UUID                string  `json:"uuid,omitempty"`
-	MemoryBytes         int64   `json:"memoryBytes,omitempty"`
-	Fabric              string  `json:"fabric,omitempty"`
-	FabricIsland        string  `json:"fabricIsland,omitempty"`
-	FabricBandwidthGBps int64   `json:"fabricBandwidthGBps,omitempty"`
-	PCIBusID            string  `json:"pciBusID,omitempty"`
-	PCIeRoot            string  `json:"pcieRoot,omitempty"`
-	NUMANode            *int64  `json:"numaNode,omitempty"`
-	Simulated           bool    `json:"simulated,omitempty"`
-	Partitioning        string  `json:"partitioning"`
-	PartitionKind       string  `json:"partitionKind,omitempty"`
-	Taints              []Taint `json:"taints,omitempty"`
+	Published           bool            `json:"published"`
+	Vendor              string          `json:"vendor,omitempty"`
+	Model               string          `json:"model,omitempty"`
+	ProductName         string          `json:"productName,omitempty"`
+	UUID                string          `json:"uuid,omitempty"`
+	MemoryBytes         int64           `json:"memoryBytes,omitempty"`
+	Fabric              string          `json:"fabric,omitempty"`
+	FabricIsland        string          `json:"fabricIsland,omitempty"`
+	FabricBandwidthGBps int64           `json:"fabricBandwidthGBps,omitempty"`
+	PCIBusID            string          `json:"pciBusID,omitempty"`
+	PCIeRoot            string          `json:"pcieRoot,omitempty"`
+	NUMANode            *int64          `json:"numaNode,omitempty"`
+	Simulated           bool            `json:"simulated,omitempty"`
+	Partitioning        string          `json:"partitioning"`
+	PartitionKind       string          `json:"partitionKind,omitempty"`
+	Taints              []inspect.Taint `json:"taints,omitempty"`
 	// Shared is true for a device that allows multiple allocations
 	// (--sharing=capacity); SharedMemory is then what its shares consume.
 	Shared       bool   `json:"shared,omitempty"`
 	SharedMemory *Usage `json:"sharedMemory,omitempty"`
 	// Holders are the claims allocated the whole GPU.
-	Holders []Holder `json:"holders,omitempty"`
+	Holders []inspect.Holder `json:"holders,omitempty"`
 	// MemorySlices counts the memory-slice counters of a dynamic GPU taken
 	// by its allocated devices.
 	MemorySlices *Usage `json:"memorySlices,omitempty"`
@@ -59,23 +54,16 @@ type GPU struct {
 
 // Partition is a static partition or an allocated dynamic placement.
 type Partition struct {
-	Device       string   `json:"device"`
-	Kind         string   `json:"kind,omitempty"`
-	Profile      string   `json:"profile,omitempty"`
-	UUID         string   `json:"uuid,omitempty"`
-	MemoryBytes  int64    `json:"memoryBytes,omitempty"`
-	MemorySlices []string `json:"memorySlices,omitempty"`
-	Taints       []Taint  `json:"taints,omitempty"`
-	Shared       bool     `json:"shared,omitempty"`
-	SharedMemory *Usage   `json:"sharedMemory,omitempty"`
-	Holders      []Holder `json:"holders,omitempty"`
-}
-
-// Taint is a device taint (health).
-type Taint struct {
-	Key    string `json:"key"`
-	Value  string `json:"value,omitempty"`
-	Effect string `json:"effect"`
+	Device       string           `json:"device"`
+	Kind         string           `json:"kind,omitempty"`
+	Profile      string           `json:"profile,omitempty"`
+	UUID         string           `json:"uuid,omitempty"`
+	MemoryBytes  int64            `json:"memoryBytes,omitempty"`
+	MemorySlices []string         `json:"memorySlices,omitempty"`
+	Taints       []inspect.Taint  `json:"taints,omitempty"`
+	Shared       bool             `json:"shared,omitempty"`
+	SharedMemory *Usage           `json:"sharedMemory,omitempty"`
+	Holders      []inspect.Holder `json:"holders,omitempty"`
 }
 
 // Usage is used out of total: memory slices, or bytes of shared memory.

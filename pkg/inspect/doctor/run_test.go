@@ -1,4 +1,4 @@
-package inspect
+package doctor
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
+	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/inspect/inspecttest"
 )
 
 var doctorNow = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
@@ -23,9 +25,9 @@ var doctorNow = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
 // Nodes of the healthy input: a whole-GPU node, a static MIG node and a
 // dynamic node, each labelled as the local cluster labels them.
 var doctorNodes = map[string]string{
-	"dgx-h100-0":     PartitioningStatic,
-	"dgx-h100-mig-0": PartitioningStatic,
-	"dgx-h100-dyn":   PartitioningDynamic,
+	"dgx-h100-0":     inspect.PartitioningStatic,
+	"dgx-h100-mig-0": inspect.PartitioningStatic,
+	"dgx-h100-dyn":   inspect.PartitioningDynamic,
 }
 
 func readyNode(name, partitioning string) corev1.Node {
@@ -58,10 +60,10 @@ func shippedClasses(t *testing.T) []resourceapi.DeviceClass {
 	return out
 }
 
-func healthyInput(t *testing.T) *DoctorInput {
+func healthyInput(t *testing.T) *Input {
 	t.Helper()
-	s := load(t, "dgx-h100.yaml", "dgx-h100-mig.yaml", "dgx-h100-dynamic.yaml", "dgx-h100-dynamic-claims.yaml")
-	in := &DoctorInput{
+	s := inspecttest.Load(t, "dgx-h100.yaml", "dgx-h100-mig.yaml", "dgx-h100-dynamic.yaml", "dgx-h100-dynamic-claims.yaml")
+	in := &Input{
 		Slices:    s.Slices,
 		Claims:    s.Claims,
 		Classes:   shippedClasses(t),
@@ -87,7 +89,7 @@ func TestShippedDeviceClassesMatchTheFile(t *testing.T) {
 
 func TestDoctorHealthy(t *testing.T) {
 	in := healthyInput(t)
-	fs := RunDoctor(in)
+	fs := Run(in)
 	for _, f := range fs {
 		if f.Status != StatusPass {
 			t.Errorf("%s %s: %s", f.Status, f.Name(), f.Detail)
@@ -105,8 +107,8 @@ func TestDoctorHealthy(t *testing.T) {
 		t.Errorf("deviceclasses: %d findings, want 1", n)
 	}
 	var b bytes.Buffer
-	if err := PrintDoctor(&b, fs); err != nil {
-		t.Errorf("PrintDoctor: %v, want nil when all pass", err)
+	if err := Print(&b, fs); err != nil {
+		t.Errorf("Print: %v, want nil when all pass", err)
 	}
 	t.Logf("\n%s", b.String())
 	for _, want := range []string{
@@ -144,24 +146,24 @@ type doctorExpect struct {
 func TestDoctorBroken(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(*DoctorInput)
+		edit func(*Input)
 		want []doctorExpect // every finding that is not a PASS
 	}{
 		{
 			name: "missing class",
-			edit: func(in *DoctorInput) {
+			edit: func(in *Input) {
 				in.Classes = slices.DeleteFunc(in.Classes, func(c resourceapi.DeviceClass) bool { return c.Name == "mig.gpu.tessera.dev" })
 			},
 			want: []doctorExpect{{StatusFail, "deviceclasses", []string{"missing 1 of 5", "mig.gpu.tessera.dev"}}},
 		},
 		{
 			name: "classes unreadable",
-			edit: func(in *DoctorInput) { in.Classes, in.ClassesErr = nil, "forbidden" },
+			edit: func(in *Input) { in.Classes, in.ClassesErr = nil, "forbidden" },
 			want: []doctorExpect{{StatusWarn, "deviceclasses", []string{"could not list", "forbidden"}}},
 		},
 		{
 			name: "missing slice of a generation",
-			edit: func(in *DoctorInput) {
+			edit: func(in *Input) {
 				i := slices.IndexFunc(in.Slices, func(s resourceapi.ResourceSlice) bool { return s.Spec.Pool.Name == "dgx-h100-dyn" })
 				in.Slices = slices.Delete(in.Slices, i, i+1)
 			},
@@ -169,7 +171,7 @@ func TestDoctorBroken(t *testing.T) {
 		},
 		{
 			name: "older generation left over",
-			edit: func(in *DoctorInput) {
+			edit: func(in *Input) {
 				i := slices.IndexFunc(in.Slices, func(s resourceapi.ResourceSlice) bool { return s.Spec.Pool.Name == "dgx-h100-0" })
 				old := in.Slices[i].DeepCopy()
 				old.Spec.Pool.Generation = 0
@@ -181,7 +183,7 @@ func TestDoctorBroken(t *testing.T) {
 		},
 		{
 			name: "named node without slices",
-			edit: func(in *DoctorInput) {
+			edit: func(in *Input) {
 				in.Nodes = []string{"dgx-h100-0", "cpu-0"}
 				in.NodeObjects = append(in.NodeObjects, readyNode("cpu-0", ""))
 				in.Readiness["cpu-0"] = Readiness{Detail: "no agent pod found (the agent may run as a host process); readiness not checked"}
@@ -193,7 +195,7 @@ func TestDoctorBroken(t *testing.T) {
 		},
 		{
 			name: "named node that does not exist",
-			edit: func(in *DoctorInput) { in.Nodes = []string{"ghost"} },
+			edit: func(in *Input) { in.Nodes = []string{"ghost"} },
 			want: []doctorExpect{
 				{StatusFail, "ghost/node", []string{"node ghost does not exist"}},
 				{StatusFail, "ghost/slices", []string{"no ResourceSlices", "on ghost"}},
@@ -201,7 +203,7 @@ func TestDoctorBroken(t *testing.T) {
 		},
 		{
 			name: "NotReady node",
-			edit: func(in *DoctorInput) {
+			edit: func(in *Input) {
 				n := nodeObj(in, "dgx-h100-0")
 				n.Status.Conditions[0].Status = corev1.ConditionUnknown
 				n.Status.Conditions[0].Reason = "NodeStatusUnknown"
@@ -211,20 +213,20 @@ func TestDoctorBroken(t *testing.T) {
 		},
 		{
 			name: "cordoned node",
-			edit: func(in *DoctorInput) { nodeObj(in, "dgx-h100-0").Spec.Unschedulable = true },
+			edit: func(in *Input) { nodeObj(in, "dgx-h100-0").Spec.Unschedulable = true },
 			want: []doctorExpect{{StatusWarn, "dgx-h100-0/node", []string{"cordoned"}}},
 		},
 		{
 			name: "slices of a node that does not exist",
-			edit: func(in *DoctorInput) {
+			edit: func(in *Input) {
 				in.NodeObjects = slices.DeleteFunc(in.NodeObjects, func(n corev1.Node) bool { return n.Name == "dgx-h100-mig-0" })
 			},
 			want: []doctorExpect{{StatusFail, "dgx-h100-mig-0/node", []string{"does not exist", "ResourceSlices name it (stale slices)"}}},
 		},
 		{
 			name: "tainted device",
-			edit: func(in *DoctorInput) {
-				taint(&Snapshot{Slices: in.Slices}, "gpu-3", resourceapi.DeviceTaint{Key: "gpu.tessera.dev/xid", Value: "79", Effect: resourceapi.DeviceTaintEffectNoExecute})
+			edit: func(in *Input) {
+				inspecttest.Taint(&inspect.Snapshot{Slices: in.Slices}, "gpu-3", resourceapi.DeviceTaint{Key: "gpu.tessera.dev/xid", Value: "79", Effect: resourceapi.DeviceTaintEffectNoExecute})
 			},
 			// gpu-3 of all three nodes; on the dynamic node on its
 			// placements too; on the MIG node gpu-3 is whole.
@@ -236,7 +238,7 @@ func TestDoctorBroken(t *testing.T) {
 		},
 		{
 			name: "tainted partitions of a MIG GPU",
-			edit: func(in *DoctorInput) {
+			edit: func(in *Input) {
 				for i := range in.Slices {
 					for j := range in.Slices[i].Spec.Devices {
 						if d := &in.Slices[i].Spec.Devices[j]; strings.HasPrefix(d.Name, "gpu-6-") && in.Slices[i].Spec.Pool.Name == "dgx-h100-mig-0" {
@@ -249,7 +251,7 @@ func TestDoctorBroken(t *testing.T) {
 		},
 		{
 			name: "Prepared=False claim",
-			edit: func(in *DoctorInput) {
+			edit: func(in *Input) {
 				c := &in.Claims[0] // default/train: gpu-0, gpu-1 of dgx-h100-dyn
 				long := "CDI spec for claim default/train: write /var/run/cdi/gpu.tessera.dev-train.json: " + strings.Repeat("no space left on device ", 20)
 				for _, r := range c.Status.Allocation.Devices.Results {
@@ -263,7 +265,7 @@ func TestDoctorBroken(t *testing.T) {
 		},
 		{
 			name: "failed-prepare events",
-			edit: func(in *DoctorInput) {
+			edit: func(in *Input) {
 				in.Events = []corev1.Event{
 					prepEvent("default", "train-0", "dgx-h100-dyn", doctorNow.Add(-10*time.Minute), 3, "prepare dynamic resources: NodePrepareResources failed for claim default/train: boom"),
 					prepEvent("default", "train-0", "dgx-h100-dyn", doctorNow.Add(-5*time.Minute), 1, "latest: boom again"),
@@ -281,29 +283,29 @@ func TestDoctorBroken(t *testing.T) {
 		},
 		{
 			name: "readyz failing",
-			edit: func(in *DoctorInput) {
+			edit: func(in *Input) {
 				in.Readiness["dgx-h100-0"] = Readiness{State: ReadyFailed, Via: "http://127.0.0.1:40001/readyz", Detail: "HTTP 503: not ready: not registered with the kubelet yet"}
 			},
 			want: []doctorExpect{{StatusFail, "dgx-h100-0/readyz", []string{"not ready (http://127.0.0.1:40001/readyz): HTTP 503: not ready: not registered with the kubelet yet"}}},
 		},
 		{
 			name: "readyz not asked",
-			edit: func(in *DoctorInput) { delete(in.Readiness, "dgx-h100-0") },
+			edit: func(in *Input) { delete(in.Readiness, "dgx-h100-0") },
 			want: []doctorExpect{{StatusWarn, "dgx-h100-0/readyz", []string{"not checked"}}},
 		},
 		{
 			name: "static label on a dynamic node",
-			edit: func(in *DoctorInput) { nodeObj(in, "dgx-h100-dyn").Labels[PartitioningLabel] = PartitioningStatic },
+			edit: func(in *Input) { nodeObj(in, "dgx-h100-dyn").Labels[PartitioningLabel] = inspect.PartitioningStatic },
 			want: []doctorExpect{{StatusWarn, "dgx-h100-dyn/partitioning", []string{"labelled static, but counter sets", "gpu-0,gpu-1"}}},
 		},
 		{
 			name: "dynamic label on a static MIG node",
-			edit: func(in *DoctorInput) { nodeObj(in, "dgx-h100-mig-0").Labels[PartitioningLabel] = PartitioningDynamic },
+			edit: func(in *Input) { nodeObj(in, "dgx-h100-mig-0").Labels[PartitioningLabel] = inspect.PartitioningDynamic },
 			want: []doctorExpect{{StatusWarn, "dgx-h100-mig-0/partitioning", []string{"labelled dynamic, but gpu-6,gpu-7 publish static partitions"}}},
 		},
 		{
 			name: "counter set without placements",
-			edit: func(in *DoctorInput) {
+			edit: func(in *Input) {
 				for i := range in.Slices {
 					in.Slices[i].Spec.Devices = slices.DeleteFunc(in.Slices[i].Spec.Devices, func(d resourceapi.Device) bool {
 						return strings.HasPrefix(d.Name, "gpu-2-")
@@ -314,14 +316,14 @@ func TestDoctorBroken(t *testing.T) {
 		},
 		{
 			name: "no slices anywhere",
-			edit: func(in *DoctorInput) { in.Slices = nil },
+			edit: func(in *Input) { in.Slices = nil },
 			want: []doctorExpect{{StatusFail, "slices", []string{"no ResourceSlices of driver gpu.tessera.dev in the cluster"}}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := healthyInput(t)
 			tc.edit(in)
-			fs := RunDoctor(in)
+			fs := Run(in)
 			var got []Finding
 			for _, f := range fs {
 				if f.Status != StatusPass {
@@ -353,18 +355,18 @@ func TestDoctorBroken(t *testing.T) {
 				t.Errorf("unexpected %s %s: %s", f.Status, f.Name(), f.Detail)
 			}
 			var b bytes.Buffer
-			err := PrintDoctor(&b, fs)
+			err := Print(&b, fs)
 			var failed *ChecksFailedError
 			wantFail := slices.ContainsFunc(tc.want, func(e doctorExpect) bool { return e.status == StatusFail })
 			if errors.As(err, &failed) != wantFail {
-				t.Errorf("PrintDoctor error %v; want a ChecksFailedError: %v", err, wantFail)
+				t.Errorf("Print error %v; want a ChecksFailedError: %v", err, wantFail)
 			}
 			t.Logf("\n%s", b.String())
 		})
 	}
 }
 
-func nodeObj(in *DoctorInput, name string) *corev1.Node {
+func nodeObj(in *Input, name string) *corev1.Node {
 	for i := range in.NodeObjects {
 		if in.NodeObjects[i].Name == name {
 			return &in.NodeObjects[i]
@@ -388,7 +390,7 @@ func prepEvent(ns, pod, host string, at time.Time, n int32, msg string) corev1.E
 
 func dumpFindings(fs []Finding) string {
 	var b bytes.Buffer
-	_ = PrintDoctor(&b, fs)
+	_ = Print(&b, fs)
 	return b.String()
 }
 
@@ -399,7 +401,7 @@ func TestPrintDoctorFormat(t *testing.T) {
 		{Status: StatusWarn, Check: CheckHealth, Node: "n1", Detail: "gpu-0 tainted"},
 	}
 	var b bytes.Buffer
-	err := PrintDoctor(&b, fs)
+	err := Print(&b, fs)
 	want := "PASS  deviceclasses  all 5 installed\n" +
 		"FAIL  n1/slices      no ResourceSlices  fix: check the agent\n" +
 		"WARN  n1/health      gpu-0 tainted\n" +

@@ -1,4 +1,4 @@
-package inspect
+package inventory
 
 import (
 	"fmt"
@@ -7,24 +7,25 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/inspect"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 const memorySlicePrefix = "memory-slice-"
 
-// BuildInventory builds the inventory of the given nodes (every node when
+// Build builds the inventory of the given nodes (every node when
 // none is given) from a snapshot.
-func BuildInventory(s *Snapshot, only []string) (*Inventory, error) {
-	allocs := allocationsOf(s.Claims)
+func Build(s *inspect.Snapshot, only []string) (*Inventory, error) {
+	allocs := inspect.AllocationsOf(s.Claims)
 	inv := &Inventory{Nodes: []Node{}}
 	found := map[string]bool{}
-	for _, nd := range nodesOf(s) {
-		if len(only) > 0 && !slices.Contains(only, nd.name) {
+	for _, nd := range inspect.NodesOf(s) {
+		if len(only) > 0 && !slices.Contains(only, nd.Name) {
 			continue
 		}
-		found[nd.name] = true
-		n := Node{Name: nd.name, GPUs: []GPU{}}
-		for _, g := range nd.gpuGroups() {
+		found[nd.Name] = true
+		n := Node{Name: nd.Name, GPUs: []GPU{}}
+		for _, g := range nd.GPUGroups() {
 			n.GPUs = append(n.GPUs, buildGPU(nd, g, allocs))
 		}
 		n.Summary = summarize(n.GPUs)
@@ -37,7 +38,7 @@ func BuildInventory(s *Snapshot, only []string) (*Inventory, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("no ResourceSlices of driver %s for node %s in %s", DriverName, strings.Join(missing, ", "), s.Source)
+		return nil, fmt.Errorf("no ResourceSlices of driver %s for node %s in %s", inspect.DriverName, strings.Join(missing, ", "), s.Source)
 	}
 	var all []GPU
 	for _, n := range inv.Nodes {
@@ -48,67 +49,67 @@ func BuildInventory(s *Snapshot, only []string) (*Inventory, error) {
 	return inv, nil
 }
 
-func buildGPU(nd *nodeDevices, g *gpuGroup, allocs allocations) GPU {
-	out := GPU{Node: nd.name, Device: g.name, Published: g.whole != nil, Partitioning: PartitioningNone}
+func buildGPU(nd *inspect.NodeDevices, g *inspect.GPUGroup, allocs inspect.Allocations) GPU {
+	out := GPU{Node: nd.Name, Device: g.Name, Published: g.Whole != nil, Partitioning: inspect.PartitioningNone}
 	// Attributes common to the GPU come from the whole device, or else
 	// from a partition (they carry the parent's vendor, model, ...).
-	src := g.whole
-	if src == nil && len(g.partitions) > 0 {
-		src = g.partitions[0].dev
+	src := g.Whole
+	if src == nil && len(g.Partitions) > 0 {
+		src = g.Partitions[0].Dev
 	}
 	if src != nil {
-		out.Vendor = attrString(src, publish.AttrVendor)
-		out.Model = attrString(src, publish.AttrModel)
-		out.ProductName = attrString(src, publish.AttrProductName)
-		out.Simulated = isSimulated(src)
-		out.PCIeRoot = attrString(src, attrPCIeRoot)
-		if v, ok := attrInt(src, attrNUMANode); ok {
+		out.Vendor = inspect.AttrString(src, publish.AttrVendor)
+		out.Model = inspect.AttrString(src, publish.AttrModel)
+		out.ProductName = inspect.AttrString(src, publish.AttrProductName)
+		out.Simulated = inspect.IsSimulated(src)
+		out.PCIeRoot = inspect.AttrString(src, inspect.AttrPCIeRoot)
+		if v, ok := inspect.AttrInt(src, inspect.AttrNUMANode); ok {
 			out.NUMANode = &v
 		}
 	}
-	if g.whole != nil {
-		w := g.whole
-		out.UUID = attrString(w, publish.AttrUUID)
-		out.MemoryBytes = capacityBytes(w)
-		out.Fabric = attrString(w, publish.AttrFabric)
-		out.FabricIsland = attrString(w, publish.AttrFabricIsland)
-		out.FabricBandwidthGBps, _ = attrInt(w, publish.AttrFabricBandwidth)
-		out.PCIBusID = attrString(w, attrPCIBusID)
-		out.Shared = isShared(w)
-		out.Holders = allocs[deviceKey{g.pool, w.Name}]
-		out.Taints = taintsOf(w)
+	if g.Whole != nil {
+		w := g.Whole
+		out.UUID = inspect.AttrString(w, publish.AttrUUID)
+		out.MemoryBytes = inspect.CapacityBytes(w)
+		out.Fabric = inspect.AttrString(w, publish.AttrFabric)
+		out.FabricIsland = inspect.AttrString(w, publish.AttrFabricIsland)
+		out.FabricBandwidthGBps, _ = inspect.AttrInt(w, publish.AttrFabricBandwidth)
+		out.PCIBusID = inspect.AttrString(w, inspect.AttrPCIBusID)
+		out.Shared = inspect.IsShared(w)
+		out.Holders = allocs[inspect.DeviceKey{Pool: g.Pool, Name: w.Name}]
+		out.Taints = inspect.TaintsOf(w)
 		if out.Shared {
 			out.SharedMemory = sharedUsage(w, out.Holders)
 		}
 	} else if src != nil {
-		out.UUID = attrString(src, publish.AttrParentUUID)
+		out.UUID = inspect.AttrString(src, publish.AttrParentUUID)
 	}
 
-	cs, dynamic := nd.counterSets[deviceKey{g.pool, g.name}]
+	cs, dynamic := nd.CounterSets[inspect.DeviceKey{Pool: g.Pool, Name: g.Name}]
 	switch {
 	case dynamic:
-		out.Partitioning = PartitioningDynamic
+		out.Partitioning = inspect.PartitioningDynamic
 		out.MemorySlices = &Usage{Total: int64(countMemorySlices(cs))}
-	case len(g.partitions) > 0:
-		out.Partitioning = PartitioningStatic
+	case len(g.Partitions) > 0:
+		out.Partitioning = inspect.PartitioningStatic
 	}
 	used := map[string]bool{}
 	if dynamic && len(out.Holders) > 0 {
-		markSlices(used, g.whole, g.name)
+		markSlices(used, g.Whole, g.Name)
 	}
-	for _, p := range g.partitions {
-		out.Taints = mergeTaints(out.Taints, taintsOf(p.dev))
+	for _, p := range g.Partitions {
+		out.Taints = inspect.MergeTaints(out.Taints, inspect.TaintsOf(p.Dev))
 		if out.PartitionKind == "" {
-			out.PartitionKind = attrString(p.dev, publish.AttrPartitionKind)
+			out.PartitionKind = inspect.AttrString(p.Dev, publish.AttrPartitionKind)
 		}
-		holders := allocs[p.key()]
+		holders := allocs[p.Key()]
 		if dynamic {
 			if len(holders) == 0 {
 				continue // an unallocated placement is only a possibility
 			}
-			markSlices(used, p.dev, g.name)
+			markSlices(used, p.Dev, g.Name)
 		}
-		out.Partitions = append(out.Partitions, buildPartition(p.dev, g.name, holders))
+		out.Partitions = append(out.Partitions, buildPartition(p.Dev, g.Name, holders))
 	}
 	if dynamic {
 		out.MemorySlices.Used = int64(len(used))
@@ -116,15 +117,15 @@ func buildGPU(nd *nodeDevices, g *gpuGroup, allocs allocations) GPU {
 	return out
 }
 
-func buildPartition(d *resourceapi.Device, parent string, holders []Holder) Partition {
+func buildPartition(d *resourceapi.Device, parent string, holders []inspect.Holder) Partition {
 	p := Partition{
 		Device:      d.Name,
-		Kind:        attrString(d, publish.AttrPartitionKind),
-		Profile:     attrString(d, publish.AttrProfile),
-		UUID:        attrString(d, publish.AttrUUID),
-		MemoryBytes: capacityBytes(d),
-		Taints:      taintsOf(d),
-		Shared:      isShared(d),
+		Kind:        inspect.AttrString(d, publish.AttrPartitionKind),
+		Profile:     inspect.AttrString(d, publish.AttrProfile),
+		UUID:        inspect.AttrString(d, publish.AttrUUID),
+		MemoryBytes: inspect.CapacityBytes(d),
+		Taints:      inspect.TaintsOf(d),
+		Shared:      inspect.IsShared(d),
 		Holders:     holders,
 	}
 	for _, c := range d.ConsumesCounters {
@@ -137,7 +138,7 @@ func buildPartition(d *resourceapi.Device, parent string, holders []Holder) Part
 			}
 		}
 	}
-	slices.SortFunc(p.MemorySlices, compareDeviceNames)
+	slices.SortFunc(p.MemorySlices, inspect.CompareDeviceNames)
 	if p.Shared {
 		p.SharedMemory = sharedUsage(d, holders)
 	}
@@ -172,30 +173,12 @@ func countMemorySlices(cs resourceapi.CounterSet) int {
 }
 
 // sharedUsage is the memory the shares of a multi-allocatable device consume.
-func sharedUsage(d *resourceapi.Device, holders []Holder) *Usage {
-	u := &Usage{Total: capacityBytes(d)}
+func sharedUsage(d *resourceapi.Device, holders []inspect.Holder) *Usage {
+	u := &Usage{Total: inspect.CapacityBytes(d)}
 	for _, h := range holders {
 		u.Used += h.ConsumedMemoryBytes
 	}
 	return u
-}
-
-func taintsOf(d *resourceapi.Device) []Taint {
-	var out []Taint
-	for _, t := range d.Taints {
-		out = append(out, Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
-	}
-	return out
-}
-
-// mergeTaints adds the taints of add that ts lacks.
-func mergeTaints(ts, add []Taint) []Taint {
-	for _, t := range add {
-		if !slices.Contains(ts, t) {
-			ts = append(ts, t)
-		}
-	}
-	return ts
 }
 
 func summarize(gpus []GPU) Summary {

@@ -1,4 +1,4 @@
-package inspect
+package doctor
 
 import (
 	"fmt"
@@ -32,13 +32,13 @@ func Tally(fs []Finding) (pass, warn, fail int) {
 	return pass, warn, fail
 }
 
-// PrintDoctor prints one line per finding,
+// Print prints one line per finding,
 //
 //	STATUS  CHECK  DETAIL  fix: WHAT TO DO
 //
 // with the check names padded to one width, then a summary line. It
 // returns a *ChecksFailedError when any finding is a FAIL.
-func PrintDoctor(w io.Writer, fs []Finding) error {
+func Print(w io.Writer, fs []Finding) error {
 	width := 0
 	for _, f := range fs {
 		width = max(width, len(f.Name()))

@@ -1,4 +1,4 @@
-package inspect
+package explain
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/tessera-gpu/tessera/pkg/inspect"
 )
 
 // consumedCapacity is what a request consumes of capacity c, following
@@ -71,7 +73,7 @@ func lookupFQ(d *resourceapi.Device, name resourceapi.FullyQualifiedName) (resou
 		return a, true
 	}
 	domain, id, ok := strings.Cut(string(name), "/")
-	if !ok || domain != DriverName {
+	if !ok || domain != inspect.DriverName {
 		return resourceapi.DeviceAttribute{}, false
 	}
 	a, ok := d.Attributes[resourceapi.QualifiedName(id)]
@@ -96,7 +98,7 @@ func attrValue(a resourceapi.DeviceAttribute) string {
 // how many devices it needs and which are usable.
 type constraintCandidate struct {
 	count  int64
-	usable []poolDevice
+	usable []inspect.PoolDevice
 }
 
 // constraintReports checks each constraint of c against the usable devices
@@ -170,23 +172,23 @@ func shortAttr(name resourceapi.FullyQualifiedName) string {
 func matchAttributeReport(claim string, attr resourceapi.FullyQualifiedName, cands []constraintCandidate) ConstraintReport {
 	rep := ConstraintReport{Claim: claim, Kind: "matchAttribute", Attribute: string(attr)}
 	var need int64
-	groups := map[string]sets.Set[deviceKey]{}
+	groups := map[string]sets.Set[inspect.DeviceKey]{}
 	perCand := make([]map[string]int64, len(cands))
-	lacking := sets.New[deviceKey]()
+	lacking := sets.New[inspect.DeviceKey]()
 	for i, c := range cands {
 		need += c.count
 		perCand[i] = map[string]int64{}
 		for _, d := range c.usable {
-			a, ok := lookupFQ(d.dev, attr)
+			a, ok := lookupFQ(d.Dev, attr)
 			if !ok {
-				lacking.Insert(d.key())
+				lacking.Insert(d.Key())
 				continue
 			}
 			v := attrValue(a)
 			if groups[v] == nil {
-				groups[v] = sets.New[deviceKey]()
+				groups[v] = sets.New[inspect.DeviceKey]()
 			}
-			groups[v].Insert(d.key())
+			groups[v].Insert(d.Key())
 			perCand[i][v]++
 		}
 	}
@@ -226,7 +228,7 @@ func distinctAttributeReport(claim string, attr resourceapi.FullyQualifiedName, 
 	for _, c := range cands {
 		need += c.count
 		for _, d := range c.usable {
-			if a, ok := lookupFQ(d.dev, attr); ok {
+			if a, ok := lookupFQ(d.Dev, attr); ok {
 				values.Insert(attrValue(a))
 			}
 		}

@@ -1,46 +1,35 @@
-package inspect
+package explain
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	"github.com/tessera-gpu/tessera/pkg/inspect"
 )
 
-// CheckExplainOutput validates explain's -o value: text (empty), json or yaml.
-func CheckExplainOutput(o string) error {
+// CheckOutput validates explain's -o value: text (empty), json or yaml.
+func CheckOutput(o string) error {
 	switch o {
-	case OutputTable, OutputJSON, OutputYAML:
+	case inspect.OutputTable, inspect.OutputJSON, inspect.OutputYAML:
 		return nil
 	}
 	return fmt.Errorf("unknown output format %q: use json or yaml, or leave it out for text", o)
 }
 
-// PrintExplanation prints ex as text (one block per node, the nodes that
+// Print prints ex as text (one block per node, the nodes that
 // fit first), JSON or YAML.
-func PrintExplanation(w io.Writer, ex *Explanation, output string) error {
+func Print(w io.Writer, ex *Explanation, output string) error {
 	switch output {
-	case OutputJSON:
-		b, err := json.MarshalIndent(ex, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case OutputYAML:
-		b, err := yaml.Marshal(ex)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	case OutputTable:
+	case inspect.OutputJSON:
+		return inspect.WriteJSON(w, ex)
+	case inspect.OutputYAML:
+		return inspect.WriteYAML(w, ex)
+	case inspect.OutputTable:
 		_, err := io.WriteString(w, explanationText(ex))
 		return err
 	}
-	return CheckExplainOutput(output)
+	return CheckOutput(output)
 }
 
 func explanationText(ex *Explanation) string {

@@ -1,4 +1,4 @@
-package inspect
+package doctor
 
 import (
 	"context"
@@ -87,11 +87,11 @@ func TestGatherDoctorInputHappyPath(t *testing.T) {
 		proxied = append(proxied, p.GetNamespace()+"/"+p.GetName()+":"+p.GetPort()+p.GetPath())
 		return true, rawResponse{body: []byte("ok\n")}, nil
 	})
-	in, err := GatherDoctorInput(context.Background(), c, DoctorOptions{Now: doctorNow})
+	in, err := Gather(context.Background(), c, Options{Now: doctorNow})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := RunDoctor(in)
+	fs := Run(in)
 	for _, f := range fs {
 		if f.Status != StatusPass {
 			t.Errorf("%s %s: %s", f.Status, f.Name(), f.Detail)
@@ -123,7 +123,7 @@ func TestGatherDoctorInputHappyPath(t *testing.T) {
 		}
 	}
 	var b strings.Builder
-	if err := PrintDoctor(&b, fs); err != nil {
+	if err := Print(&b, fs); err != nil {
 		t.Error(err)
 	}
 	t.Logf("\n%s", b.String())
@@ -165,7 +165,7 @@ func TestGatherDoctorInputBroken(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	in, err := GatherDoctorInput(context.Background(), c, DoctorOptions{
+	in, err := Gather(context.Background(), c, Options{
 		Nodes:       []string{"dgx-h100-0", "dgx-h100-dyn", "dgx-h100-mig-0", "ghost"},
 		MetricsURLs: map[string]string{"dgx-h100-0": srv.URL + "/metrics"},
 		Now:         doctorNow,
@@ -173,9 +173,9 @@ func TestGatherDoctorInputBroken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := RunDoctor(in)
+	fs := Run(in)
 	var b strings.Builder
-	err = PrintDoctor(&b, fs)
+	err = Print(&b, fs)
 	out := b.String()
 	t.Logf("\n%s", out)
 	var failed *ChecksFailedError

@@ -1,4 +1,4 @@
-package inspect
+package topo
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tessera-gpu/tessera/pkg/inspect"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -27,8 +28,8 @@ const (
 // as nvidia-smi prints for those machines.
 const NVLinkGBps = 25
 
-// TopoGPU is what the matrix needs of one whole GPU.
-type TopoGPU struct {
+// GPU is what the matrix needs of one whole GPU.
+type GPU struct {
 	Device        string `json:"device"`
 	Fabric        string `json:"fabric,omitempty"`
 	Island        string `json:"island,omitempty"`
@@ -44,7 +45,7 @@ type TopoGPU struct {
 // PCIe switches below a root are not published, so PIX and PXB (paths
 // through switches only) are never returned: two GPUs behind one switch
 // show as PHB. Without the attributes to decide, "?".
-func Link(a, b TopoGPU) string {
+func Link(a, b GPU) string {
 	if a.Device == b.Device {
 		return LinkSelf
 	}
@@ -76,8 +77,8 @@ func Link(a, b TopoGPU) string {
 
 // Topology is the GPU-to-GPU matrix of one node.
 type Topology struct {
-	Node string    `json:"node"`
-	GPUs []TopoGPU `json:"gpus"`
+	Node string `json:"node"`
+	GPUs []GPU  `json:"gpus"`
 	// Links[i][j] is Link(GPUs[i], GPUs[j]).
 	Links   [][]string `json:"links"`
 	Islands []Island   `json:"islands"`
@@ -94,36 +95,36 @@ type Island struct {
 	Devices       []string `json:"devices"`
 }
 
-// BuildTopology builds node's matrix from its whole-GPU devices (type gpu):
+// Build builds node's matrix from its whole-GPU devices (type gpu):
 // on a dynamic node the placements are left out.
-func BuildTopology(s *Snapshot, node string) (*Topology, error) {
-	var nd *nodeDevices
+func Build(s *inspect.Snapshot, node string) (*Topology, error) {
+	var nd *inspect.NodeDevices
 	var names []string
-	for _, n := range nodesOf(s) {
-		names = append(names, n.name)
-		if n.name == node {
+	for _, n := range inspect.NodesOf(s) {
+		names = append(names, n.Name)
+		if n.Name == node {
 			nd = n
 		}
 	}
 	if nd == nil {
-		return nil, fmt.Errorf("no ResourceSlices of driver %s for node %s in %s (nodes: %s)", DriverName, node, s.Source, strings.Join(names, ", "))
+		return nil, fmt.Errorf("no ResourceSlices of driver %s for node %s in %s (nodes: %s)", inspect.DriverName, node, s.Source, strings.Join(names, ", "))
 	}
-	t := &Topology{Node: node, GPUs: []TopoGPU{}, Islands: []Island{}}
+	t := &Topology{Node: node, GPUs: []GPU{}, Islands: []Island{}}
 	islands := map[string]*Island{}
-	for _, g := range nd.gpuGroups() {
-		if g.whole == nil {
-			t.PartitionedOnly = append(t.PartitionedOnly, g.name)
+	for _, g := range nd.GPUGroups() {
+		if g.Whole == nil {
+			t.PartitionedOnly = append(t.PartitionedOnly, g.Name)
 			continue
 		}
-		w := g.whole
-		tg := TopoGPU{
+		w := g.Whole
+		tg := GPU{
 			Device:   w.Name,
-			Fabric:   attrString(w, publish.AttrFabric),
-			Island:   attrString(w, publish.AttrFabricIsland),
-			PCIeRoot: attrString(w, attrPCIeRoot),
+			Fabric:   inspect.AttrString(w, publish.AttrFabric),
+			Island:   inspect.AttrString(w, publish.AttrFabricIsland),
+			PCIeRoot: inspect.AttrString(w, inspect.AttrPCIeRoot),
 		}
-		tg.BandwidthGBps, _ = attrInt(w, publish.AttrFabricBandwidth)
-		if v, ok := attrInt(w, attrNUMANode); ok {
+		tg.BandwidthGBps, _ = inspect.AttrInt(w, publish.AttrFabricBandwidth)
+		if v, ok := inspect.AttrInt(w, inspect.AttrNUMANode); ok {
 			tg.NUMANode = &v
 		}
 		t.GPUs = append(t.GPUs, tg)
@@ -151,7 +152,7 @@ func BuildTopology(s *Snapshot, node string) (*Topology, error) {
 		t.Islands = append(t.Islands, *is)
 	}
 	slices.SortFunc(t.Islands, func(a, b Island) int {
-		return compareDeviceNames(a.Devices[0], b.Devices[0])
+		return inspect.CompareDeviceNames(a.Devices[0], b.Devices[0])
 	})
 	return t, nil
 }

@@ -1,0 +1,73 @@
+// Package inspecttest is what the tests of the kubectl-tessera commands
+// share: the snapshots in pkg/inspect/testdata and their golden output.
+package inspecttest
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/tessera-gpu/tessera/pkg/inspect"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in pkg/inspect/testdata from the current output")
+
+// Testdata is the path of elem in pkg/inspect/testdata, wherever the test
+// runs: the fixtures are shared by the commands' packages.
+func Testdata(elem ...string) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(append([]string{filepath.Dir(file), "..", "testdata"}, elem...)...)
+}
+
+// Load reads a Snapshot from files of pkg/inspect/testdata.
+func Load(t *testing.T, files ...string) *inspect.Snapshot {
+	t.Helper()
+	var paths []string
+	for _, f := range files {
+		paths = append(paths, Testdata(f))
+	}
+	s, err := inspect.LoadFiles(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Golden compares got with the file at path (under pkg/inspect/testdata),
+// or rewrites it with -update.
+func Golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	path = Testdata(path)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./pkg/inspect/... -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("output differs from %s (go test ./pkg/inspect/... -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// Taint adds a taint to every device named device.
+func Taint(s *inspect.Snapshot, device string, tn resourceapi.DeviceTaint) {
+	for i := range s.Slices {
+		for j := range s.Slices[i].Spec.Devices {
+			if d := &s.Slices[i].Spec.Devices[j]; d.Name == device {
+				d.Taints = append(d.Taints, tn)
+			}
+		}
+	}
+}
