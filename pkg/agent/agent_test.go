@@ -37,7 +37,7 @@ func TestDryRunIsAValidYAMLStream(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			if err := DryRun(context.Background(), c.NodeName, b, c.options(), c.healthPolicy(), &out); err != nil {
+			if err := DryRun(context.Background(), c.driverOptions(b), &out); err != nil {
 				t.Fatal(err)
 			}
 			r := utilyaml.NewYAMLReader(bufioReader(&out))
@@ -140,7 +140,7 @@ func TestAMDBackendFromFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := DryRun(ctx, c.NodeName, b, c.options(), c.healthPolicy(), &out); err != nil {
+	if err := DryRun(ctx, c.driverOptions(b), &out); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(out.String(), "partitionKind:\n        string: xcp"); n != 64 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/driver"
 	"github.com/tessera-gpu/tessera/pkg/flagenv"
 	"github.com/tessera-gpu/tessera/pkg/health"
@@ -145,9 +146,23 @@ func (c *Config) healthPolicy() health.Policy {
 	return p
 }
 
-// options are the publishing options the flags select (Validate checked them).
-func (c *Config) options() publish.Options {
+// driverOptions are the agent's options for backend b that the flags
+// select (Validate checked them): what the running agent and --dry-run
+// publish with. Run adds what only a running agent has.
+func (c *Config) driverOptions(b backend.Backend) driver.Options {
 	p, _ := publish.ParsePartitioning(c.Partitioning)
 	s, _ := publish.ParseSharing(c.Sharing)
-	return publish.Options{Partitioning: p, Sharing: s, Profiles: c.DynamicProfiles}
+	return driver.Options{
+		NodeName:       c.NodeName,
+		Backend:        b,
+		PluginDataDir:  c.PluginDataDir,
+		RegistrarDir:   c.RegistrarDir,
+		CDIDir:         c.CDIDir,
+		VendorCDIDirs:  vendorDirs(c, b),
+		CheckpointPath: c.CheckpointPath,
+		Partitioning:   p,
+		Sharing:        s,
+		Profiles:       c.DynamicProfiles,
+		Health:         c.healthPolicy(),
+	}
 }

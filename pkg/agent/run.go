@@ -99,8 +99,9 @@ func Run(ctx context.Context, c *Config) error {
 		// The nvml backend holds an NVML session for the agent's lifetime.
 		defer closer.Close()
 	}
+	o := c.driverOptions(b)
 	if c.DryRun {
-		return DryRun(ctx, c.NodeName, b, c.options(), c.healthPolicy(), os.Stdout)
+		return DryRun(ctx, o, os.Stdout)
 	}
 	client, err := kubeClient(c)
 	if err != nil {
@@ -116,23 +117,9 @@ func Run(ctx context.Context, c *Config) error {
 	if err != nil {
 		return err
 	}
-	d, err := driver.New(ctx, driver.Options{
-		NodeName:       c.NodeName,
-		Backend:        b,
-		KubeClient:     client,
-		PluginDataDir:  c.PluginDataDir,
-		RegistrarDir:   c.RegistrarDir,
-		CDIDir:         c.CDIDir,
-		VendorCDIDirs:  vendorDirs(c, b),
-		CheckpointPath: c.CheckpointPath,
-		BootID:         bootID,
-		Fatal:          func(err error) { cancel(err) },
-		Metrics:        m,
-		Partitioning:   c.options().Partitioning,
-		Sharing:        c.options().Sharing,
-		Profiles:       c.DynamicProfiles,
-		Health:         c.healthPolicy(),
-	})
+	o.KubeClient, o.BootID, o.Metrics = client, bootID, m
+	o.Fatal = func(err error) { cancel(err) }
+	d, err := driver.New(ctx, o)
 	if err != nil {
 		return err
 	}

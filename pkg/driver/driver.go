@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -12,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
@@ -83,15 +81,8 @@ type Driver struct {
 	claims  *claims.Manager
 	health  *healthHub
 	tracker *health.Tracker
-
-	mu        sync.RWMutex
-	published *publish.Result
-	modes     string // last logged GPU publishing modes
-
-	// sendMu serialises handing slices to the helper; sent is what it was
-	// last handed.
-	sendMu sync.Mutex
-	sent   *resourceslice.DriverResources
+	pub     *publisher
+	modes   string // last logged GPU publishing modes; publishes only
 
 	helper *kubeletplugin.Helper
 	// healthStop ends the backend's health watch; healthDone is closed
@@ -102,17 +93,25 @@ type Driver struct {
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 
-// New discovers the node, recovers the checkpoint and builds the slices; it
-// starts nothing. Start connects it to the kubelet.
-func New(ctx context.Context, o Options) (*Driver, error) {
+// withDefaults fills the options left zero that have a default.
+func (o Options) withDefaults() Options {
 	if o.CheckpointPath == "" {
 		o.CheckpointPath = o.PluginDataDir + "/checkpoint.json"
 	}
 	if o.Health.Window <= 0 {
 		o.Health = health.DefaultPolicy()
 	}
+	return o
+}
+
+// New discovers the node, recovers the checkpoint and builds the slices; it
+// starts nothing. Start connects it to the kubelet.
+func New(ctx context.Context, o Options) (*Driver, error) {
+	o = o.withDefaults()
 	d := &Driver{opts: o, tracker: health.NewTracker(o.Health)}
-	if err := d.Refresh(ctx); err != nil {
+	d.pub = newPublisher(&d.opts, d.tracker)
+	d.pub.built = d.built
+	if err := d.pub.discover(ctx); err != nil {
 		return nil, err
 	}
 	w, err := cdi.NewWriter(cdi.Options{SpecDir: o.CDIDir, DevRoot: o.Backend.DevRoot(), DeviceNumbers: o.Backend.DeviceNumbers, VendorSpecDirs: o.VendorCDIDirs})
@@ -125,7 +124,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		CDI:             w,
 		Store:           checkpoint.NewStore(o.CheckpointPath),
 		BootID:          o.BootID,
-		Devices:         d.Published,
+		Devices:         d.pub.devices,
 		Partitioning:    o.Partitioning,
 		OrphanDestroyed: o.Metrics.OrphanDestroyed,
 		MPSRestarted:    o.Metrics.MPSRestarted,
@@ -136,43 +135,34 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	// On a dynamic node recovery may have destroyed partitions, and what it
-	// could not destroy is withheld (it needs the checkpoint, read just
-	// now): build again. A static node's recovery changes no partition.
+	if err := d.pub.earlyErr; err != nil {
+		return nil, err
+	}
+	// The first build waits for the checkpoint: what claims hold decides
+	// what a dynamic GPU withholds. On a dynamic node recovery may have
+	// destroyed partitions; a static node's changes none.
+	d.pub.setHeld(d.claims.Holds)
+	r := heldChanged
 	if o.Partitioning == publish.Dynamic {
-		if err := d.Refresh(ctx); err != nil {
-			return nil, err
-		}
+		r |= inventoryChanged
+	}
+	if err := d.pub.publish(ctx, r); err != nil {
+		return nil, err
 	}
 	o.Metrics.SetPreparedSource(d.claims.Counts)
 	o.Metrics.SetSharingSource(d.claims.SharingCounts)
 	o.Metrics.SetCapacitySource(d.sharedDevices)
 	d.health = newHealthHub(d.Published, o.Metrics, d.tracker)
-	d.health.republish = d.Republish
+	d.health.republish = func(ctx context.Context) error { return d.pub.publish(ctx, taintsChanged) }
 	return d, nil
 }
 
-// Refresh rediscovers the node and rebuilds its slices. It does not publish.
-func (d *Driver) Refresh(ctx context.Context) error {
-	inv, err := d.opts.Backend.Discover(ctx)
-	if err != nil {
-		return fmt.Errorf("discover devices with backend %s: %w", d.opts.Backend.Name(), err)
-	}
-	opts := publish.Options{Partitioning: d.opts.Partitioning, Sharing: d.opts.Sharing, Profiles: d.opts.Profiles, Taints: d.tracker.Taints}
-	if d.claims != nil {
-		opts.Held = d.claims.Holds
-	}
-	res, err := publish.BuildWith(d.opts.NodeName, inv, opts)
-	if err != nil {
-		return err
-	}
-	d.mu.Lock()
-	d.published = res
+// built logs how the GPUs are published when that changed, and counts the
+// devices.
+func (d *Driver) built(ctx context.Context, res *publish.Result) {
 	modes := fmt.Sprint(res.Modes)
-	changed := modes != d.modes
-	d.modes = modes
-	d.mu.Unlock()
-	if changed {
+	if modes != d.modes {
+		d.modes = modes
 		logger := klog.FromContext(ctx)
 		for _, m := range res.Modes {
 			logger.Info("Partitionable GPU", "device", m.Device, "uuid", m.UUID, "published", m.Mode, "reason", m.Reason)
@@ -182,15 +172,10 @@ func (d *Driver) Refresh(ctx context.Context) error {
 		}
 	}
 	d.opts.Metrics.SetPublished(publishedCounts(res))
-	return nil
 }
 
-// Published returns the devices of the last Refresh.
-func (d *Driver) Published() *publish.Result {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	return d.published
-}
+// Published returns the devices built last.
+func (d *Driver) Published() *publish.Result { return d.pub.Published() }
 
 // Claims exposes the prepare state machine (tests, metrics).
 func (d *Driver) Claims() *claims.Manager { return d.claims }

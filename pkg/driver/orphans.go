@@ -31,5 +31,5 @@ func (d *Driver) sweepWithheld(ctx context.Context) error {
 	if _, err := d.claims.SweepOrphans(ctx); err != nil {
 		return err
 	}
-	return d.Republish(ctx)
+	return d.pub.publish(ctx, inventoryChanged)
 }

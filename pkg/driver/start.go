@@ -38,6 +38,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		return fmt.Errorf("start kubelet plugin: %w", err)
 	}
 	d.helper = helper
+	d.pub.start(helper.PublishResources)
 	// The backend's health watch gets a context of its own, which Stop
 	// ends and then waits on: the backend (an NVML session) is closed after
 	// Stop, and must not be closed under a running watch.
@@ -66,14 +67,11 @@ func (d *Driver) Start(ctx context.Context) error {
 		every = 30 * time.Second
 	}
 	go d.watchSharing(ctx, every)
-	d.sendMu.Lock()
-	res := d.Published()
-	err = d.send(ctx, res)
-	d.sendMu.Unlock()
-	if err != nil {
+	if err := d.pub.publish(ctx, unchanged); err != nil {
 		helper.Stop()
 		return fmt.Errorf("publish ResourceSlices: %w", err)
 	}
+	res := d.Published()
 	logger.Info("Publishing devices", "node", d.opts.NodeName, "pool", res.Pool, "devices", len(res.Order))
 	return nil
 }
