@@ -15,6 +15,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/inspect"
 	"github.com/tessera-gpu/tessera/pkg/inspect/inventory"
 	"github.com/tessera-gpu/tessera/pkg/inspect/topo"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 func main() {
@@ -60,8 +61,8 @@ func newRoot() *cobra.Command {
 	src := &source{config: genericclioptions.NewConfigFlags(true)}
 	root := &cobra.Command{
 		Use:   "kubectl-tessera",
-		Short: "Inspect the GPUs the Tessera DRA driver (" + inspect.DriverName + ") publishes",
-		Long: "Inspect the GPUs the Tessera DRA driver (" + inspect.DriverName + ") publishes.\n\n" +
+		Short: "Inspect the GPUs the Tessera DRA driver (" + names.DriverName + ") publishes",
+		Long: "Inspect the GPUs the Tessera DRA driver (" + names.DriverName + ") publishes.\n\n" +
 			"Reads ResourceSlices and ResourceClaims (in all namespaces; --namespace does not filter) and never writes to the cluster.",
 		SilenceUsage: true,
 		Annotations:  map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl tessera"},

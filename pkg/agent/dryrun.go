@@ -9,6 +9,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/driver"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -35,7 +36,7 @@ func DryRun(ctx context.Context, o driver.Options, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range publish.Objects(driver.DriverName, o.NodeName, res.Resources) {
+	for _, s := range publish.Objects(names.DriverName, o.NodeName, res.Resources) {
 		out, err := yaml.Marshal(s)
 		if err != nil {
 			return fmt.Errorf("render slice: %w", err)

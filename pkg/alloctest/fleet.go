@@ -11,6 +11,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // CloneNode copies the slices one node publishes (as publish.Objects renders
@@ -77,7 +78,7 @@ func (c *Cluster) Cycle(ctx context.Context, nodes []*v1.Node, claims []*resourc
 // as allocated, as an existing claim's allocation would: a fleet replays
 // allocations computed on one node onto its clones.
 func (c *Cluster) MarkAllocated(node, device string) {
-	c.Allocated.Insert(structured.MakeDeviceID(DriverName, node, device))
+	c.Allocated.Insert(structured.MakeDeviceID(names.DriverName, node, device))
 }
 
 // MarkResult records an allocation computed on another node with the same

@@ -8,11 +8,9 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
-
-// DriverName is the driver the slices are published for.
-const DriverName = "gpu.tessera.dev"
 
 // PublishSim builds the slices of a simulated catalogue machine exactly as
 // the agent publishes them with static partitioning, as the objects a
@@ -30,7 +28,7 @@ func PublishSimWith(t testing.TB, profile, node string, opts publish.Options) ([
 	if err != nil {
 		t.Fatal(err)
 	}
-	return publish.Objects(DriverName, node, res.Resources), res
+	return publish.Objects(names.DriverName, node, res.Resources), res
 }
 
 // DiscoverSim starts a simulated backend for the catalogue machine profile

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/metrics/metricstest"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -23,7 +24,7 @@ func (n *node) addShareClaim(name, device, memory string) *drapbv1.Claim {
 	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)}}
 	c.Status.Allocation = &resourceapi.AllocationResult{}
 	c.Status.Allocation.Devices.Results = []resourceapi.DeviceRequestAllocationResult{{
-		Request: "gpu", Driver: DriverName, Pool: "node-1", Device: device, ShareID: &id,
+		Request: "gpu", Driver: names.DriverName, Pool: "node-1", Device: device, ShareID: &id,
 		ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(memory), "computeUnits": resource.MustParse("0")},
 	}}
 	if _, err := n.client.ResourceV1().ResourceClaims("default").Create(n.ctx, c, metav1.CreateOptions{}); err != nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/claims"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
@@ -24,8 +25,6 @@ import (
 // on a failure and on the first success after one, never on the common path.
 
 const (
-	// ConditionPrepared is the condition type on a claim's devices.
-	ConditionPrepared = "Prepared"
 	// ReasonPrepared clears an earlier failure.
 	ReasonPrepared = "Prepared"
 	// maxConditionMessage is the API's limit on a condition message.
@@ -64,12 +63,12 @@ func (d *Driver) reportPrepare(ctx context.Context, claim *resourceapi.ResourceC
 	now := metav1.Now()
 	st := resourceapply.ResourceClaimStatus()
 	for _, r := range claim.Status.Allocation.Devices.Results {
-		if r.Driver != DriverName {
+		if r.Driver != names.DriverName {
 			continue
 		}
 		var conds []*metaapply.ConditionApplyConfiguration
 		if prepared {
-			conds = append(conds, metaapply.Condition().WithType(ConditionPrepared).WithStatus(status).WithReason(reason).
+			conds = append(conds, metaapply.Condition().WithType(names.ConditionPrepared).WithStatus(status).WithReason(reason).
 				WithMessage(msg).WithLastTransitionTime(now).WithObservedGeneration(claim.Generation))
 		}
 		shareID := ""
@@ -93,7 +92,7 @@ func (d *Driver) reportPrepare(ctx context.Context, claim *resourceapi.ResourceC
 	apply := resourceapply.ResourceClaim(claim.Name, claim.Namespace).WithStatus(st)
 	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	if _, err := d.opts.KubeClient.ResourceV1().ResourceClaims(claim.Namespace).ApplyStatus(ctx, apply, metav1.ApplyOptions{FieldManager: DriverName, Force: true}); err != nil {
+	if _, err := d.opts.KubeClient.ResourceV1().ResourceClaims(claim.Namespace).ApplyStatus(ctx, apply, metav1.ApplyOptions{FieldManager: names.DriverName, Force: true}); err != nil {
 		klog.FromContext(ctx).Error(err, "Record the prepare outcome in the claim's device status", "claim", klog.KObj(claim), "prepared", prepErr == nil)
 	}
 }
@@ -105,11 +104,11 @@ type deviceKey struct{ pool, device, shareID string }
 // Prepared condition of this driver.
 func (d *Driver) failureRecorded(claim *resourceapi.ResourceClaim) bool {
 	for _, ds := range claim.Status.Devices {
-		if ds.Driver != DriverName {
+		if ds.Driver != names.DriverName {
 			continue
 		}
 		for _, c := range ds.Conditions {
-			if c.Type == ConditionPrepared && c.Status == metav1.ConditionFalse {
+			if c.Type == names.ConditionPrepared && c.Status == metav1.ConditionFalse {
 				return true
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // A failed prepare is written on the claim's devices, where `kubectl
@@ -22,11 +24,11 @@ func TestPrepareOutcomeInClaimStatus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(c.Status.Devices) != 1 || c.Status.Devices[0].Device != "gpu-0" || c.Status.Devices[0].Driver != DriverName || len(c.Status.Devices[0].Conditions) != 1 {
+		if len(c.Status.Devices) != 1 || c.Status.Devices[0].Device != "gpu-0" || c.Status.Devices[0].Driver != names.DriverName || len(c.Status.Devices[0].Conditions) != 1 {
 			t.Fatalf("device status %+v", c.Status.Devices)
 		}
 		k := c.Status.Devices[0].Conditions[0]
-		if k.Type != ConditionPrepared {
+		if k.Type != names.ConditionPrepared {
 			t.Fatalf("condition %+v", k)
 		}
 		return k.Status, k.Reason, k.Message

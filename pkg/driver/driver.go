@@ -19,11 +19,9 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/claims"
 	"github.com/tessera-gpu/tessera/pkg/health"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
-
-// DriverName is the DRA driver name and attribute domain.
-const DriverName = "gpu.tessera.dev"
 
 // The API client's default rate limit (the agent's --kube-api-qps and
 // --kube-api-burst): the helper GETs every claim before a prepare, so QPS
@@ -119,7 +117,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		return nil, fmt.Errorf("CDI spec dir %s: %w", o.CDIDir, err)
 	}
 	d.claims, err = claims.New(ctx, claims.Config{
-		DriverName:      DriverName,
+		DriverName:      names.DriverName,
 		Backend:         o.Backend,
 		CDI:             w,
 		Store:           checkpoint.NewStore(o.CheckpointPath),

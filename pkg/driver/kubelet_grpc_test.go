@@ -18,6 +18,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // resolve applies CDI device IDs to an empty OCI spec with the CDI library,
@@ -61,7 +62,7 @@ func TestKubeletFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Type != registerapi.DRAPlugin || info.Name != DriverName {
+	if info.Type != registerapi.DRAPlugin || info.Name != names.DriverName {
 		t.Fatalf("GetInfo = %+v", info)
 	}
 

@@ -31,6 +31,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/mps/mpstest"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -186,7 +187,7 @@ func (n *node) dial(path string) *grpc.ClientConn {
 }
 
 func (n *node) registration() registerapi.RegistrationClient {
-	return registerapi.NewRegistrationClient(n.dial(filepath.Join(n.dir, "registry", DriverName+"-reg.sock")))
+	return registerapi.NewRegistrationClient(n.dial(filepath.Join(n.dir, "registry", names.DriverName+"-reg.sock")))
 }
 
 func (n *node) dra() drapbv1.DRAPluginClient {
@@ -213,13 +214,13 @@ func (n *node) addConfiguredClaim(name, config string, devices ...string) *drapb
 		c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{{
 			Source: resourceapi.AllocationConfigSourceClaim,
 			DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-				Driver: DriverName, Parameters: runtime.RawExtension{Raw: []byte(config)},
+				Driver: names.DriverName, Parameters: runtime.RawExtension{Raw: []byte(config)},
 			}},
 		}}
 	}
 	for _, d := range devices {
 		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
-			Request: "gpus", Driver: DriverName, Pool: "node-1", Device: d,
+			Request: "gpus", Driver: names.DriverName, Pool: "node-1", Device: d,
 		})
 	}
 	if _, err := n.client.ResourceV1().ResourceClaims("default").Create(n.ctx, c, metav1.CreateOptions{}); err != nil {

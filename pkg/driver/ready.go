@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // Ready reports whether the agent can serve: the kubelet accepted its
@@ -30,7 +32,7 @@ func (d *Driver) Ready(ctx context.Context) error {
 	}
 	var gen, want, slices, devices int64
 	for _, s := range l.Items {
-		if s.Spec.Driver != DriverName || s.Spec.Pool.Name != res.Pool {
+		if s.Spec.Driver != names.DriverName || s.Spec.Pool.Name != res.Pool {
 			continue
 		}
 		switch {

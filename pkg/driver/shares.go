@@ -6,6 +6,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
@@ -40,7 +41,7 @@ func shareCondition(sh *sharing.Share) (metav1.ConditionStatus, string, string) 
 func (d *Driver) sharesRecorded(claim *resourceapi.ResourceClaim, shares map[deviceKey]*sharing.Share) bool {
 	found := 0
 	for _, ds := range claim.Status.Devices {
-		if ds.Driver != DriverName {
+		if ds.Driver != names.DriverName {
 			continue
 		}
 		k := deviceKey{ds.Pool, ds.Device, ""}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -23,7 +24,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		}
 	}
 	opts := []kubeletplugin.Option{
-		kubeletplugin.DriverName(DriverName),
+		kubeletplugin.DriverName(names.DriverName),
 		kubeletplugin.NodeName(d.opts.NodeName),
 		kubeletplugin.KubeClient(d.opts.KubeClient),
 		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDataDir),

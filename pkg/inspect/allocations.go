@@ -7,6 +7,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -45,7 +46,7 @@ func AllocationsOf(claims []resourceapi.ResourceClaim) Allocations {
 			}
 		}
 		for _, r := range c.Status.Allocation.Devices.Results {
-			if r.Driver != DriverName {
+			if r.Driver != names.DriverName {
 				continue
 			}
 			h := Holder{Claim: c.Namespace + "/" + c.Name, Request: r.Request, Pods: pods}

@@ -4,6 +4,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -22,7 +23,7 @@ func Lookup[V any](m map[resourceapi.QualifiedName]V, name string) (V, bool) {
 	if v, ok := m[resourceapi.QualifiedName(name)]; ok {
 		return v, true
 	}
-	v, ok := m[resourceapi.QualifiedName(DriverName+"/"+name)]
+	v, ok := m[resourceapi.QualifiedName(names.DriverName+"/"+name)]
 	return v, ok
 }
 

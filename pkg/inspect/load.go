@@ -11,6 +11,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // LoadFiles reads ResourceSlices and ResourceClaims from YAML or JSON
@@ -36,7 +38,7 @@ func LoadFiles(paths []string) (*Snapshot, error) {
 		}
 	}
 	if len(s.Slices) == 0 {
-		return nil, fmt.Errorf("no ResourceSlices of driver %s in %v", DriverName, paths)
+		return nil, fmt.Errorf("no ResourceSlices of driver %s in %v", names.DriverName, paths)
 	}
 	s.Source = fmt.Sprint(paths)
 	return s, nil
@@ -105,7 +107,7 @@ func (s *Snapshot) add(raw json.RawMessage) error {
 		if err := json.Unmarshal(raw, &o); err != nil {
 			return fmt.Errorf("ResourceSlice: %w", err)
 		}
-		if o.Spec.Driver == DriverName {
+		if o.Spec.Driver == names.DriverName {
 			s.Slices = append(s.Slices, o)
 		}
 		return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/inspect"
 	"github.com/tessera-gpu/tessera/pkg/inspect/inspecttest"
 	"github.com/tessera-gpu/tessera/pkg/inspect/inventory"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 func TestLoadFilesBadInput(t *testing.T) {
@@ -82,7 +83,7 @@ func TestLoadFilesJSONList(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(s.Slices) != 2 {
-		t.Fatalf("slices = %d, want the 2 of %s", len(s.Slices), inspect.DriverName)
+		t.Fatalf("slices = %d, want the 2 of %s", len(s.Slices), names.DriverName)
 	}
 	inv, err := inventory.Build(s, nil)
 	if err != nil {

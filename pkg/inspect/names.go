@@ -1,18 +1,16 @@
 package inspect
 
 import (
-	"regexp"
 	"strconv"
+
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
-// Device names as pkg/publish/names.go makes them: a partition's name starts
-// with its GPU's.
-var partitionName = regexp.MustCompile(`^(gpu-[0-9]+)-`)
-
-// PartitionParent is the GPU a partition's name starts with.
+// PartitionParent is the GPU a partition's name starts with (pkg/names);
+// the name itself when it names no GPU.
 func PartitionParent(name string) string {
-	if m := partitionName.FindStringSubmatch(name); m != nil {
-		return m[1]
+	if gpu, ok := names.ParentGPU(name); ok {
+		return gpu
 	}
 	return name
 }

@@ -25,7 +25,7 @@ type PoolDevice struct {
 }
 
 // DeviceKey names a device (or a counter set) the way an allocation result
-// does: pool and name (the driver is always DriverName).
+// does: pool and name (the driver is always names.DriverName).
 type DeviceKey struct{ Pool, Name string }
 
 // Key is the device's DeviceKey.
@@ -105,10 +105,7 @@ func (n *NodeDevices) GPUGroups() []*GPUGroup {
 		}
 		g := byUUID[AttrString(d.Dev, publish.AttrParentUUID)]
 		if g == nil || g.Pool != d.Pool {
-			parent := d.Dev.Name
-			if m := partitionName.FindStringSubmatch(d.Dev.Name); m != nil {
-				parent = m[1]
-			}
+			parent := PartitionParent(d.Dev.Name)
 			g = byName[DeviceKey{d.Pool, parent}]
 			if g == nil {
 				g = &GPUGroup{Name: parent, Pool: d.Pool}

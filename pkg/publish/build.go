@@ -8,6 +8,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/pci"
 	"github.com/tessera-gpu/tessera/pkg/topology"
 )
@@ -99,7 +100,7 @@ func BuildWith(nodeName string, n *inventory.Node, opts Options) (*Result, error
 	var counterSets []resourceapi.CounterSet
 	for pos, gi := range order {
 		g := &n.GPUs[gi]
-		name := GPUName(pos)
+		name := names.GPU(pos)
 		dyn, mode := dynamicGPU(g, opts.Partitioning)
 		if g.Partitioning != nil {
 			mode.Device, mode.UUID = name, g.UUID

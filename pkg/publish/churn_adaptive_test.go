@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -55,7 +56,7 @@ func TestChurnOccupancyOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := alloctest.NewCluster(publish.Objects(alloctest.DriverName, churnNode, res.Resources), classes)
+		c := alloctest.NewCluster(publish.Objects(names.DriverName, churnNode, res.Resources), classes)
 		for _, l := range live {
 			c.MarkAllocated(churnNode, l.device)
 		}

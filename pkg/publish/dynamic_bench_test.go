@@ -15,6 +15,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -122,11 +123,11 @@ var (
 		}
 	}
 	fleetLayouts = []fleetLayout{
-		{name: "static", driver: alloctest.DriverName, claims: []string{"gpu"}, publish: tesseraLayout(publish.Options{Partitioning: publish.Static}),
+		{name: "static", driver: names.DriverName, claims: []string{"gpu"}, publish: tesseraLayout(publish.Options{Partitioning: publish.Static}),
 			kinds: []fillKind{{"gpu", 8, 100}}, claim: tesseraClaim},
-		{name: "dynamic", driver: alloctest.DriverName, claims: []string{"gpu", "1g.10gb", "3g.40gb"}, publish: tesseraLayout(publish.Options{Partitioning: publish.Dynamic}),
+		{name: "dynamic", driver: names.DriverName, claims: []string{"gpu", "1g.10gb", "3g.40gb"}, publish: tesseraLayout(publish.Options{Partitioning: publish.Dynamic}),
 			kinds: migKinds, claim: tesseraClaim},
-		{name: "dynamic-3", driver: alloctest.DriverName, claims: []string{"gpu", "1g.10gb", "3g.40gb"},
+		{name: "dynamic-3", driver: names.DriverName, claims: []string{"gpu", "1g.10gb", "3g.40gb"},
 			publish: tesseraLayout(publish.Options{Partitioning: publish.Dynamic, Profiles: []string{"1g.10gb", "3g.40gb", "7g.80gb"}}),
 			kinds:   mig3Kinds, claim: tesseraClaim},
 		{name: "nvidia", driver: alloctest.NVIDIADriverName, claims: []string{"gpu", "1g.10gb", "3g.40gb"}, publish: nvidiaTemplate,
@@ -166,7 +167,7 @@ func occupiedSlices(b *testing.B, opts publish.Options, devices []string) []*res
 	if err != nil {
 		b.Fatal(err)
 	}
-	return publish.Objects(alloctest.DriverName, fleetTemplate, res.Resources)
+	return publish.Objects(names.DriverName, fleetTemplate, res.Resources)
 }
 
 func nvidiaTemplate(b *testing.B, _ []string) []*resourceapi.ResourceSlice {

@@ -1,19 +1,14 @@
 package publish
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
-// GPUName is the device name of the GPU at position n in PCI bus ID order.
-func GPUName(n int) string { return fmt.Sprintf("gpu-%d", n) }
-
-// PartitionName is the device name of partition p of the GPU named parent.
+// PartitionName is the device name (pkg/names) of partition p of the GPU
+// named parent.
 func PartitionName(parent string, p inventory.Partition) string {
-	profile := strings.NewReplacer(".", "-", "+", "-", "_", "-").Replace(strings.ToLower(p.Profile))
-	return fmt.Sprintf("%s-%s-%s-%d", parent, p.Kind, profile, p.Placement.Start)
+	return names.Partition(parent, string(p.Kind), p.Profile, p.Placement.Start)
 }
 
 // GPUNames maps each GPU's UUID to its device name (gpu-<n>, n its position
@@ -26,7 +21,7 @@ func GPUNames(n *inventory.Node) (map[string]string, error) {
 	}
 	out := make(map[string]string, len(order))
 	for pos, gi := range order {
-		out[n.GPUs[gi].UUID] = GPUName(pos)
+		out[n.GPUs[gi].UUID] = names.GPU(pos)
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -155,7 +156,7 @@ func TestOccupancyOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	cluster := func(r *publish.Result) *alloctest.Cluster {
-		c := alloctest.NewCluster(publish.Objects(alloctest.DriverName, "dgx-h100", r.Resources), classes)
+		c := alloctest.NewCluster(publish.Objects(names.DriverName, "dgx-h100", r.Resources), classes)
 		for _, n := range carved {
 			c.MarkAllocated("dgx-h100", n)
 		}

@@ -6,6 +6,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // Partitioning is how a node publishes partitionable GPUs.
@@ -14,11 +15,11 @@ type Partitioning string
 const (
 	// Static publishes the partitions that exist (cut by an operator) and
 	// whole GPUs whose partition mode is off: what the node is now.
-	Static Partitioning = "static"
+	Static Partitioning = names.PartitioningStatic
 	// Dynamic publishes every placement of every MIG profile with shared
 	// counters (KEP-4815) next to the whole GPU, so the scheduler picks a
 	// placement and the driver carves it at prepare.
-	Dynamic Partitioning = "dynamic"
+	Dynamic Partitioning = names.PartitioningDynamic
 )
 
 // ParsePartitioning parses the --partitioning flag value.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -93,7 +94,7 @@ func TestDynamicWithholdsPartitionsNobodyHolds(t *testing.T) {
 				}
 			}
 
-			objs := publish.Objects(alloctest.DriverName, "dgx-h100", res.Resources)
+			objs := publish.Objects(names.DriverName, "dgx-h100", res.Resources)
 			c := alloctest.NewCluster(objs, classes)
 			if got, _ := c.Allocate(ctx, "dgx-h100", alloctest.Claim("eight", req("nvidia.gpu.tessera.dev", 8))); (got != nil) != (tc.held == nil) {
 				t.Errorf("8 whole GPUs allocated: %v, want %v (gpu-7 holds partitions)", got != nil, tc.held == nil)

@@ -11,11 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
-
-// DriverName is the driver whose opaque configs the webhook decodes (the
-// node agent's driver name); every other driver's are left to that driver.
-const DriverName = "gpu.tessera.dev"
 
 // validateConfigs decodes every gpu.tessera.dev config of cfgs and returns
 // all their errors, each with its full field path. old are the configs of
@@ -28,7 +25,7 @@ func validateConfigs(cfgs, old []opaqueConfig) (field.ErrorList, []string) {
 	var errs field.ErrorList
 	var warnings []string
 	for _, c := range cfgs {
-		if c.driver != DriverName {
+		if c.driver != names.DriverName {
 			continue
 		}
 		p := c.path.Child("parameters")

@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/e2eutil"
 )
@@ -107,7 +108,7 @@ func carvedUUID(t *testing.T, node string, d resourceapi.Device) string {
 			continue
 		}
 		for k := range len(st.timeSlice) {
-			if publish.PartitionName(publish.GPUName(k), p.p) == d.Name {
+			if publish.PartitionName(names.GPU(k), p.p) == d.Name {
 				return p.uuid
 			}
 		}

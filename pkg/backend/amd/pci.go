@@ -2,7 +2,6 @@ package amd
 
 import (
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -29,8 +28,6 @@ type pciInfo struct {
 	ComputeMode, MemoryMode                  string
 	AvailableComputeModes, AvailableMemModes []string
 }
-
-var pcieRootRE = regexp.MustCompile(`^pci[0-9a-f]{4,8}:[0-9a-f]{2}$`)
 
 // readPCI reads /sys/bus/pci/devices/<bdf>. Files that are missing are
 // left unknown: only the amdgpu of MI300-class GPUs has the partition
@@ -60,7 +57,7 @@ func readPCI(r fsRoot, bdf string, warn func(string, ...any)) pciInfo {
 	// its first component after devices/ names the root complex.
 	if real, err := r.resolve(dir); err == nil {
 		for _, c := range strings.Split(real, "/") {
-			if pcieRootRE.MatchString(c) {
+			if pci.IsRoot(c) {
 				info.PCIeRoot = c
 				break
 			}

@@ -4,14 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-)
 
-// pcieRootRE matches the root complex component of a sysfs device path:
-// /sys/devices/pci0000:15/0000:15:01.0/.../0000:18:00.0 -> pci0000:15.
-var pcieRootRE = regexp.MustCompile(`^pci[0-9a-f]{4}:[0-9a-f]{2}$`)
+	"github.com/tessera-gpu/tessera/pkg/pci"
+)
 
 // sysfs reads the PCI facts NVML does not report. Root is the host's "/"
 // (--sysfs-root); tests point it at a fixture tree.
@@ -33,7 +30,7 @@ func (s sysfs) pcieRoot(bdf string) (string, error) {
 		return "", fmt.Errorf("pcie root of %s: %w", bdf, err)
 	}
 	for _, c := range strings.Split(filepath.ToSlash(target), "/") {
-		if pcieRootRE.MatchString(c) {
+		if pci.IsRoot(c) {
 			return c, nil
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/pci"
 )
 
 // builder checks a decoded machine file and expands it into a Machine. It
@@ -362,7 +363,7 @@ func (b *builder) gpu(path string, e fileGPU, spec *gpuTypeSpec, vendorIndex int
 	g.PCIeRoot = e.PCIeRoot
 	if g.PCIeRoot == "" && g.PCIBusID != "" {
 		g.PCIeRoot = "pci" + g.PCIBusID[:len(g.PCIBusID)-8] + ":00"
-	} else if e.PCIeRoot != "" && !pcieRootRE.MatchString(e.PCIeRoot) {
+	} else if e.PCIeRoot != "" && !pci.IsRoot(e.PCIeRoot) {
 		b.errorf(path+".pcieRoot", "%q is not a PCIe root (want pciDDDD:BB, lowercase hex)", e.PCIeRoot)
 	}
 	g.NUMANode = -1

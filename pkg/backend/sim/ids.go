@@ -99,8 +99,6 @@ func normalizePCIBusID(s string) (string, bool) {
 	return id, err == nil
 }
 
-var pcieRootRE = regexp.MustCompile(`^pci[0-9a-f]{4,8}:[0-9a-f]{2}$`)
-
 // migGPUInstanceID returns the GPU instance id NVIDIA gives an instance at a
 // placement. The ids form a binary tree over the 8 memory slices: 0 is the
 // whole GPU, 1-2 the halves, 3-6 the quarters, 7-14 the eighths, so an

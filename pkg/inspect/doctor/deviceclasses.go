@@ -3,17 +3,13 @@ package doctor
 import (
 	"fmt"
 	"strings"
+
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // ShippedDeviceClasses are the DeviceClasses of deployments/deviceclasses
 // (and of the chart), which claims name.
-var ShippedDeviceClasses = []string{
-	"gpu.tessera.dev",
-	"nvidia.gpu.tessera.dev",
-	"amd.gpu.tessera.dev",
-	"mig.gpu.tessera.dev",
-	"xcp.gpu.tessera.dev",
-}
+var ShippedDeviceClasses = names.DeviceClasses
 
 // checkDeviceClasses: the shipped DeviceClasses are installed.
 func checkDeviceClasses(in *Input, _ []*target) []Finding {

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // DefaultAgentSelector selects the agent pods of the chart's DaemonSet
@@ -73,7 +73,7 @@ func Gather(ctx context.Context, c kubernetes.Interface, o Options) (*Input, err
 // gatherSlices lists the driver's ResourceSlices (of the one node named,
 // when one is).
 func gatherSlices(ctx context.Context, c kubernetes.Interface, in *Input) error {
-	sel := fields.Set{"spec.driver": inspect.DriverName}
+	sel := fields.Set{"spec.driver": names.DriverName}
 	if len(in.Nodes) == 1 {
 		sel["spec.nodeName"] = in.Nodes[0]
 	}
@@ -82,7 +82,7 @@ func gatherSlices(ctx context.Context, c kubernetes.Interface, in *Input) error 
 		return fmt.Errorf("listing ResourceSlices: %w", err)
 	}
 	for _, s := range sl.Items {
-		if s.Spec.Driver == inspect.DriverName {
+		if s.Spec.Driver == names.DriverName {
 			in.Slices = append(in.Slices, s)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // Status is a check's verdict.
@@ -35,11 +35,6 @@ const (
 // PartitioningLabel is the node label the local cluster sets to the
 // agent's --partitioning (static or dynamic). Real clusters may not set it.
 const PartitioningLabel = "tessera.dev/partitioning"
-
-// ConditionPrepared is the condition the agent writes on a claim's
-// status.devices[] entry when preparing it fails (Status False) and on the
-// first success after a failure (pkg/driver/claimstatus.go).
-const ConditionPrepared = "Prepared"
 
 // ReasonFailedPrepare is the reason of the kubelet's pod events when a
 // driver fails to prepare a pod's claims.
@@ -145,7 +140,7 @@ func (in *Input) driverSlices() map[string][]resourceapi.ResourceSlice {
 	out := map[string][]resourceapi.ResourceSlice{}
 	for i := range in.Slices {
 		s := &in.Slices[i]
-		if s.Spec.Driver != inspect.DriverName {
+		if s.Spec.Driver != names.DriverName {
 			continue
 		}
 		n := nodeOfSlice(s)

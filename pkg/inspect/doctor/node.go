@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // checkNode: the node exists and is Ready.
@@ -24,7 +24,7 @@ func nodeFinding(in *Input, name string, node *corev1.Node, nslices int) Finding
 		f.Status = StatusFail
 		if nslices > 0 {
 			f.Detail = fmt.Sprintf("node %s does not exist but %d ResourceSlices name it (stale slices)", name, nslices)
-			f.Fix = fmt.Sprintf("kubectl delete resourceslices --field-selector spec.driver=%s,spec.nodeName=%s (the agent cleans up its own when it runs)", inspect.DriverName, name)
+			f.Fix = fmt.Sprintf("kubectl delete resourceslices --field-selector spec.driver=%s,spec.nodeName=%s (the agent cleans up its own when it runs)", names.DriverName, name)
 		} else {
 			f.Detail = fmt.Sprintf("node %s does not exist", name)
 			f.Fix = "check the node name: kubectl get nodes"

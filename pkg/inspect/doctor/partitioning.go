@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -43,11 +44,11 @@ func partitioningFinding(node string, n *corev1.Node, nd *inspect.NodeDevices, i
 		f.Status = StatusWarn
 		f.Detail = fmt.Sprintf("counter set %s published without placement devices (%s)", strings.Join(empty, ","), looked)
 		f.Fix = fmt.Sprintf("a dynamic GPU offers its placements on its counter set; check the agent's log on %s for those GPUs' MIG profiles, and that every slice of the pool is published", node)
-	case hasLabel && label == inspect.PartitioningStatic && len(pub.setNames) > 0:
+	case hasLabel && label == names.PartitioningStatic && len(pub.setNames) > 0:
 		f.Status = StatusWarn
 		f.Detail = fmt.Sprintf("labelled static, but counter sets (dynamic partitioning) are published for %s (%s)", strings.Join(pub.setNames, ","), looked)
 		f.Fix = "the node label and the agent's --partitioning (chart value partitioning) disagree: make them match"
-	case hasLabel && label == inspect.PartitioningDynamic && len(pub.staticParts) > 0:
+	case hasLabel && label == names.PartitioningDynamic && len(pub.staticParts) > 0:
 		f.Status = StatusWarn
 		f.Detail = fmt.Sprintf("labelled dynamic, but %s publish static partitions (no counter set) (%s)", strings.Join(pub.staticParts, ","), looked)
 		f.Fix = "the node label and the agent's --partitioning (chart value partitioning) disagree: make them match"

@@ -11,7 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // checkPrepare: claims stuck in prepare (Prepared=False) and pods with
@@ -51,7 +51,7 @@ func prepareFindings(in *Input, node string, sl []resourceapi.ResourceSlice, eve
 	}
 	if len(out) == 0 {
 		out = append(out, Finding{Status: StatusPass, Check: CheckPrepare, Node: node,
-			Detail: fmt.Sprintf("no claim with %s=False; no %s events in the last hour", ConditionPrepared, ReasonFailedPrepare)})
+			Detail: fmt.Sprintf("no claim with %s=False; no %s events in the last hour", names.ConditionPrepared, ReasonFailedPrepare)})
 	}
 	return out
 }
@@ -68,11 +68,11 @@ func stuckClaims(in *Input, node string, pools map[string]bool) []Finding {
 		var devs []string
 		msg := ""
 		for _, ds := range c.Status.Devices {
-			if ds.Driver != inspect.DriverName || !pools[ds.Pool] {
+			if ds.Driver != names.DriverName || !pools[ds.Pool] {
 				continue
 			}
 			for _, cond := range ds.Conditions {
-				if cond.Type != ConditionPrepared || cond.Status != metav1.ConditionFalse {
+				if cond.Type != names.ConditionPrepared || cond.Status != metav1.ConditionFalse {
 					continue
 				}
 				if !slices.Contains(devs, ds.Device) {

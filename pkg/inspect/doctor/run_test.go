@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
 	"github.com/tessera-gpu/tessera/pkg/inspect"
 	"github.com/tessera-gpu/tessera/pkg/inspect/inspecttest"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 var doctorNow = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
@@ -25,9 +26,9 @@ var doctorNow = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
 // Nodes of the healthy input: a whole-GPU node, a static MIG node and a
 // dynamic node, each labelled as the local cluster labels them.
 var doctorNodes = map[string]string{
-	"dgx-h100-0":     inspect.PartitioningStatic,
-	"dgx-h100-mig-0": inspect.PartitioningStatic,
-	"dgx-h100-dyn":   inspect.PartitioningDynamic,
+	"dgx-h100-0":     names.PartitioningStatic,
+	"dgx-h100-mig-0": names.PartitioningStatic,
+	"dgx-h100-dyn":   names.PartitioningDynamic,
 }
 
 func readyNode(name, partitioning string) corev1.Node {
@@ -257,7 +258,7 @@ func TestDoctorBroken(t *testing.T) {
 				for _, r := range c.Status.Allocation.Devices.Results {
 					c.Status.Devices = append(c.Status.Devices, resourceapi.AllocatedDeviceStatus{
 						Driver: r.Driver, Pool: r.Pool, Device: r.Device,
-						Conditions: []metav1.Condition{{Type: ConditionPrepared, Status: metav1.ConditionFalse, Reason: "CDIWriteFailed", Message: long}},
+						Conditions: []metav1.Condition{{Type: names.ConditionPrepared, Status: metav1.ConditionFalse, Reason: "CDIWriteFailed", Message: long}},
 					})
 				}
 			},
@@ -295,12 +296,12 @@ func TestDoctorBroken(t *testing.T) {
 		},
 		{
 			name: "static label on a dynamic node",
-			edit: func(in *Input) { nodeObj(in, "dgx-h100-dyn").Labels[PartitioningLabel] = inspect.PartitioningStatic },
+			edit: func(in *Input) { nodeObj(in, "dgx-h100-dyn").Labels[PartitioningLabel] = names.PartitioningStatic },
 			want: []doctorExpect{{StatusWarn, "dgx-h100-dyn/partitioning", []string{"labelled static, but counter sets", "gpu-0,gpu-1"}}},
 		},
 		{
 			name: "dynamic label on a static MIG node",
-			edit: func(in *Input) { nodeObj(in, "dgx-h100-mig-0").Labels[PartitioningLabel] = inspect.PartitioningDynamic },
+			edit: func(in *Input) { nodeObj(in, "dgx-h100-mig-0").Labels[PartitioningLabel] = names.PartitioningDynamic },
 			want: []doctorExpect{{StatusWarn, "dgx-h100-mig-0/partitioning", []string{"labelled dynamic, but gpu-6,gpu-7 publish static partitions"}}},
 		},
 		{

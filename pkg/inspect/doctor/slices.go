@@ -8,7 +8,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // checkAnySlices: some node publishes the driver's ResourceSlices.
@@ -17,7 +17,7 @@ func checkAnySlices(_ *Input, targets []*target) []Finding {
 		return nil
 	}
 	return []Finding{{Status: StatusFail, Check: CheckSlices,
-		Detail: fmt.Sprintf("no ResourceSlices of driver %s in the cluster: no agent is running or registered", inspect.DriverName),
+		Detail: fmt.Sprintf("no ResourceSlices of driver %s in the cluster: no agent is running or registered", names.DriverName),
 		Fix:    "install the chart (deployments/helm/tessera) or start tessera-kubelet-plugin on the GPU nodes, then check its log"}}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
 	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // Features are the DRA features the allocator runs with: those on by
@@ -354,7 +355,7 @@ func (e *explainer) available(n *inspect.NodeDevices) map[counterKey]resourceapi
 		}
 	}
 	for _, d := range n.Devices {
-		if !structured.IsDeviceAllocated(structured.MakeDeviceID(inspect.DriverName, d.Pool, d.Dev.Name), &e.state) {
+		if !structured.IsDeviceAllocated(structured.MakeDeviceID(names.DriverName, d.Pool, d.Dev.Name), &e.state) {
 			continue
 		}
 		for _, cc := range d.Dev.ConsumesCounters {
@@ -451,7 +452,7 @@ func (e *explainer) request(n *inspect.NodeDevices, avail map[counterKey]resourc
 		rep.Matching++
 
 		// The allocator's checks, in its order.
-		id := structured.MakeDeviceID(inspect.DriverName, d.Pool, d.Dev.Name)
+		id := structured.MakeDeviceID(names.DriverName, d.Pool, d.Dev.Name)
 		shared := inspect.IsShared(d.Dev)
 		if !r.adminAccess && e.state.AllocatedDevices.Has(id) {
 			rep.InUse++
@@ -525,7 +526,7 @@ func (e *explainer) matches(d inspect.PoolDevice, selectors []resourceapi.Device
 			return false, expr.Error
 		}
 		ok, _, err := expr.DeviceMatches(e.ctx, cel.Device{
-			Driver: inspect.DriverName, AllowMultipleAllocations: d.Dev.AllowMultipleAllocations,
+			Driver: names.DriverName, AllowMultipleAllocations: d.Dev.AllowMultipleAllocations,
 			Attributes: d.Dev.Attributes, Capacity: d.Dev.Capacity,
 		})
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
 	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // Input is what explain reads: the Snapshot (slices and claims), the
@@ -58,7 +59,7 @@ func LoadFiles(paths []string) (*Input, error) {
 		}
 	}
 	if len(s.Slices) == 0 {
-		return nil, fmt.Errorf("no ResourceSlices of driver %s in %v", inspect.DriverName, paths)
+		return nil, fmt.Errorf("no ResourceSlices of driver %s in %v", names.DriverName, paths)
 	}
 	s.Source = fmt.Sprint(paths)
 	if len(in.Classes) == 0 {

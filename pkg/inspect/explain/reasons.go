@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // consumedCapacity is what a request consumes of capacity c, following
@@ -73,7 +74,7 @@ func lookupFQ(d *resourceapi.Device, name resourceapi.FullyQualifiedName) (resou
 		return a, true
 	}
 	domain, id, ok := strings.Cut(string(name), "/")
-	if !ok || domain != inspect.DriverName {
+	if !ok || domain != names.DriverName {
 		return resourceapi.DeviceAttribute{}, false
 	}
 	a, ok := d.Attributes[resourceapi.QualifiedName(id)]

@@ -8,6 +8,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -38,7 +39,7 @@ func Build(s *inspect.Snapshot, only []string) (*Inventory, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("no ResourceSlices of driver %s for node %s in %s", inspect.DriverName, strings.Join(missing, ", "), s.Source)
+		return nil, fmt.Errorf("no ResourceSlices of driver %s for node %s in %s", names.DriverName, strings.Join(missing, ", "), s.Source)
 	}
 	var all []GPU
 	for _, n := range inv.Nodes {
@@ -50,7 +51,7 @@ func Build(s *inspect.Snapshot, only []string) (*Inventory, error) {
 }
 
 func buildGPU(nd *inspect.NodeDevices, g *inspect.GPUGroup, allocs inspect.Allocations) GPU {
-	out := GPU{Node: nd.Name, Device: g.Name, Published: g.Whole != nil, Partitioning: inspect.PartitioningNone}
+	out := GPU{Node: nd.Name, Device: g.Name, Published: g.Whole != nil, Partitioning: names.PartitioningNone}
 	// Attributes common to the GPU come from the whole device, or else
 	// from a partition (they carry the parent's vendor, model, ...).
 	src := g.Whole
@@ -88,10 +89,10 @@ func buildGPU(nd *inspect.NodeDevices, g *inspect.GPUGroup, allocs inspect.Alloc
 	cs, dynamic := nd.CounterSets[inspect.DeviceKey{Pool: g.Pool, Name: g.Name}]
 	switch {
 	case dynamic:
-		out.Partitioning = inspect.PartitioningDynamic
+		out.Partitioning = names.PartitioningDynamic
 		out.MemorySlices = &Usage{Total: int64(countMemorySlices(cs))}
 	case len(g.Partitions) > 0:
-		out.Partitioning = inspect.PartitioningStatic
+		out.Partitioning = names.PartitioningStatic
 	}
 	used := map[string]bool{}
 	if dynamic && len(out.Holders) > 0 {

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // CheckOutput validates an -o value.
@@ -101,7 +102,7 @@ func memory(b int64) string {
 }
 
 func partitioning(g *GPU) string {
-	if g.Partitioning != inspect.PartitioningNone && g.PartitionKind != "" {
+	if g.Partitioning != names.PartitioningNone && g.PartitionKind != "" {
 		return g.Partitioning + " (" + g.PartitionKind + ")"
 	}
 	return g.Partitioning
@@ -128,7 +129,7 @@ func gpuUsage(g *GPU) string {
 		return fmt.Sprintf("slices %d/%d", g.MemorySlices.Used, g.MemorySlices.Total)
 	case g.SharedMemory != nil:
 		return sharedText(g.SharedMemory, len(g.Holders))
-	case g.Partitioning == inspect.PartitioningStatic:
+	case g.Partitioning == names.PartitioningStatic:
 		used := 0
 		for _, p := range g.Partitions {
 			if len(p.Holders) > 0 {

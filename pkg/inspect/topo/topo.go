@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tessera-gpu/tessera/pkg/inspect"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -99,15 +100,15 @@ type Island struct {
 // on a dynamic node the placements are left out.
 func Build(s *inspect.Snapshot, node string) (*Topology, error) {
 	var nd *inspect.NodeDevices
-	var names []string
+	var nodes []string
 	for _, n := range inspect.NodesOf(s) {
-		names = append(names, n.Name)
+		nodes = append(nodes, n.Name)
 		if n.Name == node {
 			nd = n
 		}
 	}
 	if nd == nil {
-		return nil, fmt.Errorf("no ResourceSlices of driver %s for node %s in %s (nodes: %s)", inspect.DriverName, node, s.Source, strings.Join(names, ", "))
+		return nil, fmt.Errorf("no ResourceSlices of driver %s for node %s in %s (nodes: %s)", names.DriverName, node, s.Source, strings.Join(nodes, ", "))
 	}
 	t := &Topology{Node: node, GPUs: []GPU{}, Islands: []Island{}}
 	islands := map[string]*Island{}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -178,7 +179,7 @@ func template(ctx context.Context, l Layout) ([]*resourceapi.ResourceSlice, erro
 	if err != nil {
 		return nil, err
 	}
-	return publish.Objects(alloctest.DriverName, "template", res.Resources), nil
+	return publish.Objects(names.DriverName, "template", res.Resources), nil
 }
 
 // makeNodes creates the Node objects, with room for every pod, and each
