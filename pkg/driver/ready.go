@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/names"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // Ready reports whether the agent can serve: the kubelet accepted its
@@ -30,21 +31,12 @@ func (d *Driver) Ready(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list ResourceSlices: %w", err)
 	}
-	var gen, want, slices, devices int64
-	for _, s := range l.Items {
-		if s.Spec.Driver != names.DriverName || s.Spec.Pool.Name != res.Pool {
-			continue
-		}
-		switch {
-		case s.Spec.Pool.Generation > gen:
-			gen, want, slices, devices = s.Spec.Pool.Generation, s.Spec.Pool.ResourceSliceCount, 1, int64(len(s.Spec.Devices))
-		case s.Spec.Pool.Generation == gen:
-			slices++
-			devices += int64(len(s.Spec.Devices))
-		}
+	pool := publish.Pools(l.Items, names.DriverName)[res.Pool]
+	if pool == nil {
+		pool = &publish.PoolState{}
 	}
-	if slices == 0 || slices != want || devices != int64(len(res.Order)) {
-		return fmt.Errorf("ResourceSlices not published yet: %d of %d slices, %d of %d devices", slices, want, devices, len(res.Order))
+	if !pool.Complete() || pool.Devices != len(res.Order) {
+		return fmt.Errorf("ResourceSlices not published yet: %d of %d slices, %d of %d devices", pool.Slices, pool.Want, pool.Devices, len(res.Order))
 	}
 	return nil
 }

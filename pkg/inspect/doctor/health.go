@@ -64,7 +64,7 @@ func healthFindings(node string, nd *inspect.NodeDevices) []Finding {
 		}
 		out = append(out, Finding{Status: StatusWarn, Check: CheckHealth, Node: node,
 			Detail: fmt.Sprintf("%s tainted: %s%s", g.Name, strings.Join(parts, ", "), where),
-			Fix:    "see README Health (what each taint means and when it clears); `tessera-sim inject --clear` on simulated nodes"})
+			Fix:    "see docs/health.md (what each taint means and when it clears); `tessera-sim inject --clear` on simulated nodes"})
 	}
 	if len(out) == 0 {
 		out = append(out, Finding{Status: StatusPass, Check: CheckHealth, Node: node,

@@ -18,6 +18,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tessera-gpu/tessera/pkg/names"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
 // Client returns an admin client for the cluster.
@@ -129,17 +132,12 @@ func PoolPublished(ctx context.Context, client kubernetes.Interface, node string
 	if err != nil {
 		return false, err.Error()
 	}
-	var gen, want, have int64
-	for _, sl := range l.Items {
-		if sl.Spec.Pool.Generation > gen {
-			gen, want, have = sl.Spec.Pool.Generation, sl.Spec.Pool.ResourceSliceCount, 0
+	st := publish.Pools(l.Items, names.DriverName)[node]
+	if st == nil || !st.Complete() {
+		if st == nil {
+			st = &publish.PoolState{}
 		}
-		if sl.Spec.Pool.Generation == gen {
-			have++
-		}
-	}
-	if want == 0 || have != want {
-		return false, fmt.Sprintf("%d of %d slices published", have, want)
+		return false, fmt.Sprintf("%d of %d slices published", st.Slices, st.Want)
 	}
 	return true, ""
 }
