@@ -36,8 +36,11 @@ build:
 # then the end-to-end suites in local clusters.
 test: check-build-deps vet unit e2e e2e-containerd
 
+# One line when something is missing: make's own error, carrying the
+# script's message, and nothing after it.
 check-build-deps:
-	@hack/check-build-deps.sh
+	$(eval BUILD_DEPS_MISSING := $(shell hack/check-build-deps.sh 2>&1))
+	$(if $(BUILD_DEPS_MISSING),$(error $(BUILD_DEPS_MISSING)))
 
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
