@@ -101,7 +101,7 @@ func (e *env) start(crash func(Step) error) (*Manager, *publish.Result) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		r, err := publish.BuildWith(nodeName, inv, pubOpts)
+		r, err := publish.Build(nodeName, inv, pubOpts)
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -175,9 +175,6 @@ func (d *Driver) built(ctx context.Context, res *publish.Result) {
 // Published returns the devices built last.
 func (d *Driver) Published() *publish.Result { return d.pub.Published() }
 
-// Claims exposes the prepare state machine (tests, metrics).
-func (d *Driver) Claims() *claims.Manager { return d.claims }
-
 // PrepareResourceClaims prepares each claim on its own: one claim's failure
 // is reported for that claim and does not stop the others.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, cs []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {

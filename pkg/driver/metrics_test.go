@@ -89,7 +89,7 @@ func TestHealthEventsCounted(t *testing.T) {
 
 // completed counts what Prepared() holds in state PrepareCompleted.
 func completed(n *node) (claims, devices int) {
-	for _, c := range n.driver.Claims().Prepared() {
+	for _, c := range n.driver.claims.Prepared() {
 		if c.State == checkpoint.PrepareCompleted {
 			claims++
 			devices += len(c.Devices)

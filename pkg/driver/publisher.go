@@ -120,7 +120,7 @@ func (p *publisher) devices() *publish.Result {
 	if res := p.Published(); res != nil {
 		return res
 	}
-	res, err := publish.BuildWith(p.opts.NodeName, p.inv, publishOptions(p.opts, p.taints, nil))
+	res, err := publish.Build(p.opts.NodeName, p.inv, publishOptions(p.opts, p.taints, nil))
 	if err != nil {
 		p.earlyErr = err
 		return &publish.Result{Devices: map[string]publish.Entry{}}
@@ -223,7 +223,7 @@ func (p *publisher) discover(ctx context.Context) error {
 
 // build builds the slices of the inventory discovered last and keeps them.
 func (p *publisher) build(ctx context.Context, held func(string, *inventory.Partition) bool) (*publish.Result, error) {
-	res, err := publish.BuildWith(p.opts.NodeName, p.inv, publishOptions(p.opts, p.taints, held))
+	res, err := publish.Build(p.opts.NodeName, p.inv, publishOptions(p.opts, p.taints, held))
 	if err != nil {
 		return nil, err
 	}

@@ -49,11 +49,6 @@ type Result struct {
 	Modes []GPUMode
 }
 
-// Build publishes n with static partitioning; see BuildWith.
-func Build(nodeName string, n *inventory.Node) (*Result, error) {
-	return BuildWith(nodeName, n, Options{Partitioning: Static})
-}
-
 // group is a device's place in publishing order (the package doc's rules).
 type group int
 
@@ -78,14 +73,14 @@ type item struct {
 	tier    int
 }
 
-// BuildWith turns a node's inventory into the node's one pool of
+// Build turns a node's inventory into the node's one pool of
 // ResourceSlices. The pool is named after the node. Devices of unhealthy
 // GPUs are still published (health is reported separately).
 //
 // With Static partitioning a partition-mode GPU is published as its
 // partitions only, since the whole GPU cannot run work while MIG mode is on.
 // With Dynamic, see dynamicGPU.
-func BuildWith(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
+func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 	fabrics, err := topology.Compute(n)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: topology: %w", nodeName, err)

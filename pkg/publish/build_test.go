@@ -19,7 +19,7 @@ func TestNamesFollowBusOrderNotEnumeration(t *testing.T) {
 	want := map[string]string{"0000:18:00.0": "gpu-0", "0000:9a:00.0": "gpu-1", "0000:db:00.0": "gpu-2", "0001:05:00.0": "gpu-3"}
 	for trial := 0; trial < 5; trial++ {
 		rand.New(rand.NewSource(int64(trial))).Shuffle(len(n.GPUs), func(i, j int) { n.GPUs[i], n.GPUs[j] = n.GPUs[j], n.GPUs[i] })
-		res, err := Build("n", n)
+		res, err := Build("n", n, Options{Partitioning: Static})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +35,7 @@ func TestOrderSmallestFirstThenNUMA(t *testing.T) {
 	n := &inventory.Node{GPUs: []inventory.GPU{
 		gpu("0000:01:00.0", 80, 1), gpu("0000:02:00.0", 16, 1), gpu("0000:03:00.0", 80, 0), gpu("0000:04:00.0", 16, 0),
 	}}
-	res, err := Build("n", n)
+	res, err := Build("n", n, Options{Partitioning: Static})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestSplitsIntoSlicesWithinLimits(t *testing.T) {
 		}
 		n.GPUs = append(n.GPUs, g)
 	}
-	res, err := Build("n", n)
+	res, err := Build("n", n, Options{Partitioning: Static})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestBuildErrors(t *testing.T) {
 		"bad version":    {GPUs: []inventory.GPU{badVersion}},
 		"link off range": {GPUs: []inventory.GPU{dupA}, Links: []inventory.Link{{Kind: inventory.LinkNVLink, A: 0, B: 3}}},
 	} {
-		if _, err := Build("n", n); err == nil {
+		if _, err := Build("n", n, Options{Partitioning: Static}); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
@@ -123,7 +123,7 @@ func TestSemver(t *testing.T) {
 }
 
 func TestEmptyNodePublishesAnEmptySlice(t *testing.T) {
-	res, err := Build("n", &inventory.Node{})
+	res, err := Build("n", &inventory.Node{}, Options{Partitioning: Static})
 	if err != nil {
 		t.Fatal(err)
 	}

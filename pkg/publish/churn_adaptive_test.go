@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/internal/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
@@ -52,7 +52,7 @@ func TestChurnOccupancyOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := publish.BuildWith(churnNode, inv, dynamic)
+		res, err := publish.Build(churnNode, inv, dynamic)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/internal/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 

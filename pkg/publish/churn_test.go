@@ -11,7 +11,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/internal/alloctest"
 )
 
 // The churn workload: on one DGX H100, one claim arrives per event, for a
@@ -82,7 +82,7 @@ func churnArrivals(seed int64, n int) []arrival {
 
 // Policies compared on the same arrivals.
 const (
-	policyTessera = "tessera" // the real allocator, slices as BuildWith Dynamic publishes them
+	policyTessera = "tessera" // the real allocator, slices as Build Dynamic publishes them
 	policyNaive   = "naive"   // the real allocator, the same devices in name order
 	policyBound   = "bound"   // accept iff the live claims plus this one pack in any arrangement
 	// policyOrder + a key of churnOrders: first fit (churnFirstFit, checked

@@ -14,7 +14,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
 
-	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/internal/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
@@ -141,7 +141,7 @@ var (
 func occupiedSlices(b *testing.B, opts publish.Options, devices []string) []*resourceapi.ResourceSlice {
 	ctx := context.Background()
 	hw, inv := alloctest.DiscoverSim(b, "dgx-h100", fleetTemplate)
-	empty, err := publish.BuildWith(fleetTemplate, inv, opts)
+	empty, err := publish.Build(fleetTemplate, inv, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func occupiedSlices(b *testing.B, opts publish.Options, devices []string) []*res
 	if inv, err = hw.Discover(ctx); err != nil {
 		b.Fatal(err)
 	}
-	res, err := publish.BuildWith(fleetTemplate, inv, opts)
+	res, err := publish.Build(fleetTemplate, inv, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

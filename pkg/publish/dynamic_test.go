@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/internal/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/publish"
@@ -422,7 +422,7 @@ func TestDynamicPublishesByMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv := m.Node.Clone()
-	res, err := publish.BuildWith("n", inv, dynamic)
+	res, err := publish.Build("n", inv, dynamic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +437,7 @@ func TestDynamicPublishesByMode(t *testing.T) {
 	for i := range inv.GPUs {
 		inv.GPUs[i].Partitioning.Enabled = true
 	}
-	res, err = publish.BuildWith("n", inv, dynamic)
+	res, err = publish.Build("n", inv, dynamic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +504,7 @@ func TestDynamicEveryMIGTableFits(t *testing.T) {
 		g := m.Node.GPUs[gi]
 		tested[g.ProductName] = true
 		t.Run(machine+"/"+g.ProductName, func(t *testing.T) {
-			res, err := publish.BuildWith(machine, m.Node.Clone(), dynamic)
+			res, err := publish.Build(machine, m.Node.Clone(), dynamic)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -563,7 +563,7 @@ func TestDynamicMoreThanEightGPUs(t *testing.T) {
 		g.PCIBusID = fmt.Sprintf("0001:%02x:00.0", i+1)
 		inv.GPUs = append(inv.GPUs, g)
 	}
-	res, err := publish.BuildWith("n", inv, dynamic)
+	res, err := publish.Build("n", inv, dynamic)
 	if err != nil {
 		t.Fatal(err)
 	}

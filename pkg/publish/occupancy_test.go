@@ -9,7 +9,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/internal/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
@@ -29,7 +29,7 @@ func TestOccupancyOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	empty, err := publish.BuildWith("dgx-h100", inv, dynamic)
+	empty, err := publish.Build("dgx-h100", inv, dynamic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestOccupancyOrder(t *testing.T) {
 	if inv, err = hw.Discover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	occ, err := publish.BuildWith("dgx-h100", inv, dynamic)
+	occ, err := publish.Build("dgx-h100", inv, dynamic)
 	if err != nil {
 		t.Fatal(err)
 	}

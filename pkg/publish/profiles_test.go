@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/internal/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/publish"
@@ -55,7 +55,7 @@ func TestDynamicProfilesRestrict(t *testing.T) {
 	g := &inv.GPUs[0]
 	g.Partitioning.Enabled = true
 	g.Partitions = append(g.Partitions, inventory.Partition{Kind: inventory.PartitionMIG, Profile: "2g.20gb", Placement: inventory.Placement{Start: 0, Size: 2}, UUID: "MIG-held"})
-	res2, err := publish.BuildWith("n", inv, opts)
+	res2, err := publish.Build("n", inv, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/internal/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
@@ -25,7 +25,7 @@ func TestDynamicWithholdsPartitionsNobodyHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := publish.BuildWith("dgx-h100", inv, dynamic)
+	first, err := publish.Build("dgx-h100", inv, dynamic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestDynamicWithholdsPartitionsNobodyHolds(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := publish.BuildWith("dgx-h100", inv, publish.Options{Partitioning: publish.Dynamic, Held: tc.held})
+			res, err := publish.Build("dgx-h100", inv, publish.Options{Partitioning: publish.Dynamic, Held: tc.held})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/internal/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -16,7 +16,7 @@ const driverName = "gpu.tessera.dev"
 
 func publishNode(t *testing.T, root, node string) ([]*resourceapi.ResourceSlice, *publish.Result) {
 	t.Helper()
-	res, err := publish.Build(node, discover(t, root))
+	res, err := publish.Build(node, discover(t, root), publish.Options{Partitioning: publish.Static})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,11 +129,11 @@ func TestDGXH100MatchesSim(t *testing.T) {
 
 	// Published slices: same devices, order, attributes; capacities apart
 	// from the sim's whole-GPU engine counts.
-	gr, err := publish.Build("node-1", got)
+	gr, err := publish.Build("node-1", got, publish.Options{Partitioning: publish.Static})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wr, err := publish.Build("node-1", want)
+	wr, err := publish.Build("node-1", want, publish.Options{Partitioning: publish.Static})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,11 +173,11 @@ func TestDGXH100OnlyIdentifiersDependOnUUIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gr, err := publish.Build("node-1", got)
+	gr, err := publish.Build("node-1", got, publish.Options{Partitioning: publish.Static})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wr, err := publish.Build("node-1", &m.Node)
+	wr, err := publish.Build("node-1", &m.Node, publish.Options{Partitioning: publish.Static})
 	if err != nil {
 		t.Fatal(err)
 	}

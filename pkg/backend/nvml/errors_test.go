@@ -105,7 +105,7 @@ func TestLostAndFailingGPUs(t *testing.T) {
 			t.Errorf("%s health %+v, want %s", g.PCIBusID, g.Health, want)
 		}
 	}
-	if _, err := publish.Build("n", n); err != nil {
+	if _, err := publish.Build("n", n, publish.Options{Partitioning: publish.Static}); err != nil {
 		t.Errorf("slices of a degraded node: %v", err)
 	}
 }

@@ -86,7 +86,7 @@ func TestA100MIGInstances(t *testing.T) {
 		t.Errorf("health %+v", g.Health)
 	}
 
-	res, err := publish.Build("n", n)
+	res, err := publish.Build("n", n, publish.Options{Partitioning: publish.Static})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // Features are the DRA features the allocator runs with: those on by
-// default in Kubernetes 1.37 (as pkg/alloctest).
+// default in Kubernetes 1.37 (as internal/alloctest).
 var Features = structured.Features{
 	PrioritizedList:      true,
 	PartitionableDevices: true,

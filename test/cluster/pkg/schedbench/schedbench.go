@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/tessera-gpu/tessera/pkg/alloctest"
+	"github.com/tessera-gpu/tessera/internal/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
@@ -175,7 +175,7 @@ func template(ctx context.Context, l Layout) ([]*resourceapi.ResourceSlice, erro
 	if err != nil {
 		return nil, err
 	}
-	res, err := publish.BuildWith("template", inv, l.Options)
+	res, err := publish.Build("template", inv, l.Options)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ func PublishSim(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlic
 func PublishSimWith(t testing.TB, profile, node string, opts publish.Options) ([]*resourceapi.ResourceSlice, *publish.Result) {
 	t.Helper()
 	_, inv := DiscoverSim(t, profile, node)
-	res, err := publish.BuildWith(node, inv, opts)
+	res, err := publish.Build(node, inv, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
