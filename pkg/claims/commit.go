@@ -59,25 +59,3 @@ func (m *Manager) save(prev *checkpoint.Checkpoint) error {
 	}
 	return nil
 }
-
-// plannedEffects reports whether preparing devs changes the node beyond the
-// claim's CDI spec: a partition to carve, MIG mode to turn off under a
-// whole GPU of a dynamic node (carveAll), an interval to set, an MPS daemon.
-func (m *Manager) plannedEffects(devs []planned) bool {
-	for _, d := range devs {
-		if d.carve != nil || (d.dev.Partition == nil && m.dynamic(&d.dev.GPU)) || d.dev.Sharing.HasEffects() {
-			return true
-		}
-	}
-	return false
-}
-
-// recordedEffects is plannedEffects of a recorded claim.
-func recordedEffects(c *checkpoint.Claim) bool {
-	for _, d := range c.Devices {
-		if d.Placement != nil || d.CreatedPartition || d.Sharing.HasEffects() {
-			return true
-		}
-	}
-	return false
-}

@@ -199,7 +199,7 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 	if err := m.checkConflicts(ref, devs); err != nil {
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
-	if err := m.checkIntervals(ref.UID, devs); err != nil {
+	if err := m.checkEffects(ref.UID, devs); err != nil {
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
 	if err := m.checkShares(ref.UID, devs); err != nil {
@@ -207,18 +207,7 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 	}
 
 	entry := &checkpoint.Claim{UID: ref.UID, Namespace: ref.Namespace, Name: ref.Name, State: checkpoint.PrepareStarted, Updated: time.Now()}
-	for _, d := range devs {
-		cd := checkpoint.Device{Request: d.dev.Request, Pool: d.dev.Pool, Device: d.dev.Device, GPUUUID: d.dev.GPU.UUID, Sharing: d.dev.Sharing, ShareID: d.dev.ShareID}
-		switch {
-		case d.carve != nil:
-			pl := d.carve.Placement
-			cd.Profile, cd.Placement = d.carve.Profile, &pl
-		case d.dev.Partition != nil:
-			cd.PartitionUUID = d.dev.Partition.UUID
-		}
-		entry.Devices = append(entry.Devices, cd)
-	}
-	if !m.plannedEffects(devs) {
+	if !m.plan(entry, devs) {
 		// Recorded in memory only: it reserves the devices against other
 		// claims; a crash before the spec and the entry are saved leaves
 		// nothing behind, or a spec that the start-up sweep removes.
@@ -236,15 +225,7 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 		return nil, err
 	}
 
-	if err := m.carveAll(ctx, entry, devs); err != nil {
-		if errors.Is(err, ErrInjected) {
-			return nil, err
-		}
-		m.abandon(ctx, entry)
-		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
-	}
-
-	if err := m.applySharing(ctx, ref.UID, devs); err != nil {
+	if err := m.applyEffects(ctx, entry, devs); err != nil {
 		if errors.Is(err, ErrInjected) {
 			return nil, err
 		}
@@ -305,7 +286,7 @@ func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) er
 		}
 		return nil
 	}
-	if !recordedEffects(c) {
+	if !holdsEffects(c) {
 		m.mu.Unlock()
 		return m.unpreparePlain(ctx, ref, c)
 	}
@@ -335,16 +316,9 @@ func (m *Manager) rollback(ctx context.Context, c *checkpoint.Claim) error {
 			return err
 		}
 	}
-	// The daemon and partitions go even when the spec could not: the entry
-	// stays and the next attempt removes the spec, but hardware is not held
-	// meanwhile. The daemon first: it holds the partitions it serves.
-	if err := m.stopDaemons(ctx, c); err != nil {
-		return err
-	}
-	if err := m.releasePartitions(ctx, c); err != nil {
-		return err
-	}
-	if err := m.restoreIntervals(ctx, c); err != nil {
+	// The effects go even when the spec could not: the entry stays and the
+	// next attempt removes the spec, but hardware is not held meanwhile.
+	if err := m.undoEffects(ctx, c); err != nil {
 		return err
 	}
 	if specErr != nil {
@@ -358,30 +332,25 @@ func (m *Manager) rollback(ctx context.Context, c *checkpoint.Claim) error {
 	return m.crash(StepUnprepareFinished)
 }
 
-// ensureSpec makes sure a prepared claim's MPS daemon runs (adopted, or
-// started again if it died) and rewrites the claim's spec if it is gone (a
-// reboot clears /var/run/cdi while the checkpoint on disk survives).
+// ensureSpec makes sure a prepared claim's effects are in place (its MPS
+// daemon adopted, or started again if it died) and rewrites the claim's
+// spec if it is gone (a reboot clears /var/run/cdi while the checkpoint on
+// disk survives).
 func (m *Manager) ensureSpec(ctx context.Context, ref cdi.ClaimRef, c *checkpoint.Claim) error {
-	var devs []cdi.ClaimDevice
-	if usesMPS(c) {
-		ds, n, err := m.startRecordedDaemons(ctx, c)
-		if err != nil {
-			return err
-		}
-		if n > 0 && m.cfg.MPSRestarted != nil {
-			m.cfg.MPSRestarted(n)
-		}
-		devs = ds
+	r := &recorded{c: c}
+	n, err := m.ensureClaim(ctx, r, onPrepare)
+	if err != nil {
+		return err
+	}
+	if n > 0 && m.cfg.MPSRestarted != nil {
+		m.cfg.MPSRestarted(n)
 	}
 	if specExists(m.cfg.CDI.SpecPath(ref.UID)) {
 		return nil
 	}
-	if devs == nil {
-		ds, err := m.resolveRecorded(c)
-		if err != nil {
-			return err
-		}
-		devs = ds
+	devs, err := r.devices(m)
+	if err != nil {
+		return err
 	}
 	ids, err := m.cfg.CDI.WriteClaimSpec(ref, devs)
 	if err != nil {
