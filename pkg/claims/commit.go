@@ -59,3 +59,20 @@ func (m *Manager) save(prev *checkpoint.Checkpoint) error {
 	}
 	return nil
 }
+
+// change applies fn to the state and saves it. held: m.mu is held (an
+// operation with side effects, recovery), and a failed save restores the
+// state from before fn. Otherwise m.mu is taken only to apply fn and
+// publish (a plain claim), and the caller undoes fn if the save fails.
+func (m *Manager) change(held bool, fn func()) error {
+	if held {
+		prev := m.cp.Clone()
+		fn()
+		return m.save(prev)
+	}
+	m.mu.Lock()
+	fn()
+	v := m.publishLocked()
+	m.mu.Unlock()
+	return m.persist(v)
+}
