@@ -20,7 +20,7 @@ import (
 // capacity it consumed. A claim whose share is the device's whole memory
 // has the device to itself and is prepared as before; any other is a
 // share: recorded with its consumption, run under the device's shared MPS
-// daemon on NVIDIA (share.go), and checked here against the shares other
+// daemon on NVIDIA (effect_mps.go), and checked here against the shares other
 // prepared claims hold, so a scheduler bug that over-commits a device
 // fails the claim instead of over-committing the GPU.
 

@@ -83,7 +83,7 @@ func (mpsDaemons) sweep(ctx context.Context, m *Manager, occ occasion) (int, err
 	}
 	daemons, err := m.cfg.Backend.MPSDaemons(ctx)
 	if err != nil {
-		logger.Error(withKind(ErrSharing, err), "List MPS daemons")
+		logger.Error(err, "List MPS daemons")
 	}
 	for _, d := range daemons {
 		if want[d.ID] {
@@ -91,7 +91,7 @@ func (mpsDaemons) sweep(ctx context.Context, m *Manager, occ occasion) (int, err
 		}
 		logger.Info("Stopping MPS daemon no claim holds", "id", d.ID, "running", d.Running)
 		if err := m.cfg.Backend.StopMPS(ctx, d.ID); err != nil {
-			logger.Error(withKind(ErrSharing, err), "Stop MPS daemon no claim holds", "id", d.ID)
+			logger.Error(err, "Stop MPS daemon no claim holds", "id", d.ID)
 		}
 	}
 	return 0, nil

@@ -53,7 +53,7 @@ type Config struct {
 	MPSRestarted func(n int)
 	// Partitioning is how the node publishes MIG GPUs; with Dynamic the
 	// manager carves at prepare, destroys at unprepare and removes
-	// partitions no claim owns at start (see carve.go).
+	// partitions no claim owns at start (effect_partitions.go).
 	Partitioning publish.Partitioning
 }
 
