@@ -8,6 +8,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/publish"
@@ -19,7 +20,7 @@ import (
 // capacity it consumed. A claim whose share is the device's whole memory
 // has the device to itself and is prepared as before; any other is a
 // share: recorded with its consumption, run under the device's shared MPS
-// daemon on NVIDIA (share.go), and checked here against the shares other
+// daemon on NVIDIA (effect_mps.go), and checked here against the shares other
 // prepared claims hold, so a scheduler bug that over-commits a device
 // fails the claim instead of over-committing the GPU.
 
@@ -108,6 +109,16 @@ func (m *Manager) checkShares(uid string, devs []planned) error {
 		return withKind(ErrDeviceInUse, errors.New(strings.Join(errs, "; ")))
 	}
 	return nil
+}
+
+// logShares says once per prepared claim which of its capacity shares
+// nothing enforces.
+func logShares(logger klog.Logger, devs []planned) {
+	for _, d := range devs {
+		if s := d.dev.Sharing; s.IsShare() && !s.Share.Enforced {
+			logger.Info("Capacity share is accounted by the scheduler only: this GPU cannot enforce it", "device", d.dev.Device, "share", s.Share.ID, "consumed", s.Share.String(), "vendor", d.dev.GPU.Vendor)
+		}
+	}
 }
 
 // use is what the shares of one device consume, and whose they are.

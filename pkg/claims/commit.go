@@ -60,24 +60,19 @@ func (m *Manager) save(prev *checkpoint.Checkpoint) error {
 	return nil
 }
 
-// plannedEffects reports whether preparing devs changes the node beyond the
-// claim's CDI spec: a partition to carve, MIG mode to turn off under a
-// whole GPU of a dynamic node (carveAll), an interval to set, an MPS daemon.
-func (m *Manager) plannedEffects(devs []planned) bool {
-	for _, d := range devs {
-		if d.carve != nil || (d.dev.Partition == nil && m.dynamic(&d.dev.GPU)) || d.dev.Sharing.HasEffects() {
-			return true
-		}
+// change applies fn to the state and saves it. held: m.mu is held (an
+// operation with side effects, recovery), and a failed save restores the
+// state from before fn. Otherwise m.mu is taken only to apply fn and
+// publish (a plain claim), and the caller undoes fn if the save fails.
+func (m *Manager) change(held bool, fn func()) error {
+	if held {
+		prev := m.cp.Clone()
+		fn()
+		return m.save(prev)
 	}
-	return false
-}
-
-// recordedEffects is plannedEffects of a recorded claim.
-func recordedEffects(c *checkpoint.Claim) bool {
-	for _, d := range c.Devices {
-		if d.Placement != nil || d.CreatedPartition || d.Sharing.HasEffects() {
-			return true
-		}
-	}
-	return false
+	m.mu.Lock()
+	fn()
+	v := m.publishLocked()
+	m.mu.Unlock()
+	return m.persist(v)
 }

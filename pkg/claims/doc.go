@@ -10,10 +10,12 @@
 // switch, an interval, an MPS daemon), every transition is saved before the
 // work it announces:
 //
-//	prepare:   save PrepareStarted (devices chosen) -> carve, apply sharing
-//	           -> write CDI spec -> save PrepareCompleted
-//	unprepare: save UnprepareStarted -> remove CDI spec, daemon, partitions
-//	           -> delete entry
+//	prepare:   save PrepareStarted (devices chosen) -> apply each side
+//	           effect -> write CDI spec -> save PrepareCompleted
+//	unprepare: save UnprepareStarted -> remove CDI spec -> undo each side
+//	           effect -> delete entry
+//
+// (prepare.go, unprepare.go; recover.go for the start).
 //
 // A claim that needs nothing but its CDI spec saves no intent (one
 // checkpoint write per prepare or unprepare instead of two): its entry is
@@ -32,10 +34,41 @@
 // claims with side effects hold it throughout. Checkpoint writes are group
 // commits of the newest state (commit.go).
 //
-// With dynamic partitioning (Config.Partitioning) prepare also carves the
-// allocated MIG placements between PrepareStarted and the spec, and
-// unprepare destroys them: carve.go (carving and the records that make it
-// crash-safe), release.go (destroying and turning MIG mode back off),
-// sweep.go (partitions no claim holds: destroyed at start and on retry,
-// and Holds, which the driver publishes with).
+// # Side effects
+//
+// Each kind of change a claim makes to the node beyond its CDI spec is one
+// implementation of the effect interface (effect.go), in its own file:
+//
+//	effect_partitions.go  dynamic partitions: carve at prepare (carve.go),
+//	                      destroy at unprepare (release.go), with the MIG
+//	                      mode they need; partitions no claim holds go at
+//	                      start and on the driver's retry (sweep.go)
+//	effect_interval.go    time-slice intervals: one per GPU, set at prepare
+//	                      and again at start, the default back once no
+//	                      claim holds one
+//	effect_mps.go         MPS daemons: the claim's own or a device's shared
+//	                      one, started after the carve, stopped before the
+//	                      partitions go, started again when found dead
+//
+// Prepare, rollback, recovery and the periodic checks know none of them by
+// name. They walk the list effects (apply order) and undoOrder (rollback
+// order): plan records in the PrepareStarted entry what an effect will do
+// (a claim no effect plans for is plain), holds reads it back from a
+// record, check refuses a conflict before anything is done, apply does it,
+// undo removes it, ensure puts a prepared claim's back in place (at start,
+// from the periodic check, when the kubelet prepares it again) and sweep
+// removes what no claim holds. The named steps stay where the state
+// machine puts them: PrepareStarted saved before the first effect applies,
+// StepSharingApplied after the last.
+//
+// A new side effect (memory limits, say) is one file, effect_<name>.go: a
+// type that embeds nothing (the defaults for check, ensure and sweep),
+// defines plan, holds, apply and undo and what else it needs, records in
+// plan what undo must find after a crash (a checkpoint.Device field, with
+// its record in pkg/checkpoint), and wraps its backend failures with one
+// of the kinds in errors.go; then one entry in effects and one in
+// undoOrder (TestEffectLists checks that both name it) at the point its
+// order with the others asks, and a case in TestEffectPlan and
+// TestEffectApplyUndo. TestTrace pins what the others do, so it shows
+// that they are unchanged.
 package claims

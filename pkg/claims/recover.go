@@ -54,10 +54,10 @@ func (m *Manager) recover(ctx context.Context) error {
 	if err := m.persist(m.publishLocked()); err != nil {
 		return err
 	}
-	if _, err := m.sweepOrphans(ctx); err != nil {
+	if _, err := m.sweepEffects(ctx, atStart); err != nil {
 		return err
 	}
-	if _, err := m.ensureSharing(ctx, true); err != nil {
+	if _, err := m.ensurePrepared(ctx, atStart); err != nil {
 		// A daemon that will not start fails its claim's next prepare, not
 		// the agent: the other claims must keep being served.
 		logger.Error(err, "Restoring sharing settings of prepared claims")

@@ -40,17 +40,6 @@ func cdiDevices(ps []planned) []cdi.ClaimDevice {
 	return out
 }
 
-// lostPartitions reports whether a prepared claim's carved partitions are
-// gone: recovery clears CreatedPartition when the node rebooted.
-func lostPartitions(c *checkpoint.Claim) bool {
-	for _, d := range c.Devices {
-		if d.Placement != nil && !d.CreatedPartition {
-			return true
-		}
-	}
-	return false
-}
-
 // resolve maps the claim's allocation results for this driver to inventory
 // devices. Any device this node does not publish fails the claim, naming it.
 func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {

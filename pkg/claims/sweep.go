@@ -79,7 +79,7 @@ func (m *Manager) sweepOrphans(ctx context.Context) (int, error) {
 func (m *Manager) SweepOrphans(ctx context.Context) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.sweepOrphans(ctx)
+	return m.sweepEffects(ctx, onSweep)
 }
 
 // Holds reports whether a claim in the checkpoint holds partition p of GPU

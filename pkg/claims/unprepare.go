@@ -1,0 +1,100 @@
+package claims
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/pkg/cdi"
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+)
+
+// Unprepare undoes Prepare. A claim that is not prepared is not an error.
+func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) error {
+	defer m.claimLocks.Lock(uid)()
+	m.mu.Lock()
+	ref := cdi.ClaimRef{UID: uid, Namespace: namespace, Name: name}
+	c, ok := m.cp.Claims[uid]
+	if !ok {
+		m.mu.Unlock()
+		// Nothing recorded; a spec left by a lost checkpoint still goes.
+		if err := m.cfg.CDI.RemoveClaimSpec(uid); err != nil {
+			return fmt.Errorf("unprepare claim %s: %w", ref, withKind(ErrCDI, err))
+		}
+		return nil
+	}
+	// A claim holding side effects saves its intent first and holds m.mu
+	// throughout. A plain claim saves none: a crash before its entry goes
+	// leaves a prepared entry without its spec, which the kubelet's
+	// retried unprepare removes (and a prepare would rewrite).
+	held := holdsEffects(c)
+	if held {
+		defer m.mu.Unlock()
+		prev := m.cp.Clone()
+		c.State = checkpoint.UnprepareStarted
+		c.Updated = time.Now()
+		if err := m.save(prev); err != nil {
+			return fmt.Errorf("unprepare claim %s: %w", ref, err)
+		}
+	} else {
+		m.mu.Unlock()
+	}
+	if err := m.crash(StepUnprepareStarted); err != nil {
+		return err
+	}
+	if err := m.teardown(ctx, c, held); err != nil {
+		return fmt.Errorf("unprepare claim %s: %w", ref, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Unprepared claim", "claim", klog.KRef(namespace, name), "uid", uid)
+	return nil
+}
+
+// rollback removes everything a claim holds and then its entry. Every step
+// is idempotent, so it can run again after a crash at any point. m.mu is
+// held.
+func (m *Manager) rollback(ctx context.Context, c *checkpoint.Claim) error {
+	return m.teardown(ctx, c, true)
+}
+
+// teardown removes c's spec, undoes its side effects and deletes its
+// entry. held: m.mu is held throughout; otherwise c is a plain claim,
+// with no effects to undo, and m.mu is taken only to delete.
+func (m *Manager) teardown(ctx context.Context, c *checkpoint.Claim, held bool) error {
+	specErr := m.cfg.CDI.RemoveClaimSpec(c.UID)
+	if specErr == nil {
+		if err := m.crash(StepSpecRemoved); err != nil {
+			return err
+		}
+	}
+	// The effects go even when the spec could not: the entry stays and the
+	// next attempt removes the spec, but hardware is not held meanwhile.
+	if held {
+		if err := m.undoEffects(ctx, c); err != nil {
+			return err
+		}
+	}
+	if specErr != nil {
+		return withKind(ErrCDI, specErr)
+	}
+	if err := m.forget(c, held); err != nil {
+		return err
+	}
+	return m.crash(StepUnprepareFinished)
+}
+
+// forget deletes c's entry and saves. When the save fails memory must not
+// run ahead of disk: the entry is back, and the kubelet's retry removes it.
+func (m *Manager) forget(c *checkpoint.Claim, held bool) error {
+	err := m.change(held, func() { delete(m.cp.Claims, c.UID) })
+	if err != nil && !held {
+		m.mu.Lock()
+		if _, taken := m.cp.Claims[c.UID]; !taken {
+			m.cp.Claims[c.UID] = c
+		}
+		m.publishLocked()
+		m.mu.Unlock()
+	}
+	return err
+}
