@@ -114,18 +114,6 @@ func (m *Manager) Close() error {
 	return m.cfg.Store.Mirror()
 }
 
-// Prepared returns the UIDs of claims now prepared, for tests and metrics.
-func (m *Manager) Prepared() map[string]checkpoint.Claim {
-	m.mu.Lock()
-	cp := m.cp.Clone()
-	m.mu.Unlock()
-	out := map[string]checkpoint.Claim{}
-	for uid, c := range cp.Claims {
-		out[uid] = *c
-	}
-	return out
-}
-
 // Counts returns how many claims are prepared (PrepareCompleted) and how
 // many devices they hold: the metrics' view, without copying the checkpoint.
 func (m *Manager) Counts() (claims, devices int) {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/mps/mpstest"
 	"github.com/tessera-gpu/tessera/pkg/names"
@@ -259,4 +260,15 @@ func testContext(tb testing.TB) context.Context {
 		return ctx
 	}
 	return klog.NewContext(context.Background(), logr.Discard())
+}
+
+// checkpointClaims are the claims the node's checkpoint holds, read from
+// its files with the agent's own reader, as an agent after a restart would.
+func (n *node) checkpointClaims() map[string]*checkpoint.Claim {
+	n.t.Helper()
+	cp, err := checkpoint.Read(filepath.Join(n.dir, "plugin", "checkpoint.json"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return cp.Claims
 }

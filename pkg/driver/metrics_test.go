@@ -87,9 +87,10 @@ func TestHealthEventsCounted(t *testing.T) {
 	})
 }
 
-// completed counts what Prepared() holds in state PrepareCompleted.
+// completed counts the claims the node's checkpoint holds in state
+// PrepareCompleted, and their devices.
 func completed(n *node) (claims, devices int) {
-	for _, c := range n.driver.claims.Prepared() {
+	for _, c := range n.checkpointClaims() {
 		if c.State == checkpoint.PrepareCompleted {
 			claims++
 			devices += len(c.Devices)

@@ -221,7 +221,7 @@ func TestCorruptCheckpointRecoversCarves(t *testing.T) {
 		}
 	}
 	n.start()
-	c, ok := n.driver.claims.Prepared()[claim.Uid]
+	c, ok := n.checkpointClaims()[claim.Uid]
 	if !ok || len(c.Devices) != 1 || !c.Devices[0].CreatedPartition {
 		t.Fatalf("rebuilt claim %+v, want its one device's partition created by the agent", c)
 	}
