@@ -188,8 +188,8 @@ func TestCapacityShareOnAMDIsAccountingOnly(t *testing.T) {
 // restart the survivors are prepared, their daemon runs, the stopped one is
 // whole or gone, and once all go the daemon goes too.
 func TestCapacitySharesCrashAtEveryStep(t *testing.T) {
-	prepareSteps := []Step{StepPrepareStarted, StepSharingApplied, StepSpecWritten, StepPrepareCompleted}
-	unprepareSteps := []Step{StepUnprepareStarted, StepSpecRemoved, StepUnprepareFinished}
+	prepareSteps := []crashStep{stepPrepareStarted, stepSharingApplied, stepSpecWritten, stepPrepareCompleted}
+	unprepareSteps := []crashStep{stepUnprepareStarted, stepSpecRemoved, stepUnprepareFinished}
 	for _, step := range append(prepareSteps, unprepareSteps...) {
 		t.Run(string(step), func(t *testing.T) {
 			e := capacityEnv(t, "l4-4")
@@ -210,7 +210,7 @@ func TestCapacitySharesCrashAtEveryStep(t *testing.T) {
 			} else {
 				_, err = m.Prepare(ctx, shareClaim("c", "gpu-0", "7Gi", 10))
 			}
-			if !errors.Is(err, ErrInjected) {
+			if !errors.Is(err, errInjected) {
 				t.Fatalf("%v, want injected stop", err)
 			}
 			m2, _ := e.start(nil)

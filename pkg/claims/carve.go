@@ -62,7 +62,7 @@ func (m *Manager) carveAll(ctx context.Context, entry *checkpoint.Claim, devs []
 			return withKind(ErrPartition, fmt.Errorf("device %s: carve %s at %d: %w", d.dev.Device, d.carve.Profile, d.carve.Placement.Start, err))
 		}
 		g.Partitions = append(g.Partitions, *p)
-		if err := m.crash(StepPartitionCarved); err != nil {
+		if err := m.crash(stepPartitionCarved); err != nil {
 			return err
 		}
 		prev := m.cp.Clone()

@@ -226,23 +226,23 @@ func (e *env) assertClean(t *testing.T, m *Manager) {
 // restart undoes everything; after it the claim stays prepared. Either way
 // the kubelet's retry then prepares the claim.
 func TestDynamicCrashAtEveryStep(t *testing.T) {
-	steps := []Step{StepPrepareStarted, StepPartitionCarved, StepSpecWritten, StepPrepareCompleted}
+	steps := []crashStep{stepPrepareStarted, stepPartitionCarved, stepSpecWritten, stepPrepareCompleted}
 	for _, step := range steps {
 		t.Run(string(step), func(t *testing.T) {
 			e := dynamicEnv(t, "dgx-h100")
-			m, _ := e.start(func(s Step) error {
+			m, _ := e.start(func(s crashStep) error {
 				if s == step {
-					return ErrInjected
+					return errInjected
 				}
 				return nil
 			})
 			ctx := ctxFor(t)
 			claim := allocated("x", "gpu-7-mig-1g-10gb-6", "gpu-7-mig-3g-40gb-0")
-			if _, err := m.Prepare(ctx, claim); !errors.Is(err, ErrInjected) {
+			if _, err := m.Prepare(ctx, claim); !errors.Is(err, errInjected) {
 				t.Fatalf("err %v, want the injected stop", err)
 			}
 			m, _ = e.start(nil)
-			if step == StepPrepareCompleted {
+			if step == stepPrepareCompleted {
 				if n := e.totalPartitions(); n != 2 {
 					t.Fatalf("completed claim: %d partitions after restart, want 2", n)
 				}
@@ -442,9 +442,9 @@ func TestDynamicStartupSurvivesUndestroyableOrphan(t *testing.T) {
 // is held by nobody, so the driver withholds its slices.
 func TestHolds(t *testing.T) {
 	e := dynamicEnv(t, "dgx-h100")
-	m, res := e.start(crashAt(StepPartitionCarved))
+	m, res := e.start(crashAt(stepPartitionCarved))
 	ctx := ctxFor(t)
-	if _, err := m.Prepare(ctx, allocated("x", "gpu-7-mig-1g-10gb-6")); !errors.Is(err, ErrInjected) {
+	if _, err := m.Prepare(ctx, allocated("x", "gpu-7-mig-1g-10gb-6")); !errors.Is(err, errInjected) {
 		t.Fatalf("err %v, want the injected stop", err)
 	}
 	m.crashHook = nil

@@ -59,7 +59,7 @@
 // from the periodic check, when the kubelet prepares it again) and sweep
 // removes what no claim holds. The named steps stay where the state
 // machine puts them: PrepareStarted saved before the first effect applies,
-// StepSharingApplied after the last.
+// stepSharingApplied after the last.
 //
 // A new side effect (memory limits, say) is one file, effect_<name>.go: a
 // type that embeds nothing (the defaults for check, ensure and sweep),

@@ -72,7 +72,7 @@ func (e *env) corruptCheckpoint(data string) {
 }
 
 // start builds a Manager as the agent does on start, with an optional crash hook.
-func (e *env) start(crash func(Step) error) (*Manager, *publish.Result) {
+func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 	e.t.Helper()
 	_, ctx := ktesting.NewTestContext(e.t)
 	m, err := sim.Profile(e.profile, nodeName)

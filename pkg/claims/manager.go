@@ -16,22 +16,22 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
-// Step names a point in prepare or unprepare where a test may stop the agent.
-type Step string
+// crashStep names a point in prepare or unprepare where a test may stop the agent.
+type crashStep string
 
 const (
-	StepPrepareStarted    Step = "prepare-started-saved"
-	StepPartitionCarved   Step = "partition-carved"
-	StepSharingApplied    Step = "sharing-applied"
-	StepSpecWritten       Step = "spec-written"
-	StepPrepareCompleted  Step = "prepare-completed-saved"
-	StepUnprepareStarted  Step = "unprepare-started-saved"
-	StepSpecRemoved       Step = "spec-removed"
-	StepUnprepareFinished Step = "unprepare-entry-deleted"
+	stepPrepareStarted    crashStep = "prepare-started-saved"
+	stepPartitionCarved   crashStep = "partition-carved"
+	stepSharingApplied    crashStep = "sharing-applied"
+	stepSpecWritten       crashStep = "spec-written"
+	stepPrepareCompleted  crashStep = "prepare-completed-saved"
+	stepUnprepareStarted  crashStep = "unprepare-started-saved"
+	stepSpecRemoved       crashStep = "spec-removed"
+	stepUnprepareFinished crashStep = "unprepare-entry-deleted"
 )
 
-// ErrInjected is returned by a crash hook to stop at a step.
-var ErrInjected = errors.New("injected stop")
+// errInjected is returned by a crash hook to stop at a step.
+var errInjected = errors.New("injected stop")
 
 // Config wires a Manager.
 type Config struct {
@@ -90,7 +90,7 @@ type Manager struct {
 	// crashHook, set only by this package's tests (newManager), is called
 	// after each step; a non-nil error stops the operation there as if the
 	// process had died.
-	crashHook func(Step) error
+	crashHook func(crashStep) error
 }
 
 // New loads the checkpoint and recovers from whatever a previous process left.
@@ -99,7 +99,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 }
 
 // newManager is New with a crash hook (tests).
-func newManager(ctx context.Context, cfg Config, crash func(Step) error) (*Manager, error) {
+func newManager(ctx context.Context, cfg Config, crash func(crashStep) error) (*Manager, error) {
 	m := &Manager{cfg: cfg, crashHook: crash}
 	if err := m.recover(ctx); err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func (m *Manager) Counts() (claims, devices int) {
 	return claims, devices
 }
 
-func (m *Manager) crash(s Step) error {
+func (m *Manager) crash(s crashStep) error {
 	if m.crashHook == nil {
 		return nil
 	}

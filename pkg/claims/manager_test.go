@@ -108,14 +108,14 @@ func TestPrepareErrors(t *testing.T) {
 // unprepare, restarts it over the same disk, and checks that the claim is
 // prepared exactly once or cleanly absent, and can then be prepared.
 func TestCrashAtEveryStep(t *testing.T) {
-	prepareSteps := []Step{StepPrepareStarted, StepSpecWritten, StepPrepareCompleted}
+	prepareSteps := []crashStep{stepPrepareStarted, stepSpecWritten, stepPrepareCompleted}
 	for _, step := range prepareSteps {
 		t.Run("prepare/"+string(step), func(t *testing.T) {
 			e := newEnv(t, "dgx-h100")
 			m, _ := e.start(crashAt(step))
 			ctx := ctxFor(t)
 			claim := allocated("c", "gpu-2")
-			if _, err := m.Prepare(ctx, claim); !errors.Is(err, ErrInjected) {
+			if _, err := m.Prepare(ctx, claim); !errors.Is(err, errInjected) {
 				t.Fatalf("prepare: %v, want injected stop", err)
 			}
 			m2, _ := e.start(nil)
@@ -128,7 +128,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 			}
 		})
 	}
-	unprepareSteps := []Step{StepUnprepareStarted, StepSpecRemoved, StepUnprepareFinished}
+	unprepareSteps := []crashStep{stepUnprepareStarted, stepSpecRemoved, stepUnprepareFinished}
 	for _, step := range unprepareSteps {
 		t.Run("unprepare/"+string(step), func(t *testing.T) {
 			e := newEnv(t, "dgx-h100")
@@ -139,7 +139,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			m.crashHook = crashAt(step)
-			if err := m.Unprepare(ctx, "uid-c", "default", "c"); !errors.Is(err, ErrInjected) {
+			if err := m.Unprepare(ctx, "uid-c", "default", "c"); !errors.Is(err, errInjected) {
 				t.Fatalf("unprepare: %v, want injected stop", err)
 			}
 			// A claim with nothing on the node but its spec saves no intent:
@@ -164,10 +164,10 @@ func TestCrashAtEveryStep(t *testing.T) {
 	}
 }
 
-func crashAt(s Step) func(Step) error {
-	return func(got Step) error {
+func crashAt(s crashStep) func(crashStep) error {
+	return func(got crashStep) error {
 		if got == s {
-			return ErrInjected
+			return errInjected
 		}
 		return nil
 	}

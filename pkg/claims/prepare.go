@@ -56,7 +56,7 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 		m.cp.Claims[ref.UID] = entry
 		m.mu.Unlock()
 		locked = false
-		if err := m.crash(StepPrepareStarted); err != nil {
+		if err := m.crash(stepPrepareStarted); err != nil {
 			return nil, err
 		}
 	} else if err := m.startEffects(ctx, ref, entry, devs); err != nil {
@@ -110,17 +110,17 @@ func (m *Manager) startEffects(ctx context.Context, ref cdi.ClaimRef, entry *che
 	if err := m.save(prev); err != nil {
 		return fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
-	if err := m.crash(StepPrepareStarted); err != nil {
+	if err := m.crash(stepPrepareStarted); err != nil {
 		return err
 	}
 	if err := m.applyEffects(ctx, entry, devs); err != nil {
-		if errors.Is(err, ErrInjected) {
+		if errors.Is(err, errInjected) {
 			return err
 		}
 		m.abandon(ctx, entry)
 		return fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
-	return m.crash(StepSharingApplied)
+	return m.crash(stepSharingApplied)
 }
 
 // complete writes the claim's CDI spec and saves its entry
@@ -141,7 +141,7 @@ func (m *Manager) complete(ctx context.Context, logger klog.Logger, ref cdi.Clai
 	if err != nil {
 		return fail(withKind(ErrCDI, fmt.Errorf("write CDI spec: %w", err)))
 	}
-	if err := m.crash(StepSpecWritten); err != nil {
+	if err := m.crash(stepSpecWritten); err != nil {
 		return nil, err
 	}
 	var out []Device
@@ -156,7 +156,7 @@ func (m *Manager) complete(ctx context.Context, logger klog.Logger, ref cdi.Clai
 	if err != nil {
 		return fail(err)
 	}
-	if err := m.crash(StepPrepareCompleted); err != nil {
+	if err := m.crash(stepPrepareCompleted); err != nil {
 		return nil, err
 	}
 	logShares(logger, devs)

@@ -290,13 +290,13 @@ func TestSharingCrashAtEveryStep(t *testing.T) {
 		"long": configured("c", longSlice, "gpu-2"),
 	}
 	for kind, claim := range claims {
-		for _, step := range []Step{StepPrepareStarted, StepSharingApplied, StepSpecWritten, StepPrepareCompleted} {
+		for _, step := range []crashStep{stepPrepareStarted, stepSharingApplied, stepSpecWritten, stepPrepareCompleted} {
 			t.Run(kind+"/prepare/"+string(step), func(t *testing.T) {
 				e := sharingEnv(t, "mixed-inference")
 				m, res := e.start(crashAt(step))
 				ctx := ctxFor(t)
 				gpu := res.Devices[claim.Status.Allocation.Devices.Results[0].Device].GPU.UUID
-				if _, err := m.Prepare(ctx, claim); !errors.Is(err, ErrInjected) {
+				if _, err := m.Prepare(ctx, claim); !errors.Is(err, errInjected) {
 					t.Fatalf("prepare: %v, want injected stop", err)
 				}
 				m2, _ := e.start(nil)
@@ -312,7 +312,7 @@ func TestSharingCrashAtEveryStep(t *testing.T) {
 				e.assertSharing(m2, "uid-c", kind, gpu)
 			})
 		}
-		for _, step := range []Step{StepUnprepareStarted, StepSpecRemoved, StepUnprepareFinished} {
+		for _, step := range []crashStep{stepUnprepareStarted, stepSpecRemoved, stepUnprepareFinished} {
 			t.Run(kind+"/unprepare/"+string(step), func(t *testing.T) {
 				e := sharingEnv(t, "mixed-inference")
 				m, res := e.start(nil)
@@ -322,7 +322,7 @@ func TestSharingCrashAtEveryStep(t *testing.T) {
 					t.Fatal(err)
 				}
 				m.crashHook = crashAt(step)
-				if err := m.Unprepare(ctx, "uid-c", "default", "c"); !errors.Is(err, ErrInjected) {
+				if err := m.Unprepare(ctx, "uid-c", "default", "c"); !errors.Is(err, errInjected) {
 					t.Fatalf("unprepare: %v, want injected stop", err)
 				}
 				m2, _ := e.start(nil)

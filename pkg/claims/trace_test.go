@@ -177,18 +177,18 @@ func (te *traceEnv) tracer() *tracer {
 func (te *traceEnv) note(format string, args ...any) { te.tracer().note(format, args...) }
 
 // start starts a manager that logs its steps and stops at stop ("" for none).
-func (te *traceEnv) start(stop Step) *Manager {
+func (te *traceEnv) start(stop crashStep) *Manager {
 	te.note("start")
 	m, _ := te.env.start(te.hook(stop))
 	te.note("started")
 	return m
 }
 
-func (te *traceEnv) hook(stop Step) func(Step) error {
-	return func(s Step) error {
+func (te *traceEnv) hook(stop crashStep) func(crashStep) error {
+	return func(s crashStep) error {
 		te.note("step %s", s)
 		if s == stop {
-			return ErrInjected
+			return errInjected
 		}
 		return nil
 	}
@@ -214,7 +214,7 @@ func errText(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, ErrInjected):
+	case errors.Is(err, errInjected):
 		return "stopped"
 	}
 	return "error: " + err.Error()
@@ -228,8 +228,8 @@ func errText(err error) string {
 // (-update-traces).
 func TestTrace(t *testing.T) {
 	type op func(te *traceEnv, m *Manager)
-	prepareSteps := []Step{StepPrepareStarted, StepPartitionCarved, StepSharingApplied, StepSpecWritten, StepPrepareCompleted}
-	unprepareSteps := []Step{StepUnprepareStarted, StepSpecRemoved, StepUnprepareFinished}
+	prepareSteps := []crashStep{stepPrepareStarted, stepPartitionCarved, stepSharingApplied, stepSpecWritten, stepPrepareCompleted}
+	unprepareSteps := []crashStep{stepUnprepareStarted, stepSpecRemoved, stepUnprepareFinished}
 	// crashes runs prepare (then unprepare) of claim, stopping at every
 	// step, each followed by a restart and the kubelet's retry.
 	crashes := func(te *traceEnv, claim func() *claimT) {

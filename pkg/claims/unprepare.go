@@ -41,7 +41,7 @@ func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) er
 	} else {
 		m.mu.Unlock()
 	}
-	if err := m.crash(StepUnprepareStarted); err != nil {
+	if err := m.crash(stepUnprepareStarted); err != nil {
 		return err
 	}
 	if err := m.teardown(ctx, c, held); err != nil {
@@ -64,7 +64,7 @@ func (m *Manager) rollback(ctx context.Context, c *checkpoint.Claim) error {
 func (m *Manager) teardown(ctx context.Context, c *checkpoint.Claim, held bool) error {
 	specErr := m.cfg.CDI.RemoveClaimSpec(c.UID)
 	if specErr == nil {
-		if err := m.crash(StepSpecRemoved); err != nil {
+		if err := m.crash(stepSpecRemoved); err != nil {
 			return err
 		}
 	}
@@ -81,7 +81,7 @@ func (m *Manager) teardown(ctx context.Context, c *checkpoint.Claim, held bool) 
 	if err := m.forget(c, held); err != nil {
 		return err
 	}
-	return m.crash(StepUnprepareFinished)
+	return m.crash(stepUnprepareFinished)
 }
 
 // forget deletes c's entry and saves. When the save fails memory must not
