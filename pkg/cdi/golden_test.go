@@ -2,17 +2,15 @@ package cdi
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
+	"github.com/tessera-gpu/tessera/internal/golden"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata from the current writer (see testdata/SOURCE.md: only for a deliberate format change)")
 
 // TestSpecGolden pins the bytes of the spec file for each kind of device a
 // claim can hold, so that a change to how vendors' nodes and environment
@@ -81,27 +79,14 @@ func TestSpecGolden(t *testing.T) {
 	}
 }
 
-// specGolden compares got with testdata/golden/name.json, or rewrites it
-// with -update.
+// specGolden compares got with testdata/golden/name.json (internal/golden).
 func specGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", "golden", name)
 	if filepath.Ext(name) == "" {
 		path += ".json"
 	}
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./pkg/cdi -run TestSpecGolden -update creates it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("spec differs from %s (go test ./pkg/cdi -run TestSpecGolden -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	golden.Compare(t, path, got)
 }
 
 // TestSpecErrorsGolden pins the whole message of each way a claim's devices

@@ -1,14 +1,13 @@
 package cdi
 
 import (
-	"bytes"
-
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
+	"github.com/tessera-gpu/tessera/internal/golden"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
@@ -72,19 +71,7 @@ func TestGoldenSpecs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", g.file)
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("spec differs from %s\n--- got\n%s\n--- want\n%s", path, got, want)
-			}
+			golden.Compare(t, filepath.Join("testdata", g.file), got)
 		})
 	}
 }

@@ -1,8 +1,6 @@
 package checkpoint
 
 import (
-	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,11 +8,10 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
+	"github.com/tessera-gpu/tessera/internal/golden"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/v2.json from the current encoder (only with a new CurrentVersion: see testdata/SOURCE.md)")
 
 // goldenSeq is the sequence testdata/v2.json was written with.
 const goldenSeq = 3
@@ -114,18 +111,7 @@ func TestGoldenEncode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("encoded checkpoint differs from %s\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	golden.Compare(t, path, got)
 }
 
 // Files of this and every earlier version keep loading: an agent upgrade

@@ -3,19 +3,16 @@ package sim
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tessera-gpu/tessera/internal/golden"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/golden/* from the current output")
 
 // TestDeviceTreeGolden pins the device tree of every catalogue machine: as
 // the catalogue has it, with partitioning enabled everywhere, and with one
@@ -105,22 +102,8 @@ func listTree(t *testing.T, w *bytes.Buffer, b *Backend) string {
 	return w.String()[start:]
 }
 
-// treeGolden compares got with testdata/golden/name, or rewrites it with
-// -update.
+// treeGolden compares got with testdata/golden/name (internal/golden).
 func treeGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./pkg/backend/sim -run TestDeviceTreeGolden -update creates it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("tree differs from %s (go test ./pkg/backend/sim -run TestDeviceTreeGolden -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	golden.Compare(t, filepath.Join("testdata", "golden", name), got)
 }

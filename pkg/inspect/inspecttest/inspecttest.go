@@ -3,19 +3,15 @@
 package inspecttest
 
 import (
-	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/tessera-gpu/tessera/internal/golden"
 	"github.com/tessera-gpu/tessera/pkg/inspect"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in pkg/inspect/testdata from the current output")
 
 // Testdata is the path of elem in pkg/inspect/testdata, wherever the test
 // runs: the fixtures are shared by the commands' packages.
@@ -38,27 +34,11 @@ func Load(t *testing.T, files ...string) *inspect.Snapshot {
 	return s
 }
 
-// Golden compares got with the file at path (under pkg/inspect/testdata),
-// or rewrites it with -update.
+// Golden compares got with the file at path under pkg/inspect/testdata
+// (internal/golden: -update rewrites it).
 func Golden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	path = Testdata(path)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./pkg/inspect/... -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (go test ./pkg/inspect/... -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	golden.Compare(t, Testdata(path), got)
 }
 
 // Taint adds a taint to every device named device.
