@@ -209,6 +209,26 @@ func Run(ctx context.Context, in *Input, pod string, claims []*resourceapi.Resou
 	if len(claims) == 0 {
 		return nil, fmt.Errorf("no claim to explain")
 	}
+	ex, pending, explained := newExplanation(in, pod, claims)
+
+	e := newExplainer(ctx, in)
+	e.holdAllocated(in.Snapshot.Claims, explained)
+	alloc, err := structured.NewAllocator(ctx, Features, e.state, e.classes, namedSlices(in.Snapshot.Slices), e.cache)
+	if err != nil {
+		return nil, err
+	}
+
+	for _, n := range inspect.NodesOf(in.Snapshot) {
+		ex.Nodes = append(ex.Nodes, e.verdict(alloc, n, pending))
+	}
+	sortVerdicts(ex.Nodes)
+	return ex, nil
+}
+
+// newExplanation starts the explanation of claims with its notes on the
+// input, and returns the claims as the allocator is given them and the
+// keys of the claims explained.
+func newExplanation(in *Input, pod string, claims []*resourceapi.ResourceClaim) (*Explanation, []*resourceapi.ResourceClaim, sets.Set[string]) {
 	ex := &Explanation{Pod: pod}
 	if in.ShippedClasses {
 		ex.Notes = append(ex.Notes, "DeviceClasses: none in the input, using the ones shipped with Tessera")
@@ -223,10 +243,12 @@ func Run(ctx context.Context, in *Input, pod string, claims []*resourceapi.Resou
 		}
 		pending = append(pending, pendingCopy(c))
 	}
+	return ex, pending, explained
+}
 
-	// The allocated state, as the scheduler builds it from every allocated
-	// claim.
-	e := &explainer{
+// newExplainer is an explainer over in's classes with nothing allocated yet.
+func newExplainer(ctx context.Context, in *Input) *explainer {
+	return &explainer{
 		ctx:     ctx,
 		classes: deviceclasses.Lister(in.Classes),
 		cache:   cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
@@ -237,9 +259,15 @@ func Run(ctx context.Context, in *Input, pod string, claims []*resourceapi.Resou
 		},
 		counters: map[counterKey][]string{},
 	}
+}
+
+// holdAllocated builds the allocated state as the scheduler does, from
+// every allocated claim but the explained ones, and records who holds
+// each device.
+func (e *explainer) holdAllocated(claims []resourceapi.ResourceClaim, explained sets.Set[string]) {
 	var others []resourceapi.ResourceClaim
-	for i := range in.Snapshot.Claims {
-		c := &in.Snapshot.Claims[i]
+	for i := range claims {
+		c := &claims[i]
 		if c.Status.Allocation == nil || explained.Has(claimKey(c)) {
 			continue
 		}
@@ -255,54 +283,77 @@ func Run(ctx context.Context, in *Input, pod string, claims []*resourceapi.Resou
 		}
 	}
 	e.holders = inspect.AllocationsOf(others)
+}
 
-	sliceCopies := make([]*resourceapi.ResourceSlice, len(in.Snapshot.Slices))
-	for i := range in.Snapshot.Slices {
-		s := in.Snapshot.Slices[i].DeepCopy()
+// namedSlices copies in, naming each slice that has only a generateName
+// (one read from a file), as the API server would have.
+func namedSlices(in []resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+	out := make([]*resourceapi.ResourceSlice, len(in))
+	for i := range in {
+		s := in[i].DeepCopy()
 		if s.Name == "" {
 			s.Name = fmt.Sprintf("%s%05d", s.GenerateName, i)
 		}
-		sliceCopies[i] = s
+		out[i] = s
 	}
-	alloc, err := structured.NewAllocator(ctx, Features, e.state, e.classes, sliceCopies, e.cache)
-	if err != nil {
-		return nil, err
-	}
+	return out
+}
 
-	for _, n := range inspect.NodesOf(in.Snapshot) {
-		e.indexCounters(n)
-		v := NodeVerdict{Node: n.Name}
-		res, err := alloc.Allocate(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, pending)
-		switch {
-		case err != nil:
-			v.Error = err.Error()
-		case res != nil:
-			v.Fits = true
-			for i, r := range res {
-				for _, d := range r.Devices.Results {
-					p := Pick{Claim: claimKey(pending[i]), Request: d.Request, Pool: d.Pool, Device: d.Device, Shared: d.ShareID != nil}
-					for _, name := range slices.Sorted(mapsKeys(d.ConsumedCapacity)) {
-						q := d.ConsumedCapacity[name]
-						if q.IsZero() {
-							continue
-						}
-						p.Consumed = append(p.Consumed, fmt.Sprintf("%s=%s", name, q.String()))
-					}
-					v.Devices = append(v.Devices, p)
-				}
-			}
-		}
-		for _, c := range pending {
-			reports := e.requests(n, c)
-			v.Requests = append(v.Requests, reports...)
-			v.Constraints = append(v.Constraints, constraintReports(c, reports)...)
-		}
-		if !v.Fits {
-			v.Reasons = reasons(&v)
-		}
-		ex.Nodes = append(ex.Nodes, v)
+// verdict is node n's answer for the pending claims: the allocator's
+// verdict and picks, each request's and constraint's report, and the
+// reasons when they do not fit.
+func (e *explainer) verdict(alloc structured.Allocator, n *inspect.NodeDevices, pending []*resourceapi.ResourceClaim) NodeVerdict {
+	e.indexCounters(n)
+	v := NodeVerdict{Node: n.Name}
+	res, err := alloc.Allocate(e.ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, pending)
+	switch {
+	case err != nil:
+		v.Error = err.Error()
+	case res != nil:
+		v.Fits = true
+		v.Devices = picks(res, pending)
 	}
-	slices.SortStableFunc(ex.Nodes, func(a, b NodeVerdict) int {
+	for _, c := range pending {
+		reports := e.requests(n, c)
+		v.Requests = append(v.Requests, reports...)
+		v.Constraints = append(v.Constraints, constraintReports(c, reports)...)
+	}
+	if !v.Fits {
+		v.Reasons = reasons(&v)
+	}
+	return v
+}
+
+// picks lists the devices of the allocation results res of pending, in
+// the allocator's order.
+func picks(res []resourceapi.AllocationResult, pending []*resourceapi.ResourceClaim) []Pick {
+	var out []Pick
+	for i, r := range res {
+		for _, d := range r.Devices.Results {
+			out = append(out, pickOf(claimKey(pending[i]), d))
+		}
+	}
+	return out
+}
+
+// pickOf is one allocated device of claim, with what it consumes of each
+// capacity, by capacity name (nothing for what it consumes none of).
+func pickOf(claim string, d resourceapi.DeviceRequestAllocationResult) Pick {
+	p := Pick{Claim: claim, Request: d.Request, Pool: d.Pool, Device: d.Device, Shared: d.ShareID != nil}
+	for _, name := range slices.Sorted(mapsKeys(d.ConsumedCapacity)) {
+		q := d.ConsumedCapacity[name]
+		if q.IsZero() {
+			continue
+		}
+		p.Consumed = append(p.Consumed, fmt.Sprintf("%s=%s", name, q.String()))
+	}
+	return p
+}
+
+// sortVerdicts puts the nodes the claims fit on first, each part by node
+// name.
+func sortVerdicts(nodes []NodeVerdict) {
+	slices.SortStableFunc(nodes, func(a, b NodeVerdict) int {
 		if a.Fits != b.Fits {
 			if a.Fits {
 				return -1
@@ -311,7 +362,6 @@ func Run(ctx context.Context, in *Input, pod string, claims []*resourceapi.Resou
 		}
 		return inspect.CompareDeviceNames(a.Node, b.Node)
 	})
-	return ex, nil
 }
 
 func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
