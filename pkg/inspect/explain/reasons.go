@@ -305,6 +305,20 @@ func reasons(v *NodeVerdict) []string {
 	if v.Error != "" {
 		out = append(out, "the allocator stopped with an error: "+v.Error)
 	}
+	out = append(out, requestReasons(v)...)
+	out = append(out, counterReasons(v.Requests)...)
+	out = append(out, constraintReasons(v.Constraints)...)
+	if len(out) == 0 {
+		out = append(out, "each request has enough free matching devices and each constraint a candidate set on its own, "+
+			"but the allocator finds no combination that meets all of them at once (requests competing for the same devices, or constraints that exclude each other)")
+	}
+	return out
+}
+
+// requestReasons says which requests, or firstAvailable requests with all
+// their alternatives, have too few usable devices.
+func requestReasons(v *NodeVerdict) []string {
+	var out []string
 	for i := 0; i < len(v.Requests); {
 		r := &v.Requests[i]
 		if r.Alternative == 0 {
@@ -317,27 +331,45 @@ func reasons(v *NodeVerdict) []string {
 			}
 			continue
 		}
-		// The alternatives of one firstAvailable request.
-		parent, _, _ := strings.Cut(r.Request, "/")
-		j := i
-		enough := false
-		var alts []string
-		for ; j < len(v.Requests) && v.Requests[j].Alternative > 0 && v.Requests[j].Claim == r.Claim && strings.HasPrefix(v.Requests[j].Request, parent+"/"); j++ {
-			a := &v.Requests[j]
-			enough = enough || a.Enough
-			if a.Problem != "" {
-				alts = append(alts, fmt.Sprintf("%s: %s", a.Request, a.Problem))
-			} else {
-				alts = append(alts, fmt.Sprintf("%s needs %s: %s", a.Request, a.need(), funnel(a)))
-			}
+		var reason string
+		reason, i = alternativesReason(v.Requests, i)
+		if reason != "" {
+			out = append(out, reason)
 		}
-		if !enough {
-			out = append(out, fmt.Sprintf("request %s: none of its %d alternatives has enough devices here (%s)", parent, len(alts), strings.Join(alts, "; ")))
-		}
-		i = j
 	}
+	return out
+}
+
+// alternativesReason reads the alternatives of the firstAvailable request
+// starting at reqs[i]: it says why none has enough devices ("" when one
+// has), and returns the index after them.
+func alternativesReason(reqs []RequestReport, i int) (string, int) {
+	r := &reqs[i]
+	parent, _, _ := strings.Cut(r.Request, "/")
+	j := i
+	enough := false
+	var alts []string
+	for ; j < len(reqs) && reqs[j].Alternative > 0 && reqs[j].Claim == r.Claim && strings.HasPrefix(reqs[j].Request, parent+"/"); j++ {
+		a := &reqs[j]
+		enough = enough || a.Enough
+		if a.Problem != "" {
+			alts = append(alts, fmt.Sprintf("%s: %s", a.Request, a.Problem))
+		} else {
+			alts = append(alts, fmt.Sprintf("%s needs %s: %s", a.Request, a.need(), funnel(a)))
+		}
+	}
+	if enough {
+		return "", j
+	}
+	return fmt.Sprintf("request %s: none of its %d alternatives has enough devices here (%s)", parent, len(alts), strings.Join(alts, "; ")), j
+}
+
+// counterReasons describes, once each, the exhausted counter sets of the
+// requests without enough devices.
+func counterReasons(reqs []RequestReport) []string {
+	var out []string
 	seen := sets.New[string]()
-	for _, r := range v.Requests {
+	for _, r := range reqs {
 		if r.Enough {
 			continue
 		}
@@ -348,14 +380,17 @@ func reasons(v *NodeVerdict) []string {
 			}
 		}
 	}
-	for _, c := range v.Constraints {
+	return out
+}
+
+// constraintReasons are the messages of the constraints no usable devices
+// meet, but for those that are moot.
+func constraintReasons(cons []ConstraintReport) []string {
+	var out []string
+	for _, c := range cons {
 		if !c.Satisfiable && !c.moot {
 			out = append(out, c.Message)
 		}
-	}
-	if len(out) == 0 {
-		out = append(out, "each request has enough free matching devices and each constraint a candidate set on its own, "+
-			"but the allocator finds no combination that meets all of them at once (requests competing for the same devices, or constraints that exclude each other)")
 	}
 	return out
 }
