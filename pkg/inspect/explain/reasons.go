@@ -107,45 +107,9 @@ type constraintCandidate struct {
 // alternative with enough usable devices, else its first).
 func constraintReports(c *resourceapi.ResourceClaim, reports []RequestReport) []ConstraintReport {
 	key := claimKey(c)
-	report := func(name string) *RequestReport {
-		for i := range reports {
-			if reports[i].Claim == key && reports[i].Request == name {
-				return &reports[i]
-			}
-		}
-		return nil
-	}
 	var out []ConstraintReport
 	for _, con := range c.Spec.Devices.Constraints {
-		names := sets.New(con.Requests...)
-		var cands []constraintCandidate
-		for _, r := range c.Spec.Devices.Requests {
-			if r.Exactly != nil {
-				if names.Len() == 0 || names.Has(r.Name) {
-					if rep := report(r.Name); rep != nil {
-						cands = append(cands, constraintCandidate{rep.Count, rep.usable})
-					}
-				}
-				continue
-			}
-			var chosen *RequestReport
-			for _, s := range r.FirstAvailable {
-				full := r.Name + "/" + s.Name
-				if names.Len() > 0 && !names.Has(r.Name) && !names.Has(full) {
-					continue
-				}
-				rep := report(full)
-				if rep == nil {
-					continue
-				}
-				if chosen == nil || (!chosen.Enough && rep.Enough) {
-					chosen = rep
-				}
-			}
-			if chosen != nil {
-				cands = append(cands, constraintCandidate{chosen.Count, chosen.usable})
-			}
-		}
+		cands := constraintCandidates(c, key, con, reports)
 		var rep ConstraintReport
 		switch {
 		case con.MatchAttribute != nil:
@@ -161,6 +125,58 @@ func constraintReports(c *resourceapi.ResourceClaim, reports []RequestReport) []
 		out = append(out, rep)
 	}
 	return out
+}
+
+// constraintCandidates are, for each request of claim c (key) that con
+// covers (all when it names none), what it needs and its usable devices.
+func constraintCandidates(c *resourceapi.ResourceClaim, key string, con resourceapi.DeviceConstraint, reports []RequestReport) []constraintCandidate {
+	names := sets.New(con.Requests...)
+	var cands []constraintCandidate
+	for _, r := range c.Spec.Devices.Requests {
+		if r.Exactly != nil {
+			if names.Len() == 0 || names.Has(r.Name) {
+				if rep := requestReportOf(reports, key, r.Name); rep != nil {
+					cands = append(cands, constraintCandidate{rep.Count, rep.usable})
+				}
+			}
+			continue
+		}
+		if chosen := chosenAlternative(r, key, names, reports); chosen != nil {
+			cands = append(cands, constraintCandidate{chosen.Count, chosen.usable})
+		}
+	}
+	return cands
+}
+
+// chosenAlternative is the report of the alternative of firstAvailable
+// request r the constraint covering names is checked on: the first with
+// enough usable devices, else the first; nil when it covers none.
+func chosenAlternative(r resourceapi.DeviceRequest, key string, names sets.Set[string], reports []RequestReport) *RequestReport {
+	var chosen *RequestReport
+	for _, s := range r.FirstAvailable {
+		full := r.Name + "/" + s.Name
+		if names.Len() > 0 && !names.Has(r.Name) && !names.Has(full) {
+			continue
+		}
+		rep := requestReportOf(reports, key, full)
+		if rep == nil {
+			continue
+		}
+		if chosen == nil || (!chosen.Enough && rep.Enough) {
+			chosen = rep
+		}
+	}
+	return chosen
+}
+
+// requestReportOf is the report of claim key's request name, or nil.
+func requestReportOf(reports []RequestReport, key, name string) *RequestReport {
+	for i := range reports {
+		if reports[i].Claim == key && reports[i].Request == name {
+			return &reports[i]
+		}
+	}
+	return nil
 }
 
 func shortAttr(name resourceapi.FullyQualifiedName) string {
