@@ -188,54 +188,84 @@ func shortAttr(name resourceapi.FullyQualifiedName) string {
 
 func matchAttributeReport(claim string, attr resourceapi.FullyQualifiedName, cands []constraintCandidate) ConstraintReport {
 	rep := ConstraintReport{Claim: claim, Kind: "matchAttribute", Attribute: string(attr)}
-	var need int64
-	groups := map[string]sets.Set[inspect.DeviceKey]{}
-	perCand := make([]map[string]int64, len(cands))
-	lacking := sets.New[inspect.DeviceKey]()
+	g := groupByAttribute(attr, cands)
+	best, bestN := "", -1
+	for _, v := range slices.Sorted(mapsKeys(g.byValue)) {
+		if g.fits(v, cands) {
+			rep.Satisfiable = true
+			rep.Message = fmt.Sprintf("matchAttribute %s: %s=%s has %d free matching devices, the claim needs %d", attr, shortAttr(attr), v, g.byValue[v].Len(), g.need)
+			return rep
+		}
+		if g.byValue[v].Len() > bestN {
+			best, bestN = v, g.byValue[v].Len()
+		}
+	}
+	rep.Message = g.unmetMessage(attr, best, bestN)
+	return rep
+}
+
+// attrGroups are the usable devices of a matchAttribute constraint's
+// candidates by the attribute's value.
+type attrGroups struct {
+	need    int64                                  // devices the candidates need together
+	byValue map[string]sets.Set[inspect.DeviceKey] // all candidates' devices
+	perCand []map[string]int64                     // each candidate's device count
+	lacking sets.Set[inspect.DeviceKey]            // devices without the attribute
+}
+
+func groupByAttribute(attr resourceapi.FullyQualifiedName, cands []constraintCandidate) attrGroups {
+	g := attrGroups{
+		byValue: map[string]sets.Set[inspect.DeviceKey]{},
+		perCand: make([]map[string]int64, len(cands)),
+		lacking: sets.New[inspect.DeviceKey](),
+	}
 	for i, c := range cands {
-		need += c.count
-		perCand[i] = map[string]int64{}
+		g.need += c.count
+		g.perCand[i] = map[string]int64{}
 		for _, d := range c.usable {
 			a, ok := lookupFQ(d.Dev, attr)
 			if !ok {
-				lacking.Insert(d.Key())
+				g.lacking.Insert(d.Key())
 				continue
 			}
 			v := attrValue(a)
-			if groups[v] == nil {
-				groups[v] = sets.New[inspect.DeviceKey]()
+			if g.byValue[v] == nil {
+				g.byValue[v] = sets.New[inspect.DeviceKey]()
 			}
-			groups[v].Insert(d.Key())
-			perCand[i][v]++
+			g.byValue[v].Insert(d.Key())
+			g.perCand[i][v]++
 		}
 	}
-	best, bestN := "", -1
-	for _, v := range slices.Sorted(mapsKeys(groups)) {
-		ok := int64(groups[v].Len()) >= need
-		for i, c := range cands {
-			if perCand[i][v] < c.count {
-				ok = false
-			}
-		}
-		if ok {
-			rep.Satisfiable = true
-			rep.Message = fmt.Sprintf("matchAttribute %s: %s=%s has %d free matching devices, the claim needs %d", attr, shortAttr(attr), v, groups[v].Len(), need)
-			return rep
-		}
-		if groups[v].Len() > bestN {
-			best, bestN = v, groups[v].Len()
+	return g
+}
+
+// fits says whether the devices with value v cover the candidates
+// together and each candidate's count.
+func (g attrGroups) fits(v string, cands []constraintCandidate) bool {
+	ok := int64(g.byValue[v].Len()) >= g.need
+	for i, c := range cands {
+		if g.perCand[i][v] < c.count {
+			ok = false
 		}
 	}
+	return ok
+}
+
+// unmetMessage says why no value fits: the largest group (best, with
+// bestN devices; bestN < 0 for none) against the need, and how many
+// devices lack the attribute.
+func (g attrGroups) unmetMessage(attr resourceapi.FullyQualifiedName, best string, bestN int) string {
+	var msg string
 	if bestN < 0 {
-		rep.Message = fmt.Sprintf("matchAttribute %s: no free matching device has a %s, the claim needs %d on one", attr, shortAttr(attr), need)
+		msg = fmt.Sprintf("matchAttribute %s: no free matching device has a %s, the claim needs %d on one", attr, shortAttr(attr), g.need)
 	} else {
-		rep.Message = fmt.Sprintf("matchAttribute %s: the largest group of free matching devices with one %s has %d (%s=%s), the claim needs %d",
-			attr, shortAttr(attr), bestN, shortAttr(attr), best, need)
+		msg = fmt.Sprintf("matchAttribute %s: the largest group of free matching devices with one %s has %d (%s=%s), the claim needs %d",
+			attr, shortAttr(attr), bestN, shortAttr(attr), best, g.need)
 	}
-	if lacking.Len() > 0 {
-		rep.Message += fmt.Sprintf("; %d free matching devices do not publish %s", lacking.Len(), shortAttr(attr))
+	if g.lacking.Len() > 0 {
+		msg += fmt.Sprintf("; %d free matching devices do not publish %s", g.lacking.Len(), shortAttr(attr))
 	}
-	return rep
+	return msg
 }
 
 func distinctAttributeReport(claim string, attr resourceapi.FullyQualifiedName, cands []constraintCandidate) ConstraintReport {
