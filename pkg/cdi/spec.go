@@ -15,89 +15,31 @@ import (
 
 // buildSpec turns a claim into its CDI spec and the IDs per device.
 func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [][]string, error) {
-	if err := validateClaimUID(claim.UID); err != nil {
+	if err := checkSpecInput(claim, devs); err != nil {
 		return nil, nil, err
 	}
-	if len(devs) == 0 {
-		// CDI rejects a spec without devices; a claim we prepare always has
-		// at least one of ours.
-		return nil, nil, errors.New("no devices")
-	}
-
-	spec := &cdispec.Spec{
-		Kind: Kind,
-		Annotations: map[string]string{
-			annClaimUID:       claim.UID,
-			annClaimNamespace: claim.Namespace,
-			annClaimName:      claim.Name,
-		},
-	}
-
+	spec := newClaimSpec(claim)
 	vendorIx, err := loadVendorIndex(w.vendor)
 	if err != nil {
 		return nil, nil, err
 	}
 
-	// Vendors in order of first appearance, so the output is deterministic.
-	var vendorOrder []gpuvendor.Vendor
-	byVendor := map[inventory.Vendor][]gpuvendor.Device{}
+	groups := newVendorGroups()
 	ids := make([][]string, len(devs))
 	for i, d := range devs {
-		// A vendor Tessera does not know cannot be prepared: fail rather
-		// than hand out a device without its nodes.
-		v, ok := vendors.For(d.GPU.Vendor)
-		if !ok {
-			return nil, nil, fmt.Errorf("device %s/%s: no CDI rules for vendor %q", d.Pool, d.Device, d.GPU.Vendor)
-		}
-		nodes, err := v.DeviceNodes(&d.GPU, d.Partition)
-		if err != nil {
-			return nil, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
-		}
-		if _, ok := byVendor[d.GPU.Vendor]; !ok {
-			vendorOrder = append(vendorOrder, v)
-		}
-		byVendor[d.GPU.Vendor] = append(byVendor[d.GPU.Vendor], gpuvendor.Device{Name: d.Pool + "/" + d.Device, GPU: &d.GPU, Partition: d.Partition})
-
-		name := deviceName(claim.UID, i, d.Device)
-		common := qualified(commonDeviceName(claim.UID, string(d.GPU.Vendor)))
-		ids[i] = []string{qualified(name), common}
-		if v := vendorIx.lookup(d); v != "" {
-			ids[i] = append(ids[i], v)
-		}
-		if d.Sharing.IsMPS() {
-			ids[i] = append(ids[i], qualified(mpsDeviceName(claim.UID)))
-		}
-
-		ann := map[string]string{annVendor: string(d.GPU.Vendor)}
-		if err := annotate(ann, deviceRecord(d, ids[i])); err != nil {
-			return nil, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
-		}
-		devNodes, err := w.deviceNodes(gpuvendor.Paths(nodes))
-		if err != nil {
-			return nil, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
-		}
-		spec.Devices = append(spec.Devices, cdispec.Device{
-			Name:           name,
-			Annotations:    ann,
-			ContainerEdits: cdispec.ContainerEdits{DeviceNodes: devNodes},
-		})
-	}
-
-	for _, v := range vendorOrder {
-		env, err := v.CommonEnv(byVendor[v.Name()])
+		dev, devIDs, err := w.claimDevice(claim.UID, i, d, vendorIx, groups)
 		if err != nil {
 			return nil, nil, err
 		}
-		devNodes, err := w.deviceNodes(gpuvendor.Paths(v.CommonNodes()))
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s common nodes: %w", v.Name(), err)
-		}
-		spec.Devices = append(spec.Devices, cdispec.Device{
-			Name:           commonDeviceName(claim.UID, string(v.Name())),
-			Annotations:    map[string]string{annVendor: string(v.Name())},
-			ContainerEdits: cdispec.ContainerEdits{Env: env, DeviceNodes: devNodes},
-		})
+		ids[i] = devIDs
+		spec.Devices = append(spec.Devices, dev)
 	}
+
+	common, err := w.commonDevices(claim.UID, groups)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec.Devices = append(spec.Devices, common...)
 
 	mps, err := mpsDevice(claim.UID, devs)
 	if err != nil {
@@ -107,14 +49,135 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 		spec.Devices = append(spec.Devices, *mps)
 	}
 
-	// The lowest version that expresses the spec, so that runtimes with
-	// older CDI libraries accept it.
+	if err := setMinimumVersion(spec); err != nil {
+		return nil, nil, err
+	}
+	return spec, ids, nil
+}
+
+// checkSpecInput rejects a claim no spec can be written for.
+func checkSpecInput(claim ClaimRef, devs []ClaimDevice) error {
+	if err := validateClaimUID(claim.UID); err != nil {
+		return err
+	}
+	if len(devs) == 0 {
+		// CDI rejects a spec without devices; a claim we prepare always has
+		// at least one of ours.
+		return errors.New("no devices")
+	}
+	return nil
+}
+
+// newClaimSpec is the claim's spec without devices: the annotations name
+// the claim, so a spec on disk says whose it is.
+func newClaimSpec(claim ClaimRef) *cdispec.Spec {
+	return &cdispec.Spec{
+		Kind: Kind,
+		Annotations: map[string]string{
+			annClaimUID:       claim.UID,
+			annClaimNamespace: claim.Namespace,
+			annClaimName:      claim.Name,
+		},
+	}
+}
+
+// vendorGroups are a claim's devices by vendor, the vendors in order of
+// first appearance, so the output is deterministic.
+type vendorGroups struct {
+	order   []gpuvendor.Vendor
+	devices map[inventory.Vendor][]gpuvendor.Device
+}
+
+func newVendorGroups() *vendorGroups {
+	return &vendorGroups{devices: map[inventory.Vendor][]gpuvendor.Device{}}
+}
+
+func (g *vendorGroups) add(v gpuvendor.Vendor, d *ClaimDevice) {
+	if _, ok := g.devices[d.GPU.Vendor]; !ok {
+		g.order = append(g.order, v)
+	}
+	g.devices[d.GPU.Vendor] = append(g.devices[d.GPU.Vendor], gpuvendor.Device{Name: d.Pool + "/" + d.Device, GPU: &d.GPU, Partition: d.Partition})
+}
+
+// claimDevice is the CDI device of the claim's i-th device d and the IDs
+// it is injected by; it adds d to its vendor's group for the common device.
+func (w *Writer) claimDevice(claimUID string, i int, d ClaimDevice, vendorIx *vendorIndex, groups *vendorGroups) (cdispec.Device, []string, error) {
+	// A vendor Tessera does not know cannot be prepared: fail rather
+	// than hand out a device without its nodes.
+	v, ok := vendors.For(d.GPU.Vendor)
+	if !ok {
+		return cdispec.Device{}, nil, fmt.Errorf("device %s/%s: no CDI rules for vendor %q", d.Pool, d.Device, d.GPU.Vendor)
+	}
+	nodes, err := v.DeviceNodes(&d.GPU, d.Partition)
+	if err != nil {
+		return cdispec.Device{}, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
+	}
+	groups.add(v, &d)
+
+	name := deviceName(claimUID, i, d.Device)
+	ids := deviceIDs(claimUID, name, d, vendorIx)
+
+	ann := map[string]string{annVendor: string(d.GPU.Vendor)}
+	if err := annotate(ann, deviceRecord(d, ids)); err != nil {
+		return cdispec.Device{}, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
+	}
+	devNodes, err := w.deviceNodes(gpuvendor.Paths(nodes))
+	if err != nil {
+		return cdispec.Device{}, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
+	}
+	return cdispec.Device{
+		Name:           name,
+		Annotations:    ann,
+		ContainerEdits: cdispec.ContainerEdits{DeviceNodes: devNodes},
+	}, ids, nil
+}
+
+// deviceIDs are the qualified CDI IDs a container gets for d, whose own
+// CDI device is name: its own, its vendor's common device, the vendor's
+// spec's device when one is installed, and the claim's MPS device.
+func deviceIDs(claimUID, name string, d ClaimDevice, vendorIx *vendorIndex) []string {
+	common := qualified(commonDeviceName(claimUID, string(d.GPU.Vendor)))
+	ids := []string{qualified(name), common}
+	if v := vendorIx.lookup(d); v != "" {
+		ids = append(ids, v)
+	}
+	if d.Sharing.IsMPS() {
+		ids = append(ids, qualified(mpsDeviceName(claimUID)))
+	}
+	return ids
+}
+
+// commonDevices are one device per vendor of the claim, with what its
+// devices share: the vendor's environment and control nodes.
+func (w *Writer) commonDevices(claimUID string, groups *vendorGroups) ([]cdispec.Device, error) {
+	var out []cdispec.Device
+	for _, v := range groups.order {
+		env, err := v.CommonEnv(groups.devices[v.Name()])
+		if err != nil {
+			return nil, err
+		}
+		devNodes, err := w.deviceNodes(gpuvendor.Paths(v.CommonNodes()))
+		if err != nil {
+			return nil, fmt.Errorf("%s common nodes: %w", v.Name(), err)
+		}
+		out = append(out, cdispec.Device{
+			Name:           commonDeviceName(claimUID, string(v.Name())),
+			Annotations:    map[string]string{annVendor: string(v.Name())},
+			ContainerEdits: cdispec.ContainerEdits{Env: env, DeviceNodes: devNodes},
+		})
+	}
+	return out, nil
+}
+
+// setMinimumVersion gives spec the lowest version that expresses it, so
+// that runtimes with older CDI libraries accept it.
+func setMinimumVersion(spec *cdispec.Spec) error {
 	v, err := cdispec.MinimumRequiredVersion(spec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("CDI version: %w", err)
+		return fmt.Errorf("CDI version: %w", err)
 	}
 	spec.Version = v
-	return spec, ids, nil
+	return nil
 }
 
 // deviceNodes maps /dev-relative paths to CDI device nodes: the container

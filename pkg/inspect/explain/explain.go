@@ -209,6 +209,26 @@ func Run(ctx context.Context, in *Input, pod string, claims []*resourceapi.Resou
 	if len(claims) == 0 {
 		return nil, fmt.Errorf("no claim to explain")
 	}
+	ex, pending, explained := newExplanation(in, pod, claims)
+
+	e := newExplainer(ctx, in)
+	e.holdAllocated(in.Snapshot.Claims, explained)
+	alloc, err := structured.NewAllocator(ctx, Features, e.state, e.classes, namedSlices(in.Snapshot.Slices), e.cache)
+	if err != nil {
+		return nil, err
+	}
+
+	for _, n := range inspect.NodesOf(in.Snapshot) {
+		ex.Nodes = append(ex.Nodes, e.verdict(alloc, n, pending))
+	}
+	sortVerdicts(ex.Nodes)
+	return ex, nil
+}
+
+// newExplanation starts the explanation of claims with its notes on the
+// input, and returns the claims as the allocator is given them and the
+// keys of the claims explained.
+func newExplanation(in *Input, pod string, claims []*resourceapi.ResourceClaim) (*Explanation, []*resourceapi.ResourceClaim, sets.Set[string]) {
 	ex := &Explanation{Pod: pod}
 	if in.ShippedClasses {
 		ex.Notes = append(ex.Notes, "DeviceClasses: none in the input, using the ones shipped with Tessera")
@@ -223,10 +243,12 @@ func Run(ctx context.Context, in *Input, pod string, claims []*resourceapi.Resou
 		}
 		pending = append(pending, pendingCopy(c))
 	}
+	return ex, pending, explained
+}
 
-	// The allocated state, as the scheduler builds it from every allocated
-	// claim.
-	e := &explainer{
+// newExplainer is an explainer over in's classes with nothing allocated yet.
+func newExplainer(ctx context.Context, in *Input) *explainer {
+	return &explainer{
 		ctx:     ctx,
 		classes: deviceclasses.Lister(in.Classes),
 		cache:   cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
@@ -237,9 +259,15 @@ func Run(ctx context.Context, in *Input, pod string, claims []*resourceapi.Resou
 		},
 		counters: map[counterKey][]string{},
 	}
+}
+
+// holdAllocated builds the allocated state as the scheduler does, from
+// every allocated claim but the explained ones, and records who holds
+// each device.
+func (e *explainer) holdAllocated(claims []resourceapi.ResourceClaim, explained sets.Set[string]) {
 	var others []resourceapi.ResourceClaim
-	for i := range in.Snapshot.Claims {
-		c := &in.Snapshot.Claims[i]
+	for i := range claims {
+		c := &claims[i]
 		if c.Status.Allocation == nil || explained.Has(claimKey(c)) {
 			continue
 		}
@@ -255,54 +283,77 @@ func Run(ctx context.Context, in *Input, pod string, claims []*resourceapi.Resou
 		}
 	}
 	e.holders = inspect.AllocationsOf(others)
+}
 
-	sliceCopies := make([]*resourceapi.ResourceSlice, len(in.Snapshot.Slices))
-	for i := range in.Snapshot.Slices {
-		s := in.Snapshot.Slices[i].DeepCopy()
+// namedSlices copies in, naming each slice that has only a generateName
+// (one read from a file), as the API server would have.
+func namedSlices(in []resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+	out := make([]*resourceapi.ResourceSlice, len(in))
+	for i := range in {
+		s := in[i].DeepCopy()
 		if s.Name == "" {
 			s.Name = fmt.Sprintf("%s%05d", s.GenerateName, i)
 		}
-		sliceCopies[i] = s
+		out[i] = s
 	}
-	alloc, err := structured.NewAllocator(ctx, Features, e.state, e.classes, sliceCopies, e.cache)
-	if err != nil {
-		return nil, err
-	}
+	return out
+}
 
-	for _, n := range inspect.NodesOf(in.Snapshot) {
-		e.indexCounters(n)
-		v := NodeVerdict{Node: n.Name}
-		res, err := alloc.Allocate(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, pending)
-		switch {
-		case err != nil:
-			v.Error = err.Error()
-		case res != nil:
-			v.Fits = true
-			for i, r := range res {
-				for _, d := range r.Devices.Results {
-					p := Pick{Claim: claimKey(pending[i]), Request: d.Request, Pool: d.Pool, Device: d.Device, Shared: d.ShareID != nil}
-					for _, name := range slices.Sorted(mapsKeys(d.ConsumedCapacity)) {
-						q := d.ConsumedCapacity[name]
-						if q.IsZero() {
-							continue
-						}
-						p.Consumed = append(p.Consumed, fmt.Sprintf("%s=%s", name, q.String()))
-					}
-					v.Devices = append(v.Devices, p)
-				}
-			}
-		}
-		for _, c := range pending {
-			reports := e.requests(n, c)
-			v.Requests = append(v.Requests, reports...)
-			v.Constraints = append(v.Constraints, constraintReports(c, reports)...)
-		}
-		if !v.Fits {
-			v.Reasons = reasons(&v)
-		}
-		ex.Nodes = append(ex.Nodes, v)
+// verdict is node n's answer for the pending claims: the allocator's
+// verdict and picks, each request's and constraint's report, and the
+// reasons when they do not fit.
+func (e *explainer) verdict(alloc structured.Allocator, n *inspect.NodeDevices, pending []*resourceapi.ResourceClaim) NodeVerdict {
+	e.indexCounters(n)
+	v := NodeVerdict{Node: n.Name}
+	res, err := alloc.Allocate(e.ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, pending)
+	switch {
+	case err != nil:
+		v.Error = err.Error()
+	case res != nil:
+		v.Fits = true
+		v.Devices = picks(res, pending)
 	}
-	slices.SortStableFunc(ex.Nodes, func(a, b NodeVerdict) int {
+	for _, c := range pending {
+		reports := e.requests(n, c)
+		v.Requests = append(v.Requests, reports...)
+		v.Constraints = append(v.Constraints, constraintReports(c, reports)...)
+	}
+	if !v.Fits {
+		v.Reasons = reasons(&v)
+	}
+	return v
+}
+
+// picks lists the devices of the allocation results res of pending, in
+// the allocator's order.
+func picks(res []resourceapi.AllocationResult, pending []*resourceapi.ResourceClaim) []Pick {
+	var out []Pick
+	for i, r := range res {
+		for _, d := range r.Devices.Results {
+			out = append(out, pickOf(claimKey(pending[i]), d))
+		}
+	}
+	return out
+}
+
+// pickOf is one allocated device of claim, with what it consumes of each
+// capacity, by capacity name (nothing for what it consumes none of).
+func pickOf(claim string, d resourceapi.DeviceRequestAllocationResult) Pick {
+	p := Pick{Claim: claim, Request: d.Request, Pool: d.Pool, Device: d.Device, Shared: d.ShareID != nil}
+	for _, name := range slices.Sorted(mapsKeys(d.ConsumedCapacity)) {
+		q := d.ConsumedCapacity[name]
+		if q.IsZero() {
+			continue
+		}
+		p.Consumed = append(p.Consumed, fmt.Sprintf("%s=%s", name, q.String()))
+	}
+	return p
+}
+
+// sortVerdicts puts the nodes the claims fit on first, each part by node
+// name.
+func sortVerdicts(nodes []NodeVerdict) {
+	slices.SortStableFunc(nodes, func(a, b NodeVerdict) int {
 		if a.Fits != b.Fits {
 			if a.Fits {
 				return -1
@@ -311,7 +362,6 @@ func Run(ctx context.Context, in *Input, pod string, claims []*resourceapi.Resou
 		}
 		return inspect.CompareDeviceNames(a.Node, b.Node)
 	})
-	return ex, nil
 }
 
 func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
@@ -406,105 +456,153 @@ type requestSpec struct {
 	adminAccess bool
 }
 
+// request follows request r of claim c over node n's devices, filter by
+// filter, with avail what is left of n's counters.
 func (e *explainer) request(n *inspect.NodeDevices, avail map[counterKey]resourceapi.Counter, c *resourceapi.ResourceClaim, r requestSpec) RequestReport {
-	rep := RequestReport{
+	t := newRequestTally(RequestReport{
 		Claim: claimKey(c), Request: r.name, Class: r.class, AllocationMode: string(r.mode), Count: r.count,
 		NodeDevices: len(n.Devices),
-	}
+	})
 	class, err := e.classes.Get(r.class)
 	if err != nil {
-		rep.Problem = fmt.Sprintf("DeviceClass %s does not exist", r.class)
-		return rep
+		t.rep.Problem = fmt.Sprintf("DeviceClass %s does not exist", r.class)
+		return t.rep
 	}
-	rep.Selectors = make([]SelectorReport, len(r.selectors))
-	for i, s := range r.selectors {
-		if s.CEL != nil {
-			rep.Selectors[i].Expression = s.CEL.Expression
-		}
-	}
-	counterReports := map[inspect.DeviceKey]*CounterReport{}
-	var counterOrder []inspect.DeviceKey
-	inUseBy := sets.New[string]()
-	taints := sets.New[string]()
+	t.rep.Selectors = selectorReports(r.selectors)
 	for _, d := range n.Devices {
-		if ok, _ := e.matches(d, class.Spec.Selectors); !ok {
+		if !e.selected(d, class.Spec.Selectors, r.selectors, &t.rep) {
 			continue
 		}
-		rep.ClassMatched++
-		all := true
-		for i, s := range r.selectors {
-			ok, err := e.matches(d, []resourceapi.DeviceSelector{s})
-			if err != nil {
-				rep.Selectors[i].Errors++
-				if rep.Selectors[i].Error == "" {
-					rep.Selectors[i].Error = fmt.Sprintf("%s: %v", d.Dev.Name, err)
-				}
-			}
-			if ok {
-				rep.Selectors[i].Matched++
-			} else {
-				all = false
-			}
-		}
-		if !all {
-			continue
-		}
-		rep.Matching++
-
-		// The allocator's checks, in its order.
-		id := structured.MakeDeviceID(names.DriverName, d.Pool, d.Dev.Name)
-		shared := inspect.IsShared(d.Dev)
-		if !r.adminAccess && e.state.AllocatedDevices.Has(id) {
-			rep.InUse++
-			for _, h := range e.holders[d.Key()] {
-				inUseBy.Insert(h.Claim)
-			}
-			continue
-		}
-		if len(d.Dev.ConsumesCounters) > 0 && !(shared && e.capacityInUse(id)) {
-			if short := shortCounters(d, avail); len(short) > 0 {
-				rep.CountersExhausted++
-				for _, k := range short {
-					ck := inspect.DeviceKey{Pool: k.pool, Name: k.set}
-					cr := counterReports[ck]
-					if cr == nil {
-						cr = &CounterReport{Pool: k.pool, CounterSet: k.set}
-						counterReports[ck] = cr
-						counterOrder = append(counterOrder, ck)
-					}
-					if !slices.Contains(cr.Counters, k.counter) {
-						cr.Counters = append(cr.Counters, k.counter)
-					}
-					for _, h := range e.counters[k] {
-						if !slices.Contains(cr.HeldBy, h) {
-							cr.HeldBy = append(cr.HeldBy, h)
-						}
-					}
-				}
-				counterReports[inspect.DeviceKey{Pool: short[0].pool, Name: short[0].set}].Devices++
-				continue
-			}
-		}
-		if t := untolerated(d.Dev, r.tolerations); len(t) > 0 {
-			rep.Tainted++
-			taints.Insert(t...)
-			continue
-		}
-		if !e.capacityFits(id, d.Dev, r.capacity) {
-			rep.CapacityShort++
-			continue
-		}
-		rep.Usable++
-		rep.usable = append(rep.usable, d)
+		t.rep.Matching++
+		e.allocatorChecks(d, r, avail, t)
 	}
-	for _, k := range counterOrder {
-		cr := counterReports[k]
+	return t.report(r)
+}
+
+// requestTally is a request's report while it is counted over a node's
+// devices, with what its lists are built from.
+type requestTally struct {
+	rep            RequestReport
+	inUseBy        sets.Set[string]
+	taints         sets.Set[string]
+	exhausted      map[inspect.DeviceKey]*CounterReport
+	exhaustedOrder []inspect.DeviceKey // counter sets in order of first shortage
+}
+
+func newRequestTally(rep RequestReport) *requestTally {
+	return &requestTally{
+		rep:       rep,
+		inUseBy:   sets.New[string](),
+		taints:    sets.New[string](),
+		exhausted: map[inspect.DeviceKey]*CounterReport{},
+	}
+}
+
+// selectorReports are a request's selectors before any device is counted.
+func selectorReports(selectors []resourceapi.DeviceSelector) []SelectorReport {
+	out := make([]SelectorReport, len(selectors))
+	for i, s := range selectors {
+		if s.CEL != nil {
+			out[i].Expression = s.CEL.Expression
+		}
+	}
+	return out
+}
+
+// selected says whether d matches its class's selectors and every one of
+// the request's; it counts in rep what the class matches and what each
+// request selector matches on its own, and where it fails.
+func (e *explainer) selected(d inspect.PoolDevice, classSelectors, selectors []resourceapi.DeviceSelector, rep *RequestReport) bool {
+	if ok, _ := e.matches(d, classSelectors); !ok {
+		return false
+	}
+	rep.ClassMatched++
+	all := true
+	for i, s := range selectors {
+		ok, err := e.matches(d, []resourceapi.DeviceSelector{s})
+		if err != nil {
+			rep.Selectors[i].Errors++
+			if rep.Selectors[i].Error == "" {
+				rep.Selectors[i].Error = fmt.Sprintf("%s: %v", d.Dev.Name, err)
+			}
+		}
+		if ok {
+			rep.Selectors[i].Matched++
+		} else {
+			all = false
+		}
+	}
+	return all
+}
+
+// allocatorChecks counts matching device d under the first of the
+// allocator's checks it fails, in the allocator's order, or as usable.
+func (e *explainer) allocatorChecks(d inspect.PoolDevice, r requestSpec, avail map[counterKey]resourceapi.Counter, t *requestTally) {
+	id := structured.MakeDeviceID(names.DriverName, d.Pool, d.Dev.Name)
+	shared := inspect.IsShared(d.Dev)
+	if !r.adminAccess && e.state.AllocatedDevices.Has(id) {
+		t.rep.InUse++
+		for _, h := range e.holders[d.Key()] {
+			t.inUseBy.Insert(h.Claim)
+		}
+		return
+	}
+	if len(d.Dev.ConsumesCounters) > 0 && !(shared && e.capacityInUse(id)) {
+		if short := shortCounters(d, avail); len(short) > 0 {
+			t.countersExhausted(short, e.counters)
+			return
+		}
+	}
+	if taints := untolerated(d.Dev, r.tolerations); len(taints) > 0 {
+		t.rep.Tainted++
+		t.taints.Insert(taints...)
+		return
+	}
+	if !e.capacityFits(id, d.Dev, r.capacity) {
+		t.rep.CapacityShort++
+		return
+	}
+	t.rep.Usable++
+	t.rep.usable = append(t.rep.usable, d)
+}
+
+// countersExhausted counts a device blocked by the counters short, under
+// the counter set of its first short counter, and records every short
+// counter and the claims holding it (holders) in its set's report.
+func (t *requestTally) countersExhausted(short []counterKey, holders map[counterKey][]string) {
+	t.rep.CountersExhausted++
+	for _, k := range short {
+		ck := inspect.DeviceKey{Pool: k.pool, Name: k.set}
+		cr := t.exhausted[ck]
+		if cr == nil {
+			cr = &CounterReport{Pool: k.pool, CounterSet: k.set}
+			t.exhausted[ck] = cr
+			t.exhaustedOrder = append(t.exhaustedOrder, ck)
+		}
+		if !slices.Contains(cr.Counters, k.counter) {
+			cr.Counters = append(cr.Counters, k.counter)
+		}
+		for _, h := range holders[k] {
+			if !slices.Contains(cr.HeldBy, h) {
+				cr.HeldBy = append(cr.HeldBy, h)
+			}
+		}
+	}
+	t.exhausted[inspect.DeviceKey{Pool: short[0].pool, Name: short[0].set}].Devices++
+}
+
+// report is the finished report of request r: sorted lists, and whether
+// the usable devices are enough.
+func (t *requestTally) report(r requestSpec) RequestReport {
+	rep := t.rep
+	for _, k := range t.exhaustedOrder {
+		cr := t.exhausted[k]
 		slices.SortFunc(cr.Counters, inspect.CompareDeviceNames)
 		slices.Sort(cr.HeldBy)
 		rep.Counters = append(rep.Counters, *cr)
 	}
-	rep.InUseBy = sets.List(inUseBy)
-	rep.Taints = sets.List(taints)
+	rep.InUseBy = sets.List(t.inUseBy)
+	rep.Taints = sets.List(t.taints)
 	switch r.mode {
 	case resourceapi.DeviceAllocationModeAll:
 		rep.Count = int64(rep.Matching)

@@ -85,6 +85,8 @@ func (in *Input) decodeExtras(name string, r io.Reader) error {
 	return inspect.DecodeStream(name, r, in.addExtra)
 }
 
+// addExtra adds one object of a stream if it is an extra (or a list's
+// extras); the slices and claims are Snapshot.Decode's.
 func (in *Input) addExtra(raw json.RawMessage) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
@@ -96,45 +98,70 @@ func (in *Input) addExtra(raw json.RawMessage) error {
 	}
 	switch tm.Kind {
 	case "List", "DeviceClassList", "PodList", "ResourceClaimTemplateList":
-		var l struct {
-			Items []json.RawMessage `json:"items"`
-		}
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return fmt.Errorf("%s: %w", tm.Kind, err)
-		}
-		for i, it := range l.Items {
-			if err := in.addExtra(it); err != nil {
-				return fmt.Errorf("item %d: %w", i, err)
-			}
-		}
+		return in.addListItems(tm, raw)
 	case "DeviceClass":
-		if tm.APIVersion != resourceapi.SchemeGroupVersion.String() {
-			return fmt.Errorf("DeviceClass has apiVersion %q; only %s is read", tm.APIVersion, resourceapi.SchemeGroupVersion)
-		}
-		var o resourceapi.DeviceClass
-		if err := json.Unmarshal(raw, &o); err != nil {
-			return fmt.Errorf("DeviceClass: %w", err)
-		}
-		in.Classes = append(in.Classes, &o)
+		return in.addDeviceClass(tm, raw)
 	case "ResourceClaimTemplate":
-		if tm.APIVersion != resourceapi.SchemeGroupVersion.String() {
-			return fmt.Errorf("ResourceClaimTemplate has apiVersion %q; only %s is read", tm.APIVersion, resourceapi.SchemeGroupVersion)
-		}
-		var o resourceapi.ResourceClaimTemplate
-		if err := json.Unmarshal(raw, &o); err != nil {
-			return fmt.Errorf("ResourceClaimTemplate: %w", err)
-		}
-		in.Templates = append(in.Templates, o)
+		return in.addTemplate(tm, raw)
 	case "Pod":
-		if tm.APIVersion != "v1" {
-			return nil
-		}
-		var o corev1.Pod
-		if err := json.Unmarshal(raw, &o); err != nil {
-			return fmt.Errorf("Pod: %w", err)
-		}
-		in.Pods = append(in.Pods, o)
+		return in.addPod(tm, raw)
 	}
+	return nil
+}
+
+// addListItems adds the extras among a list's items.
+func (in *Input) addListItems(tm metav1.TypeMeta, raw json.RawMessage) error {
+	var l struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	for i, it := range l.Items {
+		if err := in.addExtra(it); err != nil {
+			return fmt.Errorf("item %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// addDeviceClass adds a DeviceClass; only resource.k8s.io/v1 is read.
+func (in *Input) addDeviceClass(tm metav1.TypeMeta, raw json.RawMessage) error {
+	if tm.APIVersion != resourceapi.SchemeGroupVersion.String() {
+		return fmt.Errorf("DeviceClass has apiVersion %q; only %s is read", tm.APIVersion, resourceapi.SchemeGroupVersion)
+	}
+	var o resourceapi.DeviceClass
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return fmt.Errorf("DeviceClass: %w", err)
+	}
+	in.Classes = append(in.Classes, &o)
+	return nil
+}
+
+// addTemplate adds a ResourceClaimTemplate; only resource.k8s.io/v1 is read.
+func (in *Input) addTemplate(tm metav1.TypeMeta, raw json.RawMessage) error {
+	if tm.APIVersion != resourceapi.SchemeGroupVersion.String() {
+		return fmt.Errorf("ResourceClaimTemplate has apiVersion %q; only %s is read", tm.APIVersion, resourceapi.SchemeGroupVersion)
+	}
+	var o resourceapi.ResourceClaimTemplate
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return fmt.Errorf("ResourceClaimTemplate: %w", err)
+	}
+	in.Templates = append(in.Templates, o)
+	return nil
+}
+
+// addPod adds a core v1 Pod; an object of another group that calls itself
+// Pod is not one.
+func (in *Input) addPod(tm metav1.TypeMeta, raw json.RawMessage) error {
+	if tm.APIVersion != "v1" {
+		return nil
+	}
+	var o corev1.Pod
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return fmt.Errorf("Pod: %w", err)
+	}
+	in.Pods = append(in.Pods, o)
 	return nil
 }
 

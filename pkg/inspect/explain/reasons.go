@@ -107,45 +107,9 @@ type constraintCandidate struct {
 // alternative with enough usable devices, else its first).
 func constraintReports(c *resourceapi.ResourceClaim, reports []RequestReport) []ConstraintReport {
 	key := claimKey(c)
-	report := func(name string) *RequestReport {
-		for i := range reports {
-			if reports[i].Claim == key && reports[i].Request == name {
-				return &reports[i]
-			}
-		}
-		return nil
-	}
 	var out []ConstraintReport
 	for _, con := range c.Spec.Devices.Constraints {
-		names := sets.New(con.Requests...)
-		var cands []constraintCandidate
-		for _, r := range c.Spec.Devices.Requests {
-			if r.Exactly != nil {
-				if names.Len() == 0 || names.Has(r.Name) {
-					if rep := report(r.Name); rep != nil {
-						cands = append(cands, constraintCandidate{rep.Count, rep.usable})
-					}
-				}
-				continue
-			}
-			var chosen *RequestReport
-			for _, s := range r.FirstAvailable {
-				full := r.Name + "/" + s.Name
-				if names.Len() > 0 && !names.Has(r.Name) && !names.Has(full) {
-					continue
-				}
-				rep := report(full)
-				if rep == nil {
-					continue
-				}
-				if chosen == nil || (!chosen.Enough && rep.Enough) {
-					chosen = rep
-				}
-			}
-			if chosen != nil {
-				cands = append(cands, constraintCandidate{chosen.Count, chosen.usable})
-			}
-		}
+		cands := constraintCandidates(c, key, con, reports)
 		var rep ConstraintReport
 		switch {
 		case con.MatchAttribute != nil:
@@ -163,6 +127,58 @@ func constraintReports(c *resourceapi.ResourceClaim, reports []RequestReport) []
 	return out
 }
 
+// constraintCandidates are, for each request of claim c (key) that con
+// covers (all when it names none), what it needs and its usable devices.
+func constraintCandidates(c *resourceapi.ResourceClaim, key string, con resourceapi.DeviceConstraint, reports []RequestReport) []constraintCandidate {
+	names := sets.New(con.Requests...)
+	var cands []constraintCandidate
+	for _, r := range c.Spec.Devices.Requests {
+		if r.Exactly != nil {
+			if names.Len() == 0 || names.Has(r.Name) {
+				if rep := requestReportOf(reports, key, r.Name); rep != nil {
+					cands = append(cands, constraintCandidate{rep.Count, rep.usable})
+				}
+			}
+			continue
+		}
+		if chosen := chosenAlternative(r, key, names, reports); chosen != nil {
+			cands = append(cands, constraintCandidate{chosen.Count, chosen.usable})
+		}
+	}
+	return cands
+}
+
+// chosenAlternative is the report of the alternative of firstAvailable
+// request r the constraint covering names is checked on: the first with
+// enough usable devices, else the first; nil when it covers none.
+func chosenAlternative(r resourceapi.DeviceRequest, key string, names sets.Set[string], reports []RequestReport) *RequestReport {
+	var chosen *RequestReport
+	for _, s := range r.FirstAvailable {
+		full := r.Name + "/" + s.Name
+		if names.Len() > 0 && !names.Has(r.Name) && !names.Has(full) {
+			continue
+		}
+		rep := requestReportOf(reports, key, full)
+		if rep == nil {
+			continue
+		}
+		if chosen == nil || (!chosen.Enough && rep.Enough) {
+			chosen = rep
+		}
+	}
+	return chosen
+}
+
+// requestReportOf is the report of claim key's request name, or nil.
+func requestReportOf(reports []RequestReport, key, name string) *RequestReport {
+	for i := range reports {
+		if reports[i].Claim == key && reports[i].Request == name {
+			return &reports[i]
+		}
+	}
+	return nil
+}
+
 func shortAttr(name resourceapi.FullyQualifiedName) string {
 	if _, id, ok := strings.Cut(string(name), "/"); ok {
 		return id
@@ -172,54 +188,84 @@ func shortAttr(name resourceapi.FullyQualifiedName) string {
 
 func matchAttributeReport(claim string, attr resourceapi.FullyQualifiedName, cands []constraintCandidate) ConstraintReport {
 	rep := ConstraintReport{Claim: claim, Kind: "matchAttribute", Attribute: string(attr)}
-	var need int64
-	groups := map[string]sets.Set[inspect.DeviceKey]{}
-	perCand := make([]map[string]int64, len(cands))
-	lacking := sets.New[inspect.DeviceKey]()
+	g := groupByAttribute(attr, cands)
+	best, bestN := "", -1
+	for _, v := range slices.Sorted(mapsKeys(g.byValue)) {
+		if g.fits(v, cands) {
+			rep.Satisfiable = true
+			rep.Message = fmt.Sprintf("matchAttribute %s: %s=%s has %d free matching devices, the claim needs %d", attr, shortAttr(attr), v, g.byValue[v].Len(), g.need)
+			return rep
+		}
+		if g.byValue[v].Len() > bestN {
+			best, bestN = v, g.byValue[v].Len()
+		}
+	}
+	rep.Message = g.unmetMessage(attr, best, bestN)
+	return rep
+}
+
+// attrGroups are the usable devices of a matchAttribute constraint's
+// candidates by the attribute's value.
+type attrGroups struct {
+	need    int64                                  // devices the candidates need together
+	byValue map[string]sets.Set[inspect.DeviceKey] // all candidates' devices
+	perCand []map[string]int64                     // each candidate's device count
+	lacking sets.Set[inspect.DeviceKey]            // devices without the attribute
+}
+
+func groupByAttribute(attr resourceapi.FullyQualifiedName, cands []constraintCandidate) attrGroups {
+	g := attrGroups{
+		byValue: map[string]sets.Set[inspect.DeviceKey]{},
+		perCand: make([]map[string]int64, len(cands)),
+		lacking: sets.New[inspect.DeviceKey](),
+	}
 	for i, c := range cands {
-		need += c.count
-		perCand[i] = map[string]int64{}
+		g.need += c.count
+		g.perCand[i] = map[string]int64{}
 		for _, d := range c.usable {
 			a, ok := lookupFQ(d.Dev, attr)
 			if !ok {
-				lacking.Insert(d.Key())
+				g.lacking.Insert(d.Key())
 				continue
 			}
 			v := attrValue(a)
-			if groups[v] == nil {
-				groups[v] = sets.New[inspect.DeviceKey]()
+			if g.byValue[v] == nil {
+				g.byValue[v] = sets.New[inspect.DeviceKey]()
 			}
-			groups[v].Insert(d.Key())
-			perCand[i][v]++
+			g.byValue[v].Insert(d.Key())
+			g.perCand[i][v]++
 		}
 	}
-	best, bestN := "", -1
-	for _, v := range slices.Sorted(mapsKeys(groups)) {
-		ok := int64(groups[v].Len()) >= need
-		for i, c := range cands {
-			if perCand[i][v] < c.count {
-				ok = false
-			}
-		}
-		if ok {
-			rep.Satisfiable = true
-			rep.Message = fmt.Sprintf("matchAttribute %s: %s=%s has %d free matching devices, the claim needs %d", attr, shortAttr(attr), v, groups[v].Len(), need)
-			return rep
-		}
-		if groups[v].Len() > bestN {
-			best, bestN = v, groups[v].Len()
+	return g
+}
+
+// fits says whether the devices with value v cover the candidates
+// together and each candidate's count.
+func (g attrGroups) fits(v string, cands []constraintCandidate) bool {
+	ok := int64(g.byValue[v].Len()) >= g.need
+	for i, c := range cands {
+		if g.perCand[i][v] < c.count {
+			ok = false
 		}
 	}
+	return ok
+}
+
+// unmetMessage says why no value fits: the largest group (best, with
+// bestN devices; bestN < 0 for none) against the need, and how many
+// devices lack the attribute.
+func (g attrGroups) unmetMessage(attr resourceapi.FullyQualifiedName, best string, bestN int) string {
+	var msg string
 	if bestN < 0 {
-		rep.Message = fmt.Sprintf("matchAttribute %s: no free matching device has a %s, the claim needs %d on one", attr, shortAttr(attr), need)
+		msg = fmt.Sprintf("matchAttribute %s: no free matching device has a %s, the claim needs %d on one", attr, shortAttr(attr), g.need)
 	} else {
-		rep.Message = fmt.Sprintf("matchAttribute %s: the largest group of free matching devices with one %s has %d (%s=%s), the claim needs %d",
-			attr, shortAttr(attr), bestN, shortAttr(attr), best, need)
+		msg = fmt.Sprintf("matchAttribute %s: the largest group of free matching devices with one %s has %d (%s=%s), the claim needs %d",
+			attr, shortAttr(attr), bestN, shortAttr(attr), best, g.need)
 	}
-	if lacking.Len() > 0 {
-		rep.Message += fmt.Sprintf("; %d free matching devices do not publish %s", lacking.Len(), shortAttr(attr))
+	if g.lacking.Len() > 0 {
+		msg += fmt.Sprintf("; %d free matching devices do not publish %s", g.lacking.Len(), shortAttr(attr))
 	}
-	return rep
+	return msg
 }
 
 func distinctAttributeReport(claim string, attr resourceapi.FullyQualifiedName, cands []constraintCandidate) ConstraintReport {
@@ -305,6 +351,20 @@ func reasons(v *NodeVerdict) []string {
 	if v.Error != "" {
 		out = append(out, "the allocator stopped with an error: "+v.Error)
 	}
+	out = append(out, requestReasons(v)...)
+	out = append(out, counterReasons(v.Requests)...)
+	out = append(out, constraintReasons(v.Constraints)...)
+	if len(out) == 0 {
+		out = append(out, "each request has enough free matching devices and each constraint a candidate set on its own, "+
+			"but the allocator finds no combination that meets all of them at once (requests competing for the same devices, or constraints that exclude each other)")
+	}
+	return out
+}
+
+// requestReasons says which requests, or firstAvailable requests with all
+// their alternatives, have too few usable devices.
+func requestReasons(v *NodeVerdict) []string {
+	var out []string
 	for i := 0; i < len(v.Requests); {
 		r := &v.Requests[i]
 		if r.Alternative == 0 {
@@ -317,27 +377,45 @@ func reasons(v *NodeVerdict) []string {
 			}
 			continue
 		}
-		// The alternatives of one firstAvailable request.
-		parent, _, _ := strings.Cut(r.Request, "/")
-		j := i
-		enough := false
-		var alts []string
-		for ; j < len(v.Requests) && v.Requests[j].Alternative > 0 && v.Requests[j].Claim == r.Claim && strings.HasPrefix(v.Requests[j].Request, parent+"/"); j++ {
-			a := &v.Requests[j]
-			enough = enough || a.Enough
-			if a.Problem != "" {
-				alts = append(alts, fmt.Sprintf("%s: %s", a.Request, a.Problem))
-			} else {
-				alts = append(alts, fmt.Sprintf("%s needs %s: %s", a.Request, a.need(), funnel(a)))
-			}
+		var reason string
+		reason, i = alternativesReason(v.Requests, i)
+		if reason != "" {
+			out = append(out, reason)
 		}
-		if !enough {
-			out = append(out, fmt.Sprintf("request %s: none of its %d alternatives has enough devices here (%s)", parent, len(alts), strings.Join(alts, "; ")))
-		}
-		i = j
 	}
+	return out
+}
+
+// alternativesReason reads the alternatives of the firstAvailable request
+// starting at reqs[i]: it says why none has enough devices ("" when one
+// has), and returns the index after them.
+func alternativesReason(reqs []RequestReport, i int) (string, int) {
+	r := &reqs[i]
+	parent, _, _ := strings.Cut(r.Request, "/")
+	j := i
+	enough := false
+	var alts []string
+	for ; j < len(reqs) && reqs[j].Alternative > 0 && reqs[j].Claim == r.Claim && strings.HasPrefix(reqs[j].Request, parent+"/"); j++ {
+		a := &reqs[j]
+		enough = enough || a.Enough
+		if a.Problem != "" {
+			alts = append(alts, fmt.Sprintf("%s: %s", a.Request, a.Problem))
+		} else {
+			alts = append(alts, fmt.Sprintf("%s needs %s: %s", a.Request, a.need(), funnel(a)))
+		}
+	}
+	if enough {
+		return "", j
+	}
+	return fmt.Sprintf("request %s: none of its %d alternatives has enough devices here (%s)", parent, len(alts), strings.Join(alts, "; ")), j
+}
+
+// counterReasons describes, once each, the exhausted counter sets of the
+// requests without enough devices.
+func counterReasons(reqs []RequestReport) []string {
+	var out []string
 	seen := sets.New[string]()
-	for _, r := range v.Requests {
+	for _, r := range reqs {
 		if r.Enough {
 			continue
 		}
@@ -348,14 +426,17 @@ func reasons(v *NodeVerdict) []string {
 			}
 		}
 	}
-	for _, c := range v.Constraints {
+	return out
+}
+
+// constraintReasons are the messages of the constraints no usable devices
+// meet, but for those that are moot.
+func constraintReasons(cons []ConstraintReport) []string {
+	var out []string
+	for _, c := range cons {
 		if !c.Satisfiable && !c.moot {
 			out = append(out, c.Message)
 		}
-	}
-	if len(out) == 0 {
-		out = append(out, "each request has enough free matching devices and each constraint a candidate set on its own, "+
-			"but the allocator finds no combination that meets all of them at once (requests competing for the same devices, or constraints that exclude each other)")
 	}
 	return out
 }
