@@ -395,7 +395,9 @@ func alternativesReason(reqs []RequestReport, i int) (string, int) {
 	j := i
 	enough := false
 	var alts []string
-	for ; j < len(reqs) && reqs[j].Alternative > 0 && reqs[j].Claim == r.Claim && strings.HasPrefix(reqs[j].Request, parent+"/"); j++ {
+	// The first is always taken, so the caller moves on even from an
+	// alternative whose name lacks its parent's prefix.
+	for ; j < len(reqs) && (j == i || reqs[j].Alternative > 0 && reqs[j].Claim == r.Claim && strings.HasPrefix(reqs[j].Request, parent+"/")); j++ {
 		a := &reqs[j]
 		enough = enough || a.Enough
 		if a.Problem != "" {
