@@ -10,10 +10,34 @@ import (
 // (record.go). Slices are shared, not copied: a record lives only as long
 // as one encode or decode.
 
+// fileOf is cp as its file records it. A save runs it on every prepare
+// and unprepare over every claim held, so the claim and device records are
+// carved from one allocation each rather than one per record.
 func fileOf(cp *Checkpoint) fileRecord {
 	f := fileRecord{Version: cp.Version, BootID: cp.BootID, PartitionModeOn: cp.PartitionModeOn, Claims: make(map[string]*claimRecord, len(cp.Claims))}
+	ndev := 0
+	for _, c := range cp.Claims {
+		if c != nil {
+			ndev += len(c.Devices)
+		}
+	}
+	claims := make([]claimRecord, 0, len(cp.Claims))
+	devs := make([]DeviceRecord, ndev)
 	for uid, c := range cp.Claims {
-		f.Claims[uid] = claimRecordOf(c)
+		if c == nil {
+			f.Claims[uid] = nil
+			continue
+		}
+		claims = append(claims, claimRecord{UID: c.UID, Namespace: c.Namespace, Name: c.Name, State: c.State, Updated: c.Updated, Unconfirmed: c.Unconfirmed})
+		r := &claims[len(claims)-1]
+		if c.Devices != nil {
+			n := len(c.Devices)
+			r.Devices, devs = devs[:n:n], devs[n:]
+			for i, d := range c.Devices {
+				r.Devices[i] = RecordOf(d)
+			}
+		}
+		f.Claims[uid] = r
 	}
 	return f
 }
@@ -24,20 +48,6 @@ func (f *fileRecord) checkpoint() *Checkpoint {
 		cp.Claims[uid] = c.claim()
 	}
 	return cp
-}
-
-func claimRecordOf(c *Claim) *claimRecord {
-	if c == nil {
-		return nil
-	}
-	r := &claimRecord{UID: c.UID, Namespace: c.Namespace, Name: c.Name, State: c.State, Updated: c.Updated, Unconfirmed: c.Unconfirmed}
-	if c.Devices != nil {
-		r.Devices = make([]DeviceRecord, len(c.Devices))
-		for i, d := range c.Devices {
-			r.Devices[i] = RecordOf(d)
-		}
-	}
-	return r
 }
 
 func (r *claimRecord) claim() *Claim {
