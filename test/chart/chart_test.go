@@ -366,7 +366,9 @@ func TestAdmissionPolicy(t *testing.T) {
 		for _, v := range p.Spec.Validations {
 			all += v.Expression + "\n"
 		}
-		for _, want := range []string{"variables.nodeName != ''", "object.spec.nodeName == variables.nodeName", "oldObject.spec.nodeName == variables.nodeName"} {
+		for _, want := range []string{"variables.nodeName != ''", "object.spec.nodeName == variables.nodeName", "oldObject.spec.nodeName == variables.nodeName",
+			"object.spec.driver == 'gpu.tessera.dev' && object.spec.pool.name == variables.nodeName",
+			"oldObject.spec.driver == 'gpu.tessera.dev' && oldObject.spec.pool.name == variables.nodeName"} {
 			if !strings.Contains(all, want) {
 				t.Errorf("validations lack %q:\n%s", want, all)
 			}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
@@ -100,18 +101,52 @@ func TestChart(t *testing.T) {
 	// write of node B's slice is denied by the policy itself.
 	waitPolicy(t, ctx)
 
+	// Writes of Tessera's own pool on node A are server-side dry runs:
+	// admission judges them as it would the real ones, and the running
+	// agent of node A keeps its pool as it published it.
+	dryRun := []string{metav1.DryRunAll}
+
 	t.Run("OwnNodeAllowed", func(t *testing.T) {
-		s, err := slices.Create(ctx, testSlice("chart-a", nodeA), metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("agent of %s creating its own slice: %v", nodeA, err)
+		if _, err := slices.Create(ctx, ownSlice("chart-a", nodeA, nodeA), metav1.CreateOptions{DryRun: dryRun}); err != nil {
+			t.Fatalf("agent of %s creating a slice of its own pool: %v", nodeA, err)
+		}
+		s := publishedSlice(t, ctx, nodeA)
+		if s.Labels == nil {
+			s.Labels = map[string]string{}
 		}
 		s.Labels["updated"] = "yes"
-		if _, err := slices.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		if _, err := slices.Update(ctx, s, metav1.UpdateOptions{DryRun: dryRun}); err != nil {
 			t.Fatalf("agent of %s updating its own slice: %v", nodeA, err)
 		}
-		if err := slices.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
+		if err := slices.Delete(ctx, s.Name, metav1.DeleteOptions{DryRun: dryRun}); err != nil {
 			t.Fatalf("agent of %s deleting its own slice: %v", nodeA, err)
 		}
+	})
+
+	// A stolen agent token reaches one driver: on its own node it may not
+	// create, change or delete another driver's slices, nor write a pool
+	// named after another node.
+	t.Run("OtherDriverOnOwnNodeDenied", func(t *testing.T) {
+		_, err := slices.Create(ctx, testSlice("chart-a-other-driver", nodeA), metav1.CreateOptions{})
+		deniedByPolicy(t, "create of another driver's slice", err, "only its own driver's pool")
+		fake := ownSlice("chart-a-fake-nvidia", nodeA, nodeA)
+		fake.Spec.Driver = "gpu.nvidia.com"
+		_, err = slices.Create(ctx, fake, metav1.CreateOptions{DryRun: dryRun})
+		deniedByPolicy(t, "create of gpu.nvidia.com devices", err, "only its own driver's pool")
+		other, err := client.ResourceV1().ResourceSlices().Create(ctx, testSlice("chart-a-nic", nodeA), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("admin creating another driver's slice on %s: %v", nodeA, err)
+		}
+		other.Labels["updated"] = "yes"
+		_, err = slices.Update(ctx, other, metav1.UpdateOptions{})
+		deniedByPolicy(t, "update of another driver's slice", err, "only its own driver's pool")
+		err = slices.Delete(ctx, other.Name, metav1.DeleteOptions{})
+		deniedByPolicy(t, "delete of another driver's slice", err, "only its own driver's pool")
+		if _, err := client.ResourceV1().ResourceSlices().Get(ctx, other.Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("the other driver's slice after the denied delete: %v", err)
+		}
+		_, err = slices.Create(ctx, ownSlice("chart-a-pool-b", nodeA, nodeB), metav1.CreateOptions{DryRun: dryRun})
+		deniedByPolicy(t, "create of a pool named after another node", err, "only its own driver's pool")
 	})
 
 	t.Run("OtherNodeDenied", func(t *testing.T) {
@@ -130,13 +165,10 @@ func TestChart(t *testing.T) {
 		deniedByPolicy(t, "delete", err, "may write only the ResourceSlices of its own node")
 		// A's own slice may not be moved to node B either (the field is
 		// immutable, so the API server may say so before the policy does).
-		a, err := slices.Create(ctx, testSlice("chart-a-move", nodeA), metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := publishedSlice(t, ctx, nodeA)
 		a.Spec.NodeName = ptr(nodeB)
 		a.Spec.Pool.Name = nodeB
-		if _, err := slices.Update(ctx, a, metav1.UpdateOptions{}); err == nil {
+		if _, err := slices.Update(ctx, a, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
 			t.Error("agent of node A moved its slice to node B")
 		}
 		if _, err := client.ResourceV1().ResourceSlices().Get(ctx, b.Name, metav1.GetOptions{}); err != nil {
@@ -458,6 +490,28 @@ func deniedByPolicy(t *testing.T, what string, err error, message string) {
 	}
 }
 
+// ownSlice is a slice of Tessera's driver on node in the pool named pool.
+func ownSlice(name, node, pool string) *resourceapi.ResourceSlice {
+	s := testSlice(name, node)
+	s.Spec.Driver = names.DriverName
+	s.Spec.Pool.Name = pool
+	return s
+}
+
+// publishedSlice is one of the slices node's agent published.
+func publishedSlice(t *testing.T, ctx context.Context, node string) *resourceapi.ResourceSlice {
+	t.Helper()
+	l, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + names.DriverName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) == 0 {
+		t.Fatalf("no ResourceSlice of %s published for %s", names.DriverName, node)
+	}
+	return &l.Items[0]
+}
+
+// testSlice is a slice of another driver (testDriver) on node.
 func testSlice(name, node string) *resourceapi.ResourceSlice {
 	return &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{testLabel: "true"}},
