@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,26 +21,27 @@ import (
 // environment variable named TESSERA_<FLAG> (dashes as underscores), which
 // is how the Helm chart sets them; a flag on the command line wins.
 type Config struct {
-	NodeName        string
-	Backend         string
-	SimProfile      string
-	SimStateDir     string
-	SysfsRoot       string
-	DryRun          bool
-	Kubeconfig      string
-	KubeAPIQPS      float32
-	KubeAPIBurst    int
-	PluginDataDir   string
-	RegistrarDir    string
-	CDIDir          string
-	CheckpointPath  string
-	VendorCDIDirs   []string
-	MetricsAddress  string
-	Profiling       bool
-	Partitioning    string
-	Sharing         string
-	DynamicProfiles []string
-	MPSRoot         string
+	NodeName         string
+	Backend          string
+	SimProfile       string
+	SimStateDir      string
+	SysfsRoot        string
+	DryRun           bool
+	Kubeconfig       string
+	KubeAPIQPS       float32
+	KubeAPIBurst     int
+	PluginDataDir    string
+	RegistrarDir     string
+	CDIDir           string
+	CheckpointPath   string
+	VendorCDIDirs    []string
+	MetricsAddress   string
+	Profiling        bool
+	ProfilingAddress string
+	Partitioning     string
+	Sharing          string
+	DynamicProfiles  []string
+	MPSRoot          string
 	// Health policy (pkg/health).
 	HealthXIDPolicy          string
 	HealthWindow             time.Duration
@@ -56,6 +58,12 @@ type Config struct {
 // kube-proxy port: a host-network agent that collided with one of those
 // would fail to start.
 const DefaultMetricsAddress = ":9478"
+
+// DefaultProfilingAddress serves Go's profiles, with --profiling, on the
+// loopback only: pprof has no authentication and exposes the agent's
+// memory and command line, so it is reached through a port-forward, never
+// from another pod.
+const DefaultProfilingAddress = "127.0.0.1:9479"
 
 // AddFlags registers the agent's flags on fs.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
@@ -90,7 +98,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.HealthCorrectedThreshold, "health-corrected-threshold", def.CorrectedThreshold, "Corrected errors (ECC single-bit, AMD RAS correctable) within --health-window that taint a GPU NoSchedule as degrading; 0 disables.")
 	fs.DurationVar(&c.HealthPoll, "health-poll", 30*time.Second, "How often the nvml and amd backends read error counters (ECC totals, remapped rows, retired pages, RAS) and probe GPUs that stopped answering; XID and ECC events arrive as they happen.")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", DefaultMetricsAddress, "host:port serving Prometheus /metrics and /healthz. Empty disables them. A port in use stops the agent at start.")
-	fs.BoolVar(&c.Profiling, "profiling", false, "Serve Go's /debug/pprof on --metrics-address (which has no authentication): for profiling the agent where it runs, e.g. go tool pprof http://<address>/debug/pprof/profile?seconds=30.")
+	fs.BoolVar(&c.Profiling, "profiling", false, "Serve Go's /debug/pprof on --profiling-address, for profiling the agent where it runs: kubectl port-forward to the agent's pod, then go tool pprof http://127.0.0.1:9479/debug/pprof/profile?seconds=30.")
+	fs.StringVar(&c.ProfilingAddress, "profiling-address", DefaultProfilingAddress, "host:port of --profiling's /debug/pprof; the host must be a loopback address (pprof has no authentication).")
 }
 
 // ApplyEnv sets every flag not given on the command line from TESSERA_<FLAG>.
@@ -134,6 +143,26 @@ func (c *Config) Validate() error {
 	}
 	if c.HealthCorrectedThreshold < 0 {
 		return fmt.Errorf("--health-corrected-threshold: %d is negative", c.HealthCorrectedThreshold)
+	}
+	if c.Profiling {
+		if err := loopbackOnly(c.ProfilingAddress); err != nil {
+			return fmt.Errorf("--profiling-address: %w", err)
+		}
+	}
+	return nil
+}
+
+// loopbackOnly accepts host:port whose host is a loopback IP or localhost.
+func loopbackOnly(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q: the host must be a loopback address such as 127.0.0.1 (pprof has no authentication)", addr)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -31,10 +32,10 @@ func TestMetricsAddressFlag(t *testing.T) {
 func TestServeMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if m, err := serveMetrics(ctx, "", false); m != nil || err != nil {
+	if m, err := serveMetrics(ctx, ""); m != nil || err != nil {
 		t.Errorf("empty address: %v, %v; want no metrics", m, err)
 	}
-	if m, err := serveMetrics(ctx, "127.0.0.1:0", false); m == nil || err != nil {
+	if m, err := serveMetrics(ctx, "127.0.0.1:0"); m == nil || err != nil {
 		t.Errorf("free port: %v, %v", m, err)
 	}
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
@@ -42,7 +43,62 @@ func TestServeMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	if _, err := serveMetrics(ctx, taken.Addr().String(), false); err == nil || !strings.Contains(err.Error(), "--metrics-address") {
+	if _, err := serveMetrics(ctx, taken.Addr().String()); err == nil || !strings.Contains(err.Error(), "--metrics-address") {
 		t.Errorf("port in use: %v", err)
+	}
+}
+
+// TestProfilingLoopbackOnly: pprof has no authentication, so --profiling
+// serves it only on a loopback address, never beside the metrics.
+func TestProfilingLoopbackOnly(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{
+		{DefaultProfilingAddress, true},
+		{"127.0.0.1:0", true},
+		{"[::1]:9479", true},
+		{"localhost:9479", true},
+		{":9479", false},
+		{"0.0.0.0:9479", false},
+		{"10.0.0.5:9479", false},
+		{"9479", false},
+	} {
+		c := &Config{NodeName: "n", Partitioning: "static", Sharing: "none", Profiling: true, ProfilingAddress: tc.addr}
+		err := c.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("--profiling-address=%s: %v, want ok %v", tc.addr, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--profiling-address") {
+			t.Errorf("--profiling-address=%s: %v does not name the flag", tc.addr, err)
+		}
+	}
+	// Off, the address is not checked.
+	c := &Config{NodeName: "n", Partitioning: "static", Sharing: "none", ProfilingAddress: ":9479"}
+	if err := c.Validate(); err != nil {
+		t.Errorf("without --profiling: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := serveProfiling(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + a.String() + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/debug/pprof/ on %s: %s", a, resp.Status)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	if _, err := serveProfiling(ctx, taken.Addr().String()); err == nil || !strings.Contains(err.Error(), "--profiling-address") {
+		t.Errorf("profiling port in use: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,9 +114,14 @@ func Run(ctx context.Context, c *Config) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	m, err := serveMetrics(ctx, c.MetricsAddress, c.Profiling)
+	m, err := serveMetrics(ctx, c.MetricsAddress)
 	if err != nil {
 		return err
+	}
+	if c.Profiling {
+		if _, err := serveProfiling(ctx, c.ProfilingAddress); err != nil {
+			return err
+		}
 	}
 	o.KubeClient, o.BootID, o.Metrics = client, bootID, m
 	o.Fatal = func(err error) { cancel(err) }
@@ -138,22 +144,26 @@ func Run(ctx context.Context, c *Config) error {
 // serveMetrics serves the agent's metrics on addr until ctx ends; with an
 // empty addr there are none (nil records nothing). It binds before the
 // driver starts so that a bad address fails the agent at once.
-func serveMetrics(ctx context.Context, addr string, profiling bool) (*metrics.Metrics, error) {
+func serveMetrics(ctx context.Context, addr string) (*metrics.Metrics, error) {
 	if addr == "" {
 		return nil, nil
 	}
 	m := metrics.New()
-	h := m.Handler()
-	if profiling {
-		h = metrics.WithProfiling(h)
-	}
-	if _, err := metrics.Listen(ctx, addr, h); err != nil {
+	if _, err := metrics.Listen(ctx, addr, m.Handler()); err != nil {
 		return nil, fmt.Errorf("--metrics-address: %w", err)
 	}
-	if profiling {
-		klog.FromContext(ctx).Info("Serving Go profiles", "path", "/debug/pprof/")
-	}
 	return m, nil
+}
+
+// serveProfiling serves Go's /debug/pprof on addr (a loopback address,
+// Config.Validate) until ctx ends.
+func serveProfiling(ctx context.Context, addr string) (net.Addr, error) {
+	a, err := metrics.Listen(ctx, addr, metrics.ProfilingHandler())
+	if err != nil {
+		return nil, fmt.Errorf("--profiling-address: %w", err)
+	}
+	klog.FromContext(ctx).Info("Serving Go profiles on the loopback only", "url", "http://"+a.String()+"/debug/pprof/")
+	return a, nil
 }
 
 // vendorDirs: only real NVIDIA GPUs have a vendor spec to look up; a

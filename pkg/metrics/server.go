@@ -53,17 +53,17 @@ func (m *Metrics) Handler() http.Handler {
 	return mux
 }
 
-// WithProfiling serves Go's /debug/pprof beside h (the agent's
-// --profiling; off by default: the metrics address has no authentication,
-// and a CPU profile costs the agent while it runs).
-func WithProfiling(h http.Handler) http.Handler {
+// ProfilingHandler serves Go's /debug/pprof (the agent's --profiling, on a
+// listener of its own on the loopback: pprof has no authentication, and a
+// CPU profile costs the agent while it runs). The metrics handler never
+// serves it.
+func ProfilingHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/", h)
 	return mux
 }
 
