@@ -1,6 +1,7 @@
 package claims
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -52,7 +53,7 @@ func sharedMemory(e publish.Entry) int64 {
 
 // checkShares refuses shares that, with those other prepared claims hold
 // on the same device, would consume more than the device offers.
-func (m *Manager) checkShares(uid string, devs []planned) error {
+func (m *Manager) checkShares(ctx context.Context, uid string, devs []planned) error {
 	key := func(gpu, partition, device string) string { return gpu + "/" + partition + "/" + device }
 	held := map[string]*use{}
 	for _, c := range sortedClaims(m.cp) {
@@ -100,8 +101,10 @@ func (m *Manager) checkShares(uid string, devs []planned) error {
 			offered.ComputeUnits = d.shared.ComputeUnits
 		}
 		if u.mem > offered.MemoryBytes || (offered.ComputeUnits > 0 && u.cu > offered.ComputeUnits) {
-			errs = append(errs, fmt.Sprintf("device %s: share %s (%s) with the shares claims %s hold consumes %s of memory and %d compute units, more than the device's %s and %d",
-				d.dev.Device, d.share.ID, d.share, strings.Join(holders(held[k]), ", "), bin(u.mem), u.cu, bin(offered.MemoryBytes), offered.ComputeUnits))
+			others := holders(held[k])
+			errs = append(errs, fmt.Sprintf("device %s: share %s (%s) with the shares %d other prepared claims hold consumes %s of memory and %d compute units, more than the device's %s and %d",
+				d.dev.Device, d.share.ID, d.share, len(others), bin(u.mem), u.cu, bin(offered.MemoryBytes), offered.ComputeUnits))
+			klog.FromContext(ctx).Info("Refusing a share the device has no room for", "device", d.dev.Device, "share", d.share.ID, "heldBy", others)
 		}
 	}
 	if len(errs) > 0 {

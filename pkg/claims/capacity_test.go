@@ -89,8 +89,11 @@ func TestCapacitySharesSideBySide(t *testing.T) {
 	// A fourth does not fit: the scheduler would never do this; the driver
 	// refuses rather than over-commit, and leaves nothing behind.
 	_, err := m.Prepare(ctx, shareClaim("d", "gpu-0", "7Gi", 0))
-	if !errors.Is(err, ErrDeviceInUse) || !strings.Contains(err.Error(), "device gpu-0: share share-id-d (7Gi) with the shares claims default/a, default/b, default/c hold consumes 28Gi") {
+	if !errors.Is(err, ErrDeviceInUse) || !strings.Contains(err.Error(), "device gpu-0: share share-id-d (7Gi) with the shares 3 other prepared claims hold consumes 28Gi") {
 		t.Fatalf("over-committing share: %v", err)
+	}
+	if strings.Contains(err.Error(), "default/a") {
+		t.Errorf("the refusal names the other claims: %v", err)
 	}
 	if _, ok := m.Prepared()["uid-d"]; ok || e.hasSpec("uid-d") {
 		t.Fatal("refused share left an entry or spec")

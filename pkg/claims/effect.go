@@ -26,7 +26,7 @@ type effect interface {
 	holds(d checkpoint.Device) bool
 	// check refuses devs, before anything is done, where they conflict
 	// with what other prepared claims hold of this effect. m.mu is held.
-	check(m *Manager, uid string, devs []planned) error
+	check(ctx context.Context, m *Manager, uid string, devs []planned) error
 	// apply makes the change, after PrepareStarted is saved, filling in
 	// devs (what the CDI spec gets) and entry (saving it where a crash
 	// must find what was done). m.mu is held.
@@ -101,7 +101,7 @@ func (r *recorded) devices(m *Manager) ([]cdi.ClaimDevice, error) {
 // do; an effect embeds it and defines the rest.
 type nothing struct{}
 
-func (nothing) check(*Manager, string, []planned) error { return nil }
+func (nothing) check(context.Context, *Manager, string, []planned) error { return nil }
 
 func (nothing) ensure(context.Context, *Manager, *recorded, occasion) (int, error) { return 0, nil }
 
@@ -138,9 +138,9 @@ func holdsEffects(c *checkpoint.Claim) bool {
 	return false
 }
 
-func (m *Manager) checkEffects(uid string, devs []planned) error {
+func (m *Manager) checkEffects(ctx context.Context, uid string, devs []planned) error {
 	for _, e := range effects {
-		if err := e.check(m, uid, devs); err != nil {
+		if err := e.check(ctx, m, uid, devs); err != nil {
 			return err
 		}
 	}

@@ -31,8 +31,8 @@ func (intervals) holds(d checkpoint.Device) bool {
 	return ok
 }
 
-func (intervals) check(m *Manager, uid string, devs []planned) error {
-	return m.checkIntervals(uid, devs)
+func (intervals) check(ctx context.Context, m *Manager, uid string, devs []planned) error {
+	return m.checkIntervals(ctx, uid, devs)
 }
 
 func (intervals) apply(ctx context.Context, m *Manager, _ *checkpoint.Claim, devs []planned) error {
@@ -67,7 +67,7 @@ func (intervals) ensure(ctx context.Context, m *Manager, r *recorded, occ occasi
 
 // checkIntervals refuses a time-slice interval on a GPU where another
 // prepared claim holds a different one.
-func (m *Manager) checkIntervals(uid string, devs []planned) error {
+func (m *Manager) checkIntervals(ctx context.Context, uid string, devs []planned) error {
 	var errs []string
 	for _, d := range devs {
 		want, ok := d.dev.Sharing.Interval()
@@ -80,7 +80,8 @@ func (m *Manager) checkIntervals(uid string, devs []planned) error {
 			}
 			for _, od := range o.Devices {
 				if have, ok := od.Sharing.Interval(); ok && od.GPUUUID == d.dev.GPU.UUID && have != want {
-					errs = append(errs, fmt.Sprintf("device %s asks time-slice interval %s, but its GPU %s runs at %s for claim %s/%s", d.dev.Device, want, d.dev.GPU.UUID, have, o.Namespace, o.Name))
+					errs = append(errs, fmt.Sprintf("device %s asks time-slice interval %s, but its GPU %s runs at %s for another prepared claim", d.dev.Device, want, d.dev.GPU.UUID, have))
+					klog.FromContext(ctx).Info("Refusing a time-slice interval: another prepared claim holds another one on the GPU", "device", d.dev.Device, "interval", want, "heldBy", o.Namespace+"/"+o.Name, "heldInterval", have)
 				}
 			}
 		}

@@ -73,12 +73,15 @@ func TestPrepareErrors(t *testing.T) {
 	tests := []struct {
 		claim *resourceapi.ResourceClaim
 		want  []string
+		// notWant: the error reaches the claim's status and pod events, so
+		// it names no other claim (the agent's log does).
+		notWant string
 	}{
-		{allocated("ghost", "gpu-0", "gpu-42"), []string{"default/ghost", "gpu-42", "not on this node"}},
-		{foreignPool, []string{"default/elsewhere", "node-2/gpu-0"}},
-		{allocated("thief", "gpu-3"), []string{"default/thief", "gpu-3", "in use by claim default/holder"}},
-		{withConfig, []string{"default/configured", "status.allocation.devices.config[0].opaque.parameters (from claim): apiVersion: Required value", "gpu.tessera.dev/v1alpha1"}},
-		{unallocated, []string{"default/pending", "not allocated"}},
+		{allocated("ghost", "gpu-0", "gpu-42"), []string{"default/ghost", "gpu-42", "not on this node"}, ""},
+		{foreignPool, []string{"default/elsewhere", "node-2/gpu-0"}, ""},
+		{allocated("thief", "gpu-3"), []string{"default/thief", "gpu-3", "in use by another prepared claim (its device gpu-3)"}, "holder"},
+		{withConfig, []string{"default/configured", "status.allocation.devices.config[0].opaque.parameters (from claim): apiVersion: Required value", "gpu.tessera.dev/v1alpha1"}, ""},
+		{unallocated, []string{"default/pending", "not allocated"}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.claim.Name, func(t *testing.T) {
@@ -90,6 +93,9 @@ func TestPrepareErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not mention %q", err, w)
 				}
+			}
+			if tc.notWant != "" && strings.Contains(err.Error(), tc.notWant) {
+				t.Errorf("error %q names another claim (%q)", err, tc.notWant)
 			}
 			if e.hasSpec(string(tc.claim.UID)) {
 				t.Error("failed claim left a CDI spec")

@@ -90,13 +90,17 @@ func (m *Manager) admit(ctx context.Context, ref cdi.ClaimRef, claim *resourceap
 	if err := m.yieldUnconfirmed(ctx, ref, devs); err != nil {
 		return nil, err
 	}
-	if err := m.checkConflicts(ref, devs); err != nil {
+	// What these refuse is written into the claim's status and its pod's
+	// events: they say what blocked, and only the agent's log says whose
+	// claim it is (another namespace's claims are not the refused claim's
+	// owner's to read).
+	if err := m.checkConflicts(ctx, ref, devs); err != nil {
 		return nil, err
 	}
-	if err := m.checkEffects(ref.UID, devs); err != nil {
+	if err := m.checkEffects(ctx, ref.UID, devs); err != nil {
 		return nil, err
 	}
-	if err := m.checkShares(ref.UID, devs); err != nil {
+	if err := m.checkShares(ctx, ref.UID, devs); err != nil {
 		return nil, err
 	}
 	return devs, nil

@@ -99,10 +99,11 @@ func (m *Manager) resolveRecorded(c *checkpoint.Claim) ([]cdi.ClaimDevice, error
 // checkConflicts is the driver's last line of defence against handing one
 // device to two claims: a GPU and anything on it, one partition, or two
 // overlapping placements may belong to only one prepared claim.
-func (m *Manager) checkConflicts(ref cdi.ClaimRef, devs []planned) error {
+func (m *Manager) checkConflicts(ctx context.Context, ref cdi.ClaimRef, devs []planned) error {
 	type held struct {
-		fp    footprint
-		owner string
+		fp     footprint
+		owner  string
+		device string
 	}
 	var holds []held
 	for uid, c := range m.cp.Claims {
@@ -110,7 +111,7 @@ func (m *Manager) checkConflicts(ref cdi.ClaimRef, devs []planned) error {
 			continue
 		}
 		for _, d := range c.Devices {
-			holds = append(holds, held{recordedFootprint(d), fmt.Sprintf("%s/%s (device %s)", c.Namespace, c.Name, d.Device)})
+			holds = append(holds, held{recordedFootprint(d), c.Namespace + "/" + c.Name, d.Device})
 		}
 	}
 	var conflicts []string
@@ -118,7 +119,8 @@ func (m *Manager) checkConflicts(ref cdi.ClaimRef, devs []planned) error {
 		fp := plannedFootprint(d)
 		for _, h := range holds {
 			if fp.conflicts(h.fp) {
-				conflicts = append(conflicts, fmt.Sprintf("device %s is in use by claim %s", d.dev.Device, h.owner))
+				conflicts = append(conflicts, fmt.Sprintf("device %s is in use by another prepared claim (its device %s)", d.dev.Device, h.device))
+				klog.FromContext(ctx).Info("Refusing a device another prepared claim holds", "claim", ref.Namespace+"/"+ref.Name, "device", d.dev.Device, "heldBy", h.owner, "heldDevice", h.device)
 				break
 			}
 		}

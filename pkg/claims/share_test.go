@@ -14,6 +14,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
@@ -261,11 +263,21 @@ func TestIntervalConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = m.checkIntervals("uid-short", devs)
-	if !errors.Is(err, ErrDeviceInUse) || !strings.Contains(err.Error(), "asks time-slice interval Short, but its GPU "+t4+" runs at Long for claim ns/other") {
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(context.Background(), logger)
+	err = m.checkIntervals(ctx, "uid-short", devs)
+	if !errors.Is(err, ErrDeviceInUse) || !strings.Contains(err.Error(), "asks time-slice interval Short, but its GPU "+t4+" runs at Long for another prepared claim") {
 		t.Fatalf("got %v", err)
 	}
-	if err := m.checkIntervals("uid-short", mustResolve(t, m, configured("long", longSlice, "gpu-2"))); err != nil {
+	// The refusal reaches the claim's status and events: whose claim holds
+	// the interval goes only to the agent's log.
+	if strings.Contains(err.Error(), "ns/other") {
+		t.Errorf("the refusal names the other claim: %v", err)
+	}
+	if log := logger.GetSink().(ktesting.Underlier).GetBuffer().String(); !strings.Contains(log, "ns/other") {
+		t.Errorf("the agent's log does not name the holder:\n%s", log)
+	}
+	if err := m.checkIntervals(ctx, "uid-short", mustResolve(t, m, configured("long", longSlice, "gpu-2"))); err != nil {
 		t.Errorf("the same interval: %v", err)
 	}
 }
