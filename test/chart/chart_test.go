@@ -700,3 +700,74 @@ func inFreeForm(lines []string, i int) bool {
 	}
 	return false
 }
+
+// TestRBACTable: every rule of the rendered ClusterRole (API group,
+// resource, resource name, verb) has a row in the chart README's RBAC
+// table, with why, and every row is a rule: an operator reviewing what a
+// stolen agent token can do reads the whole of it there.
+func TestRBACTable(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repo, "deployments/helm/tessera/README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)
+	start := strings.Index(section, "### RBAC\n")
+	if start < 0 {
+		t.Fatal("the chart README has no RBAC section")
+	}
+	section = section[start+len("### RBAC\n"):]
+	if end := strings.Index(section, "\n#"); end >= 0 {
+		section = section[:end]
+	}
+	code := regexp.MustCompile("`([^`]*)`")
+	names := regexp.MustCompile(`\(name ` + "`([^`]*)`" + `\)`)
+	documented := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cells) != 4 || strings.HasPrefix(cells[0], "---") || cells[0] == "API group" {
+			continue
+		}
+		if strings.TrimSpace(cells[3]) == "" {
+			t.Errorf("RBAC row %q says no why", line)
+		}
+		group := strings.Trim(cells[0], "`\"")
+		resource := code.FindStringSubmatch(cells[1])[1]
+		name := ""
+		if m := names.FindStringSubmatch(cells[1]); m != nil {
+			name = m[1]
+		}
+		for _, v := range code.FindAllStringSubmatch(cells[2], -1) {
+			documented[group+" "+resource+" "+name+" "+v[1]] = true
+		}
+	}
+	cr := one[rbacv1.ClusterRole](t, render(t), "ClusterRole", "tessera")
+	granted := map[string]bool{}
+	for _, r := range cr.Rules {
+		rnames := r.ResourceNames
+		if len(rnames) == 0 {
+			rnames = []string{""}
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, n := range rnames {
+					for _, v := range r.Verbs {
+						granted[g+" "+res+" "+n+" "+v] = true
+					}
+				}
+			}
+		}
+	}
+	for k := range granted {
+		if !documented[k] {
+			t.Errorf("the ClusterRole grants %q, which the chart README's RBAC table does not list", k)
+		}
+	}
+	for k := range documented {
+		if !granted[k] {
+			t.Errorf("the chart README's RBAC table lists %q, which the ClusterRole does not grant", k)
+		}
+	}
+	if len(granted) < 8 {
+		t.Errorf("read %d grants from the ClusterRole; the walk is broken", len(granted))
+	}
+}
