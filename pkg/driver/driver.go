@@ -83,6 +83,9 @@ type Driver struct {
 	modes   string // last logged GPU publishing modes; publishes only
 
 	helper *kubeletplugin.Helper
+	// readyPool confirms, for readiness, that the API server holds the
+	// node's pool (Ready).
+	readyPool *confirmation
 	// healthStop ends the backend's health watch; healthDone is closed
 	// when it returned.
 	healthStop context.CancelFunc
@@ -107,6 +110,7 @@ func (o Options) withDefaults() Options {
 func New(ctx context.Context, o Options) (*Driver, error) {
 	o = o.withDefaults()
 	d := &Driver{opts: o, tracker: health.NewTracker(o.Health)}
+	d.readyPool = newConfirmation(d.poolPublished, readyTTL)
 	d.pub = newPublisher(&d.opts, d.tracker)
 	d.pub.built = d.built
 	if err := d.pub.discover(ctx); err != nil {

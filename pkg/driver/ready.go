@@ -14,7 +14,8 @@ import (
 // Ready reports whether the agent can serve: the kubelet accepted its
 // registration, and the API server holds every slice of the node's pool at
 // the newest generation with every device the agent publishes. It is what
-// the readiness probe asks (/readyz).
+// the readiness probe asks (/readyz); the API server is asked at most once
+// per readyTTL, however often the probe's port is hit.
 func (d *Driver) Ready(ctx context.Context) error {
 	if d.helper == nil {
 		return errors.New("kubelet plugin not started")
@@ -26,6 +27,12 @@ func (d *Driver) Ready(ctx context.Context) error {
 	if !st.PluginRegistered {
 		return fmt.Errorf("the kubelet rejected the registration: %s", st.Error)
 	}
+	return d.readyPool.get(ctx)
+}
+
+// poolPublished asks the API server whether the node's pool is published
+// whole, as the agent last built it.
+func (d *Driver) poolPublished(ctx context.Context) error {
 	res := d.Published()
 	l, err := d.opts.KubeClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + d.opts.NodeName})
 	if err != nil {
