@@ -18,6 +18,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -130,6 +131,8 @@ var optionSets = [][]string{
 	{"deviceClasses.mig=false"},
 	{"deviceClasses.xcp=false"},
 	{"serviceMonitor.enabled=true"},
+	{"networkPolicy.enabled=true"},
+	{"networkPolicy.enabled=true", "hostNetwork=true"},
 	{"backend=nvml"},
 	{"backend=amd", "privileged=false"},
 	{"backend=sim"},
@@ -439,6 +442,35 @@ func TestEachDeviceClassSwitches(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
+	t.Run("networkPolicy", func(t *testing.T) {
+		if n := len(helmchart.Find(render(t), "NetworkPolicy", "")); n != 0 {
+			t.Errorf("%d NetworkPolicies by default", n)
+		}
+		objs := render(t, "networkPolicy.enabled=true")
+		np := one[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", "tessera")
+		ds, _ := daemonSet(t, objs)
+		for k, v := range np.Spec.PodSelector.MatchLabels {
+			if ds.Spec.Template.Labels[k] != v {
+				t.Errorf("pod selector %s=%s does not select the agent's pods", k, v)
+			}
+		}
+		if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) || len(np.Spec.Ingress) != 1 {
+			t.Fatalf("policy %+v, want one ingress rule", np.Spec)
+		}
+		in := np.Spec.Ingress[0]
+		if len(in.Ports) != 1 || in.Ports[0].Port == nil || in.Ports[0].Port.String() != "metrics" {
+			t.Errorf("ports %+v, want only the metrics port", in.Ports)
+		}
+		if len(in.From) != 1 || in.From[0].PodSelector == nil || in.From[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "prometheus" {
+			t.Errorf("from %+v, want the Prometheus pods", in.From)
+		}
+		if n := len(helmchart.Find(render(t, "networkPolicy.enabled=true", "hostNetwork=true"), "NetworkPolicy", "")); n != 0 {
+			t.Errorf("%d NetworkPolicies for a host-network agent", n)
+		}
+		if _, err := chart(t).Render(ns, "networkPolicy.enabled=true", "networkPolicy.metricsFrom=null"); err == nil || !strings.Contains(err.Error(), "networkPolicy.metricsFrom is empty") {
+			t.Errorf("an empty metricsFrom (which would admit everyone): %v, want the render refused", err)
+		}
+	})
 	t.Run("serviceMonitor", func(t *testing.T) {
 		if n := len(helmchart.Find(render(t), "ServiceMonitor", "")); n != 0 {
 			t.Errorf("%d ServiceMonitors by default", n)
