@@ -18,10 +18,9 @@ RUNTIME     ?=
 # What each target builds of the cluster binaries (hack/build-cluster-bins.sh
 # NAME...): a cluster of fake-runtime nodes needs the control plane, the
 # kubelet, the fake runtime and helm (the webhook's configuration is the
-# chart's, rendered); containerd nodes need the runtime too (runc: cgo and
-# libseccomp, checked first by check-build-deps).
-FAKE_BINS    := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl fake-runtime helm
-RUNTIME_BINS := containerd containerd-shim-runc-v2 ctr runc cni/bridge cni/host-local cni/loopback oci-image probe pause
+# chart's, rendered); containerd nodes need all of them, the runtime too
+# (runc: cgo and libseccomp, checked first by check-build-deps).
+FAKE_BINS := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl fake-runtime helm
 
 .PHONY: all build test unit vet e2e e2e-containerd bench bench-prepare bench-scheduler dry-run clean \
 	check-build-deps cluster-bins cluster-bins-fake cluster-up cluster-down demo
