@@ -20,10 +20,10 @@ type confirmation struct {
 	ttl   time.Duration
 	now   func() time.Time
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// at is when err was found; zero until a check completes.
 	at       time.Time
 	err      error
-	valid    bool
 	inflight chan struct{}
 }
 
@@ -36,7 +36,7 @@ func newConfirmation(check func(context.Context) error, ttl time.Duration) *conf
 func (c *confirmation) get(ctx context.Context) error {
 	c.mu.Lock()
 	for {
-		if c.valid && c.now().Sub(c.at) < c.ttl {
+		if !c.at.IsZero() && c.now().Sub(c.at) < c.ttl {
 			err := c.err
 			c.mu.Unlock()
 			return err
@@ -62,7 +62,7 @@ func (c *confirmation) get(ctx context.Context) error {
 	c.mu.Lock()
 	// A check cut short by its caller's context says nothing of the pool.
 	if ctx.Err() == nil {
-		c.at, c.err, c.valid = c.now(), err, true
+		c.at, c.err = c.now(), err
 	}
 	c.inflight = nil
 	c.mu.Unlock()
