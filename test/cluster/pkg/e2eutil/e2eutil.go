@@ -19,7 +19,6 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
-	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
 // Run brings the cluster up, runs the tests, and brings it down; it
@@ -59,7 +58,7 @@ func Run(m *testing.M, cluster *localcluster.Config, client *kubernetes.Interfac
 
 // Namespace creates a fresh namespace for one test, named after it (and
 // suffix, which tells a test's namespaces apart), and waits until pods can
-// be admitted into it (its default service account exists).
+// be admitted into it (localcluster.WaitPodsAdmitted).
 func Namespace(t *testing.T, client kubernetes.Interface, suffix string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -74,10 +73,7 @@ func Namespace(t *testing.T, client kubernetes.Interface, suffix string) string 
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
-		_, err := client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, fmt.Sprint(err)
-	}); err != nil {
+	if err := localcluster.WaitPodsAdmitted(ctx, client, name); err != nil {
 		t.Fatal(err)
 	}
 	return name

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Up starts the cluster and waits until every node is Ready and has
@@ -129,7 +131,7 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	step("waiting for the default namespace's service account")
-	if err := waitFirstPod(ctx, client); err != nil {
+	if err := WaitPodsAdmitted(ctx, client, metav1.NamespaceDefault); err != nil {
 		return err
 	}
 	step("cluster up; kubeconfig %s", c.Kubeconfig())

@@ -108,18 +108,18 @@ func (c *Config) waitNodes(ctx context.Context, client kubernetes.Interface, s *
 	})
 }
 
-// waitFirstPod waits for what a user's first pod in the default namespace
-// needs from the control plane: the namespace's service account (the
+// WaitPodsAdmitted waits for what a first pod in namespace needs from the
+// control plane: the namespace's default service account (the
 // controller-manager creates it; admission refuses a pod without it) and
 // the kube-root-ca.crt ConfigMap its token volume projects (the kubelet
 // cannot start the pod without it). kind waits for the same.
-func waitFirstPod(ctx context.Context, client kubernetes.Interface) error {
+func WaitPodsAdmitted(ctx context.Context, client kubernetes.Interface, namespace string) error {
 	return Poll(ctx, 60*time.Second, func() (bool, string, error) {
-		if _, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{}); err != nil {
-			return false, "serviceaccount default/default: " + err.Error(), nil
+		if _, err := client.CoreV1().ServiceAccounts(namespace).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return false, "serviceaccount " + namespace + "/default: " + err.Error(), nil
 		}
-		if _, err := client.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{}); err != nil {
-			return false, "configmap default/kube-root-ca.crt: " + err.Error(), nil
+		if _, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{}); err != nil {
+			return false, "configmap " + namespace + "/kube-root-ca.crt: " + err.Error(), nil
 		}
 		return true, "", nil
 	})
