@@ -14,12 +14,21 @@ import (
 // written (no carve: recovery finds that in the published devices), one
 // annotation a field, the sharing settings as the record's JSON.
 
-// deviceRecord is what the spec records of d, given its CDI device IDs.
-func deviceRecord(d ClaimDevice, ids []string) checkpoint.DeviceRecord {
-	dev := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: ids, GPUUUID: d.GPU.UUID, Sharing: d.Sharing, ShareID: d.ShareID}
+// Checkpoint is what is known of d before anything is done for it (no CDI
+// IDs, no carve): the checkpoint's record of it, which prepare fills in,
+// and what its spec records.
+func (d ClaimDevice) Checkpoint() checkpoint.Device {
+	dev := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID, Sharing: d.Sharing, ShareID: d.ShareID}
 	if d.Partition != nil {
 		dev.PartitionUUID = d.Partition.UUID
 	}
+	return dev
+}
+
+// deviceRecord is what the spec records of d, given its CDI device IDs.
+func deviceRecord(d ClaimDevice, ids []string) checkpoint.DeviceRecord {
+	dev := d.Checkpoint()
+	dev.CDIDeviceIDs = ids
 	return checkpoint.RecordOf(dev)
 }
 

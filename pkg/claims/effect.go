@@ -112,10 +112,7 @@ func (nothing) sweep(context.Context, *Manager, occasion) (int, error) { return 
 func (m *Manager) plan(entry *checkpoint.Claim, devs []planned) (changes bool) {
 	for i := range devs {
 		d := &devs[i]
-		rec := checkpoint.Device{Request: d.dev.Request, Pool: d.dev.Pool, Device: d.dev.Device, GPUUUID: d.dev.GPU.UUID, Sharing: d.dev.Sharing, ShareID: d.dev.ShareID}
-		if d.dev.Partition != nil {
-			rec.PartitionUUID = d.dev.Partition.UUID
-		}
+		rec := d.dev.Checkpoint()
 		for _, e := range effects {
 			if e.plan(m, d, &rec) {
 				changes = true
