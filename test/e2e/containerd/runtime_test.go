@@ -3,29 +3,51 @@ package containerd
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/mps/standin"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
 // TestAgentsRunFromTheChart: on every node the agent is the pod of its
-// release's DaemonSet, running the imported image unprivileged, Ready only
-// with the node's pool published (its readiness probe is /readyz), and its
-// writes pass the node-scoped admission policy with its own token.
+// release's DaemonSet, running the imported image with exactly the
+// security context the chart renders for its values (backend sim: no
+// privilege, every capability dropped but MKNOD, RuntimeDefault seccomp),
+// Ready only with the node's pool published (its readiness probe is
+// /readyz), and its writes pass the node-scoped admission policy with its
+// own token. Its simulated GPUs' device nodes are real character devices:
+// MKNOD is in effect under that context.
 func TestAgentsRunFromTheChart(t *testing.T) {
+	ch, err := helmchart.ForRepo(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range nodes {
+		objs, err := ch.RenderValues(localcluster.AgentRelease(n.Name), localcluster.AgentNamespace, filepath.Join(cluster.NodeDir(n.Name), "agent-values.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ds appsv1.DaemonSet
+		if err := helmchart.Convert(helmchart.Find(objs, "DaemonSet", localcluster.AgentRelease(n.Name))[0], &ds); err != nil {
+			t.Fatal(err)
+		}
+		rendered := ds.Spec.Template.Spec.Containers[0].SecurityContext
 		p := agentPod(t, n.Name)
 		if owner := metav1.GetControllerOf(p); owner == nil || owner.Kind != "DaemonSet" || owner.Name != localcluster.AgentRelease(n.Name) {
 			t.Errorf("node %s: agent pod %s is controlled by %v, want DaemonSet %s", n.Name, p.Name, owner, localcluster.AgentRelease(n.Name))
@@ -34,9 +56,15 @@ func TestAgentsRunFromTheChart(t *testing.T) {
 		if want := localcluster.AgentImageRepository + ":" + localcluster.ImageTag; c.Image != want {
 			t.Errorf("node %s: agent image %s, want %s", n.Name, c.Image, want)
 		}
-		if sc := c.SecurityContext; sc == nil || sc.Privileged == nil || *sc.Privileged {
-			t.Errorf("node %s: agent container is privileged; the sim backend needs no privilege", n.Name)
+		if !equality.Semantic.DeepEqual(c.SecurityContext, rendered) {
+			t.Errorf("node %s: agent security context %+v, the chart renders %+v", n.Name, c.SecurityContext, rendered)
 		}
+		if sc := c.SecurityContext; sc == nil || sc.Privileged == nil || *sc.Privileged || sc.Capabilities == nil ||
+			!reflect.DeepEqual(sc.Capabilities.Add, []corev1.Capability{"MKNOD"}) || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+			sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("node %s: agent security context %+v, want unprivileged, capabilities MKNOD only, RuntimeDefault seccomp", n.Name, sc)
+		}
+		checkDeviceNodes(t, n.Name)
 		if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
 			t.Errorf("node %s: agent readiness probe %+v, want GET /readyz", n.Name, c.ReadinessProbe)
 		}
@@ -46,6 +74,31 @@ func TestAgentsRunFromTheChart(t *testing.T) {
 		if p.Spec.ServiceAccountName != localcluster.AgentRelease(n.Name) {
 			t.Errorf("node %s: agent runs as service account %s", n.Name, p.Spec.ServiceAccountName)
 		}
+	}
+}
+
+// checkDeviceNodes: the node's simulated device tree holds character
+// devices only; an agent without MKNOD would have left empty regular files.
+func checkDeviceNodes(t *testing.T, node string) {
+	t.Helper()
+	root := filepath.Join(cluster.SimStateDir(node), "dev")
+	chars, others := 0, []string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if d.Type()&fs.ModeCharDevice != 0 {
+			chars++
+		} else {
+			others = append(others, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("node %s: %v", node, err)
+	}
+	if chars == 0 || len(others) > 0 {
+		t.Errorf("node %s: %d character devices under %s, and not devices: %v", node, chars, root, others)
 	}
 }
 

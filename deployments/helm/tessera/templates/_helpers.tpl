@@ -67,3 +67,38 @@ app.kubernetes.io/name: {{ include "tessera.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: webhook
 {{- end }}
+
+{{/* Whether the agent runs privileged: the value when set, else for nvml
+and for auto, which may choose nvml on the node (values.yaml privileged). */}}
+{{- define "tessera.privileged" -}}
+{{- if kindIs "invalid" .Values.privileged }}
+{{- has .Values.backend (list "nvml" "auto") }}
+{{- else }}
+{{- .Values.privileged }}
+{{- end }}
+{{- end }}
+
+{{/* The agent's image: with backend sim the one that carries the
+simulator's tools, which the production image leaves out. */}}
+{{- define "tessera.image" -}}
+{{- if eq .Values.backend "sim" }}
+{{- printf "%s:%s" .Values.sim.image.repository (.Values.sim.image.tag | default .Values.image.tag | default .Chart.AppVersion) }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/* The labels of a node with a GPU the backend drives, as a JSON list:
+empty for sim, or with gpuNodeAffinity off or affinity set. */}}
+{{- define "tessera.gpuNodeLabels" -}}
+{{- $labels := list }}
+{{- if and .Values.gpuNodeAffinity.enabled (not .Values.affinity) }}
+{{- if has .Values.backend (list "nvml" "auto") }}
+{{- $labels = concat $labels .Values.gpuNodeAffinity.nvidia }}
+{{- end }}
+{{- if has .Values.backend (list "amd" "auto") }}
+{{- $labels = concat $labels .Values.gpuNodeAffinity.amd }}
+{{- end }}
+{{- end }}
+{{- toJson $labels }}
+{{- end }}

@@ -18,10 +18,25 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
+// KubeVersion is the Kubernetes version the chart is rendered for (helm's
+// --kube-version, which the templates read as .Capabilities.KubeVersion):
+// the local cluster's, k8s.io/kubernetes of test/go.mod (a test checks).
+// Without it helm assumes a version of its own.
+const KubeVersion = "v1.37.2"
+
 // Chart is the chart of one repository checkout and the helm to run on it.
 type Chart struct {
 	Helm string // the helm binary
 	Dir  string // the chart directory
+	// KubeVersion overrides the package's KubeVersion when set.
+	KubeVersion string
+}
+
+func (c *Chart) kubeVersion() string {
+	if c.KubeVersion != "" {
+		return c.KubeVersion
+	}
+	return KubeVersion
 }
 
 // ForRepo: the chart in repo and _output/cluster-bin/helm.
@@ -60,7 +75,7 @@ func (c *Chart) run(args ...string) ([]byte, error) {
 
 // Lint runs `helm lint --strict` with the given --set values.
 func (c *Chart) Lint(sets ...string) (string, error) {
-	args := []string{"lint", "--strict", c.Dir}
+	args := []string{"lint", "--strict", c.Dir, "--kube-version", c.kubeVersion()}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
@@ -71,7 +86,7 @@ func (c *Chart) Lint(sets ...string) (string, error) {
 // Template renders the chart as release "tessera" in namespace with the
 // given --set values and returns the YAML stream.
 func (c *Chart) Template(namespace string, sets ...string) ([]byte, error) {
-	args := []string{"template", "tessera", c.Dir, "--namespace", namespace}
+	args := []string{"template", "tessera", c.Dir, "--namespace", namespace, "--kube-version", c.kubeVersion()}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
@@ -88,6 +103,16 @@ func (c *Chart) TemplateOnCluster(kubeconfig, release, namespace string, sets ..
 		args = append(args, "--set", s)
 	}
 	return c.run(args...)
+}
+
+// RenderValues renders the chart as release in namespace with a values
+// file, as Install would, decoded.
+func (c *Chart) RenderValues(release, namespace, values string) ([]*unstructured.Unstructured, error) {
+	data, err := c.run("template", release, c.Dir, "--namespace", namespace, "--kube-version", c.kubeVersion(), "--values", values)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(data)
 }
 
 // Render is Template, decoded.

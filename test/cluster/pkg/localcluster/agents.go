@@ -32,14 +32,18 @@ func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 			"tag":        ImageTag,
 			"pullPolicy": "Never",
 		},
-		"backend":      "sim",
-		"sim":          map[string]any{"profile": n.Profile, "stateDir": c.SimStateDir(n.Name)},
+		"backend": "sim",
+		"sim": map[string]any{
+			"profile":  n.Profile,
+			"stateDir": c.SimStateDir(n.Name),
+			"image":    map[string]any{"repository": AgentImageRepository, "tag": ImageTag},
+		},
 		"partitioning": n.PartitioningOf(),
 		"sharing":      n.SharingOf(),
 		"kubeletDir":   c.KubeletRoot(n.Name),
 		"cdi":          map[string]any{"dir": c.CDIDir(n.Name), "vendorDirs": []string{c.CDIDir(n.Name)}},
-		// The sim backend needs no privileges: the chart's claim, run.
-		"privileged":   false,
+		// No securityContext value: the agent runs with what the chart
+		// renders for backend sim.
 		"hostNetwork":  true,
 		"metrics":      map[string]any{"port": s.Ports[metricsPort(n.Name)]},
 		"nodeSelector": map[string]string{"kubernetes.io/hostname": n.Name},
