@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 // TestSecurityContext: the agent's security context per backend (and
@@ -152,4 +153,46 @@ func deref[T any](p *T) any {
 		return nil
 	}
 	return *p
+}
+
+// TestClaimStatusRule: resourceclaims/status is granted only where the
+// API server can narrow it to the agent's node (1.36+, rbac.claimStatus
+// auto), or when the operator asks for it on an older version.
+func TestClaimStatusRule(t *testing.T) {
+	for _, tc := range []struct {
+		kube, value string
+		want        bool
+	}{
+		{"v1.35.3", "auto", false},
+		{"v1.36.0", "auto", true},
+		{"v1.37.2", "auto", true},
+		{"v1.35.3", "always", true},
+		{"v1.34.0", "always", true},
+		{"v1.37.2", "never", false},
+	} {
+		ch := chart(t)
+		ch.KubeVersion = tc.kube
+		objs, err := ch.Render(ns, "rbac.claimStatus="+tc.value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr := one[rbacv1.ClusterRole](t, objs, "ClusterRole", "tessera")
+		var status, driver bool
+		for _, r := range cr.Rules {
+			for _, res := range r.Resources {
+				status = status || res == "resourceclaims/status"
+				driver = driver || res == "resourceclaims/driver"
+			}
+		}
+		if status != tc.want || driver != tc.want {
+			t.Errorf("Kubernetes %s, rbac.claimStatus=%s: resourceclaims/status %v, resourceclaims/driver %v, want %v", tc.kube, tc.value, status, driver, tc.want)
+		}
+		// The rest of the role is the same whatever the version.
+		if len(cr.Rules) < 3 {
+			t.Errorf("Kubernetes %s: %d rules", tc.kube, len(cr.Rules))
+		}
+	}
+	if _, err := chart(t).Template(ns, "rbac.claimStatus=sometimes"); err == nil || !strings.Contains(err.Error(), "rbac.claimStatus must be auto, always or never") {
+		t.Errorf("rbac.claimStatus=sometimes: %v", err)
+	}
 }

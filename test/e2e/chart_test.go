@@ -266,6 +266,9 @@ func TestChart(t *testing.T) {
 		}
 	})
 
+	// With the granular status gate on (1.37's default), claim status too.
+	t.Run("ClaimStatusOfOtherNodeDenied", func(t *testing.T) { checkGranularStatus(t, ctx, agent) })
+
 	t.Run("PluginRunsAsAgent", func(t *testing.T) { pluginAsAgent(t, ctx) })
 }
 

@@ -102,3 +102,10 @@ empty for sim, or with gpuNodeAffinity off or affinity set. */}}
 {{- end }}
 {{- toJson $labels }}
 {{- end }}
+
+{{/* Whether the cluster's version has DRAResourceClaimGranularStatusAuthorization
+on by default (beta from 1.36), which narrows resourceclaims/status to the
+agent's own node. Helm sees the version, not the gate. */}}
+{{- define "tessera.granularClaimStatus" -}}
+{{- semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version }}
+{{- end }}

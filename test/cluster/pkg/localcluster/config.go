@@ -92,6 +92,8 @@ type Config struct {
 	Nodes         []Node
 	// SchedulerArgs are extra kube-scheduler flags (benchmarks).
 	SchedulerArgs []string
+	// APIServerArgs are extra kube-apiserver flags (feature gates).
+	APIServerArgs []string
 	// Runtime is the nodes' container runtime: RuntimeFake (the default) or
 	// RuntimeContainerd.
 	Runtime string

@@ -212,7 +212,7 @@ func (c *Config) startEtcd(s *State) (*Proc, error) {
 }
 
 func (c *Config) startAPIServer(s *State, p *pki) (*Proc, error) {
-	return c.start(s, "kube-apiserver", c.bin("kube-apiserver"),
+	args := []string{
 		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(s.Ports["etcd"]),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -238,7 +238,8 @@ func (c *Config) startAPIServer(s *State, p *pki) (*Proc, error) {
 		// Webhooks behind a Service (the chart's, on containerd nodes)
 		// are called at their pods' addresses: there is no kube-proxy.
 		"--enable-aggregator-routing=true",
-	)
+	}
+	return c.start(s, "kube-apiserver", c.bin("kube-apiserver"), append(args, c.APIServerArgs...)...)
 }
 
 // startControllers starts kube-controller-manager and kube-scheduler, each
