@@ -177,6 +177,7 @@ func TestDefaults(t *testing.T) {
 		"DeviceClass/mig.gpu.tessera.dev",
 		"DeviceClass/nvidia.gpu.tessera.dev",
 		"DeviceClass/xcp.gpu.tessera.dev",
+		"PodDisruptionBudget/tessera-webhook",
 		"Secret/tessera-webhook-tls",
 		"Service/tessera-metrics",
 		"Service/tessera-webhook",

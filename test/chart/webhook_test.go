@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -140,8 +142,31 @@ func TestWebhookDefaults(t *testing.T) {
 	}
 	ca := secret.Data["ca.crt"]
 	leaf := verifyServing(t, secret.Data["tls.crt"], secret.Data["tls.key"], ca, webhookName+"."+ns+".svc")
-	if years := leaf.NotAfter.Sub(leaf.NotBefore).Hours() / 24 / 365; years < 9 {
-		t.Errorf("serving certificate valid %.1f years, want about 10 (it is generated once)", years)
+	if days := leaf.NotAfter.Sub(leaf.NotBefore).Hours() / 24; days < 364 || days > 366 {
+		t.Errorf("serving certificate valid %.1f days, want 365 (webhook.tls.validityDays)", days)
+	}
+	// The annotation an upgrade reads to decide on renewal is the
+	// certificate's own expiry (Helm cannot parse a certificate).
+	notAfter, err := time.Parse(time.RFC3339, secret.Annotations["gpu.tessera.dev/not-after"])
+	if err != nil {
+		t.Fatalf("not-after annotation: %v", err)
+	}
+	if d := notAfter.Sub(leaf.NotAfter); d < -time.Minute || d > time.Minute {
+		t.Errorf("not-after annotation %s, certificate expires %s", notAfter, leaf.NotAfter)
+	}
+
+	// Availability: a PodDisruptionBudget over the webhook pods only, and
+	// a spread over nodes.
+	pdb := one[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", webhookName)
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil {
+		t.Errorf("PodDisruptionBudget maxUnavailable %v minAvailable %v, want 1 and unset", pdb.Spec.MaxUnavailable, pdb.Spec.MinAvailable)
+	}
+	if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) || sel.Matches(labels.Set(ds.Spec.Template.Labels)) {
+		t.Errorf("PodDisruptionBudget selector %v (%v)", pdb.Spec.Selector, err)
+	}
+	if tsc := pod.TopologySpreadConstraints; len(tsc) != 1 || tsc[0].TopologyKey != "kubernetes.io/hostname" || tsc[0].MaxSkew != 1 ||
+		tsc[0].WhenUnsatisfiable != corev1.ScheduleAnyway || !labels.SelectorFromSet(tsc[0].LabelSelector.MatchLabels).Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("topologySpreadConstraints %+v, want one over kubernetes.io/hostname selecting the webhook pods", tsc)
 	}
 
 	cfg := vwc(t, objs)
@@ -347,6 +372,56 @@ func TestWebhookOptions(t *testing.T) {
 		pod := d.Spec.Template
 		if pod.Spec.NodeSelector["role"] != "infra" || len(pod.Spec.Tolerations) != 1 || pod.Annotations["a"] != "b" {
 			t.Errorf("nodeSelector %v tolerations %v annotations %v", pod.Spec.NodeSelector, pod.Spec.Tolerations, pod.Annotations)
+		}
+	})
+	t.Run("availability", func(t *testing.T) {
+		// One replica: no budget (it would block every drain).
+		for _, sets := range [][]string{{"webhook.replicas=1"}, {"webhook.podDisruptionBudget.enabled=false"}} {
+			if n := len(helmchart.Find(render(t, sets...), "PodDisruptionBudget", "")); n != 0 {
+				t.Errorf("%v: %d PodDisruptionBudgets", sets, n)
+			}
+		}
+		objs := render(t, "webhook.replicas=3", "webhook.podDisruptionBudget.maxUnavailable=2", "webhook.topologySpreadConstraints=null")
+		if pdb := one[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", webhookName); pdb.Spec.MaxUnavailable.IntValue() != 2 {
+			t.Errorf("maxUnavailable %v", pdb.Spec.MaxUnavailable)
+		}
+		if d, _ := webhookDeployment(t, render(t, "json:webhook.topologySpreadConstraints=[]")); len(d.Spec.Template.Spec.TopologySpreadConstraints) != 0 {
+			t.Errorf("topologySpreadConstraints=[]: %+v", d.Spec.Template.Spec.TopologySpreadConstraints)
+		}
+		d, _ := webhookDeployment(t, render(t, "webhook.topologySpreadConstraints[0].maxSkew=2", "webhook.topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+			"webhook.topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule"))
+		if tsc := d.Spec.Template.Spec.TopologySpreadConstraints; len(tsc) != 1 || tsc[0].TopologyKey != "topology.kubernetes.io/zone" || tsc[0].MaxSkew != 2 {
+			t.Errorf("an operator's constraints: %+v", tsc)
+		}
+	})
+	t.Run("existingSecret", func(t *testing.T) {
+		objs := render(t, "webhook.tls.existingSecret=site-tls", "webhook.tls.caBundle=Q0E=")
+		if n := len(helmchart.Find(objs, "Secret", "")); n != 0 {
+			t.Errorf("%d Secrets rendered with an existing one", n)
+		}
+		d, _ := webhookDeployment(t, objs)
+		if v := d.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].Secret == nil || v[0].Secret.SecretName != "site-tls" {
+			t.Errorf("volumes %+v, want Secret site-tls", v)
+		}
+		for _, w := range vwc(t, objs).Webhooks {
+			if string(w.ClientConfig.CABundle) != "CA" {
+				t.Errorf("%s: caBundle %q, want webhook.tls.caBundle", w.Name, w.ClientConfig.CABundle)
+			}
+		}
+		// helm template cannot read the Secret: without the CA it refuses
+		// rather than register a configuration the API server cannot trust.
+		if _, err := chart(t).Template(ns, "webhook.tls.existingSecret=site-tls"); err == nil || !strings.Contains(err.Error(), "webhook.tls.existingSecret site-tls: set webhook.tls.caBundle") {
+			t.Errorf("existingSecret without caBundle: %v", err)
+		}
+	})
+	t.Run("validity", func(t *testing.T) {
+		secret := one[corev1.Secret](t, render(t, "webhook.tls.validityDays=90", "webhook.tls.renewBeforeDays=10"), "Secret", "tessera-webhook-tls")
+		leaf := verifyServing(t, secret.Data["tls.crt"], secret.Data["tls.key"], secret.Data["ca.crt"], webhookName+"."+ns+".svc")
+		if days := leaf.NotAfter.Sub(leaf.NotBefore).Hours() / 24; days < 89 || days > 91 {
+			t.Errorf("validityDays=90: certificate valid %.1f days", days)
+		}
+		if _, err := chart(t).Template(ns, "webhook.tls.renewBeforeDays=365"); err == nil || !strings.Contains(err.Error(), "must be less than webhook.tls.validityDays") {
+			t.Errorf("renewBeforeDays=validityDays: %v", err)
 		}
 	})
 	t.Run("installed in kube-system", func(t *testing.T) {

@@ -53,7 +53,7 @@ var (
 		"DeviceClass": true,
 	}
 	dryRunOnly = map[string]bool{
-		"DaemonSet": true, "Service": true,
+		"DaemonSet": true, "Service": true, "PodDisruptionBudget": true,
 		"Deployment": true, "Secret": true, "ValidatingWebhookConfiguration": true,
 	}
 )

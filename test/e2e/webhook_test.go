@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -235,7 +239,10 @@ func webhookDown(t *testing.T, ctx context.Context, ns string) {
 // against the API server: once the webhook's Secret exists, the chart
 // renders that Secret's certificate and CA again (lookup) instead of new
 // ones, so an upgrade changes neither the pods' certificate nor the
-// configuration's caBundle.
+// configuration's caBundle, until the certificate expires within
+// webhook.tls.renewBeforeDays (or its Secret does not say when): then the
+// upgrade renews it and the configuration trusts both CAs, so the pods'
+// old certificate verifies until they read the new one.
 func TestWebhookChartKeepsCertificate(t *testing.T) {
 	ctx := context.Background()
 	ch, err := helmchart.ForRepo(repo)
@@ -249,7 +256,9 @@ func TestWebhookChartKeepsCertificate(t *testing.T) {
 	ns := namespace(t)
 	t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}) })
 	sets := []string{"deviceClasses.gpu=false", "deviceClasses.nvidia=false", "deviceClasses.amd=false", "deviceClasses.mig=false", "deviceClasses.xcp=false"}
-	render := func() (*corev1.Secret, *admissionregv1.ValidatingWebhookConfiguration) {
+	// render returns the Secret and the PEM certificates of the caBundle
+	// every webhook of the configuration has (they must agree).
+	render := func() (*corev1.Secret, [][]byte) {
 		t.Helper()
 		data, err := ch.TemplateOnCluster(cluster.Kubeconfig(), release, ns, sets...)
 		if err != nil {
@@ -270,24 +279,106 @@ func TestWebhookChartKeepsCertificate(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		bundle := cfg.Webhooks[0].ClientConfig.CABundle
 		for _, w := range cfg.Webhooks {
-			if string(w.ClientConfig.CABundle) != string(secret.Data["ca.crt"]) {
-				t.Errorf("%s: caBundle is not the Secret's CA", w.Name)
+			if string(w.ClientConfig.CABundle) != string(bundle) {
+				t.Errorf("%s: caBundle differs from %s's", w.Name, cfg.Webhooks[0].Name)
 			}
 		}
-		return &secret, &cfg
+		return &secret, pemBlocks(t, bundle)
+	}
+	// install writes what `helm install` leaves: the Secret, owned by the
+	// release, with its not-after annotation set to notAfter ("" drops it).
+	install := func(s *corev1.Secret, notAfter string) {
+		t.Helper()
+		s = s.DeepCopy()
+		s.Annotations["meta.helm.sh/release-name"] = release
+		s.Annotations["meta.helm.sh/release-namespace"] = ns
+		if notAfter == "" {
+			delete(s.Annotations, "gpu.tessera.dev/not-after")
+		} else {
+			s.Annotations["gpu.tessera.dev/not-after"] = notAfter
+		}
+		_ = client.CoreV1().Secrets(ns).Delete(ctx, s.Name, metav1.DeleteOptions{})
+		if _, err := client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
-	installed, _ := render()
-	// What `helm install` leaves: the Secret, owned by the release.
-	installed.Annotations = map[string]string{"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": ns}
-	if _, err := client.CoreV1().Secrets(ns).Create(ctx, installed, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	installed, bundle := render()
+	if len(bundle) != 1 || string(bundle[0]) != string(installed.Data["ca.crt"]) {
+		t.Fatalf("install: caBundle of %d certificates, want the Secret's ca.crt alone", len(bundle))
 	}
-	upgraded, _ := render()
+	install(installed, installed.Annotations["gpu.tessera.dev/not-after"])
+	upgraded, bundle := render()
 	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
 		if len(installed.Data[k]) == 0 || string(upgraded.Data[k]) != string(installed.Data[k]) {
 			t.Errorf("an upgrade renders a new %s (or none): the installed one must be kept", k)
 		}
 	}
+	if len(bundle) != 1 || string(bundle[0]) != string(installed.Data["ca.crt"]) {
+		t.Errorf("upgrade: caBundle of %d certificates, want the kept CA alone", len(bundle))
+	}
+
+	for _, tc := range []struct{ name, notAfter string }{
+		{"expires within renewBeforeDays", time.Now().Add(10 * 24 * time.Hour).UTC().Format(time.RFC3339)},
+		{"no not-after annotation", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			install(installed, tc.notAfter)
+			renewed, bundle := render()
+			if string(renewed.Data["tls.crt"]) == string(installed.Data["tls.crt"]) || string(renewed.Data["ca.crt"]) == string(installed.Data["ca.crt"]) {
+				t.Fatal("the upgrade kept the certificate")
+			}
+			if len(bundle) != 2 || string(bundle[0]) != string(renewed.Data["ca.crt"]) || string(bundle[1]) != string(installed.Data["ca.crt"]) {
+				t.Fatalf("renewal: caBundle of %d certificates, want the new CA then the old", len(bundle))
+			}
+			// Both the pods' old certificate and the new one verify against
+			// what the API server now trusts.
+			all := []byte(string(bundle[0]) + string(bundle[1]))
+			for name, s := range map[string]*corev1.Secret{"old": installed, "new": renewed} {
+				if err := verifyAgainst(s.Data["tls.crt"], all, "lookup-tessera-webhook."+ns+".svc"); err != nil {
+					t.Errorf("the %s serving certificate against the renewal's caBundle: %v", name, err)
+				}
+			}
+			notAfter, err := time.Parse(time.RFC3339, renewed.Annotations["gpu.tessera.dev/not-after"])
+			if err != nil || time.Until(notAfter) < 360*24*time.Hour {
+				t.Errorf("renewed not-after %q (%v), want a year ahead", renewed.Annotations["gpu.tessera.dev/not-after"], err)
+			}
+		})
+	}
+}
+
+// pemBlocks splits a PEM bundle into its certificates, each re-encoded.
+func pemBlocks(t *testing.T, bundle []byte) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for rest := bundle; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		out = append(out, pem.EncodeToMemory(b))
+	}
+	return out
+}
+
+// verifyAgainst verifies a PEM serving certificate for dnsName against the
+// PEM roots.
+func verifyAgainst(certPEM, rootsPEM []byte, dnsName string) error {
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		return fmt.Errorf("no PEM certificate")
+	}
+	leaf, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(rootsPEM) {
+		return fmt.Errorf("no roots in the bundle")
+	}
+	_, err = leaf.Verify(x509.VerifyOptions{DNSName: dnsName, Roots: roots})
+	return err
 }

@@ -51,8 +51,14 @@ agent's selectors never match its pods. */}}
 {{- printf "%s-webhook" (include "tessera.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* The webhook's serving Secret: the operator's (webhook.tls.existingSecret)
+or the one the chart or cert-manager writes. */}}
 {{- define "tessera.webhook.tlsSecretName" -}}
+{{- if and .Values.webhook.tls.existingSecret (not .Values.webhook.certManager.enabled) }}
+{{- .Values.webhook.tls.existingSecret }}
+{{- else }}
 {{- printf "%s-webhook-tls" (include "tessera.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
 {{- end }}
 
 {{- define "tessera.webhook.labels" -}}

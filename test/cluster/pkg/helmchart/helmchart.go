@@ -73,11 +73,20 @@ func (c *Chart) run(args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
+// setFlag is the helm flag of one value: --set, or --set-json for a value
+// given as "json:key=JSON" (what --set cannot say, such as an empty list).
+func setFlag(s string) []string {
+	if js, ok := strings.CutPrefix(s, "json:"); ok {
+		return []string{"--set-json", js}
+	}
+	return []string{"--set", s}
+}
+
 // Lint runs `helm lint --strict` with the given --set values.
 func (c *Chart) Lint(sets ...string) (string, error) {
 	args := []string{"lint", "--strict", c.Dir, "--kube-version", c.kubeVersion()}
 	for _, s := range sets {
-		args = append(args, "--set", s)
+		args = append(args, setFlag(s)...)
 	}
 	out, err := c.run(args...)
 	return string(out), err
@@ -88,7 +97,7 @@ func (c *Chart) Lint(sets ...string) (string, error) {
 func (c *Chart) Template(namespace string, sets ...string) ([]byte, error) {
 	args := []string{"template", "tessera", c.Dir, "--namespace", namespace, "--kube-version", c.kubeVersion()}
 	for _, s := range sets {
-		args = append(args, "--set", s)
+		args = append(args, setFlag(s)...)
 	}
 	return c.run(args...)
 }
@@ -100,7 +109,7 @@ func (c *Chart) Template(namespace string, sets ...string) ([]byte, error) {
 func (c *Chart) TemplateOnCluster(kubeconfig, release, namespace string, sets ...string) ([]byte, error) {
 	args := []string{"template", release, c.Dir, "--namespace", namespace, "--dry-run=server", "--kubeconfig", kubeconfig}
 	for _, s := range sets {
-		args = append(args, "--set", s)
+		args = append(args, setFlag(s)...)
 	}
 	return c.run(args...)
 }
