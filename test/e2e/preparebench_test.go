@@ -16,15 +16,24 @@ import (
 func TestPrepareBench(t *testing.T) {
 	ctx := t.Context()
 	agent := preparebench.Tessera(filepath.Join(repo, "bin/tessera-kubelet-plugin"))
-	res, err := preparebench.Run(ctx, client, cluster.Kubeconfig(), filepath.Join(cluster.Dir, "prepare-bench"), []preparebench.Driver{agent},
+	flooded, err := preparebench.TesseraFlooded(filepath.Join(repo, "bin/tessera-kubelet-plugin"), 16, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := preparebench.Run(ctx, client, cluster.Kubeconfig(), filepath.Join(cluster.Dir, "prepare-bench"), []preparebench.Driver{agent, flooded},
 		preparebench.Options{Sequential: 3, Waves: 2, InFlight: 8, Rounds: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := res[0]
-	t.Logf("%+v", *r)
-	if r.PrepareP50 <= 0 || r.UnprepareP50 <= 0 || r.GetP50 <= 0 || r.PrepareRate <= 0 || r.UnprepareRate <= 0 {
-		t.Errorf("a figure is missing: %+v", *r)
+	for _, r := range res {
+		t.Logf("%+v", *r)
+		if r.PrepareP50 <= 0 || r.UnprepareP50 <= 0 || r.GetP50 <= 0 || r.PrepareRate <= 0 || r.UnprepareRate <= 0 {
+			t.Errorf("a figure is missing: %+v", *r)
+		}
+	}
+	// The flood was real: the agent answered it throughout.
+	if r := res[1]; r.ReadyzRate <= 0 || r.ReadyzFailed != 0 {
+		t.Errorf("readiness flood: %.0f answered/s, %d unanswered", r.ReadyzRate, r.ReadyzFailed)
 	}
 	claims, err := client.ResourceV1().ResourceClaims(preparebench.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {

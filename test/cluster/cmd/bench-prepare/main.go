@@ -33,6 +33,8 @@ func run() error {
 	flag.IntVar(&o.Waves, "waves", 20, "waves of --in-flight claims per round")
 	flag.IntVar(&o.InFlight, "in-flight", 8, "concurrent calls per wave, one claim and one device each")
 	flag.IntVar(&o.Rounds, "rounds", 5, "rounds; figures are medians over rounds")
+	readyzFlood := flag.Int("readyz-flood", 0, "also measure Tessera (defaults) with this many /readyz requests kept in flight against its metrics port, in the same run; 0 skips it")
+	readyzRate := flag.Int("readyz-flood-rate", 0, "at most this many flood requests a second; 0: as fast as they are answered")
 	flag.Parse()
 	root, err := filepath.Abs(*repo)
 	if err != nil {
@@ -71,6 +73,17 @@ func run() error {
 		runs = append(runs, run{"client limits raised", preparebench.Reference(*reference, raised...)})
 	}
 	runs = append(runs, run{"defaults", preparebench.Tessera(agent)})
+	if *readyzFlood > 0 {
+		d, err := preparebench.TesseraFlooded(agent, *readyzFlood, *readyzRate)
+		if err != nil {
+			return err
+		}
+		what := fmt.Sprintf("defaults, %d /readyz in flight", *readyzFlood)
+		if *readyzRate > 0 {
+			what += fmt.Sprintf(" at %d/s", *readyzRate)
+		}
+		runs = append(runs, run{what, d})
+	}
 	drivers := make([]preparebench.Driver, len(runs))
 	for i, r := range runs {
 		drivers[i] = r.driver
@@ -83,6 +96,12 @@ func run() error {
 	for i, res := range results {
 		fmt.Printf("| %s | %s | %s | %s | %s | %.0f claims/s | %.0f claims/s |\n", res.Label, runs[i].flags,
 			res.PrepareP50.Round(time.Microsecond), res.GetP50.Round(time.Microsecond), res.UnprepareP50.Round(time.Microsecond), res.PrepareRate, res.UnprepareRate)
+	}
+	if *readyzFlood > 0 {
+		plain, flooded := results[len(results)-2], results[len(results)-1]
+		fmt.Printf("\nUnder the /readyz flood (%.0f answered/s, %d unanswered) / without: prepare p50 %.2fx, unprepare p50 %.2fx, prepare throughput %.2fx\n",
+			flooded.ReadyzRate, flooded.ReadyzFailed, flooded.PrepareP50.Seconds()/plain.PrepareP50.Seconds(),
+			flooded.UnprepareP50.Seconds()/plain.UnprepareP50.Seconds(), flooded.PrepareRate/plain.PrepareRate)
 	}
 	if *reference != "" {
 		t, ref := results[0], results[1]

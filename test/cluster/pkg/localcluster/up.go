@@ -213,15 +213,15 @@ func (c *Config) startEtcd(s *State) (*Proc, error) {
 
 func (c *Config) startAPIServer(s *State, p *pki) (*Proc, error) {
 	args := []string{
-		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(s.Ports["etcd"]),
+		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(s.Ports["etcd"]),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(s.Ports["apiserver"]),
-		"--tls-cert-file="+p.path("apiserver.crt"),
-		"--tls-private-key-file="+p.path("apiserver.key"),
-		"--client-ca-file="+p.path("ca.crt"),
-		"--service-account-key-file="+p.path("sa.pub"),
-		"--service-account-signing-key-file="+p.path("sa.key"),
+		"--secure-port=" + strconv.Itoa(s.Ports["apiserver"]),
+		"--tls-cert-file=" + p.path("apiserver.crt"),
+		"--tls-private-key-file=" + p.path("apiserver.key"),
+		"--client-ca-file=" + p.path("ca.crt"),
+		"--service-account-key-file=" + p.path("sa.pub"),
+		"--service-account-signing-key-file=" + p.path("sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-cluster-ip-range=10.0.0.0/24",
 		// The kubernetes Service cannot point at a loopback address.
@@ -229,10 +229,10 @@ func (c *Config) startAPIServer(s *State, p *pki) (*Proc, error) {
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--allow-privileged=true",
-		"--cert-dir="+filepath.Join(c.Dir, "apiserver-certs"),
+		"--cert-dir=" + filepath.Join(c.Dir, "apiserver-certs"),
 		// kubectl logs and exec: the API server calls the kubelets.
-		"--kubelet-client-certificate="+p.path("admin.crt"),
-		"--kubelet-client-key="+p.path("admin.key"),
+		"--kubelet-client-certificate=" + p.path("admin.crt"),
+		"--kubelet-client-key=" + p.path("admin.key"),
 		// Node names are not host names here.
 		"--kubelet-preferred-address-types=InternalIP",
 		// Webhooks behind a Service (the chart's, on containerd nodes)

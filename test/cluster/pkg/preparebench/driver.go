@@ -24,6 +24,11 @@ type Driver struct {
 	// where the machine has one, like /var/run, where CDI specs go) of its
 	// own, and the path of its DRA gRPC socket.
 	Args func(node, kubeconfig, dir, runDir string) (argv []string, socket string)
+	// ReadyzFlood, when positive, is how many /readyz requests are kept in
+	// flight against the plugin while it is measured, at most
+	// ReadyzPerSecond a second when that is positive; ReadyzURL is where.
+	ReadyzFlood, ReadyzPerSecond int
+	ReadyzURL                    string
 }
 
 // Tessera is the agent on a simulated DGX H100 (static partitioning: eight
@@ -42,6 +47,21 @@ func Tessera(binary string, extra ...string) Driver {
 			return append(argv, extra...), filepath.Join(dir, "plugin", "dra.sock")
 		},
 	}
+}
+
+// TesseraFlooded is Tessera with its metrics server on a free loopback
+// port, where flood readiness requests are kept in flight (at most
+// perSecond a second, when positive) while it is measured: the same run
+// then tells what a flood costs prepares.
+func TesseraFlooded(binary string, flood, perSecond int, extra ...string) (Driver, error) {
+	addr, err := freeAddress()
+	if err != nil {
+		return Driver{}, err
+	}
+	d := Tessera(binary, append([]string{"--metrics-address=" + addr}, extra...)...)
+	d.Label = "tessera-readyz-flood" // in claim and directory names
+	d.ReadyzFlood, d.ReadyzPerSecond, d.ReadyzURL = flood, perSecond, "http://"+addr+"/readyz"
+	return d, nil
 }
 
 // Reference is the dra-example-driver kubelet plugin (its gpu profile,

@@ -43,6 +43,10 @@ type Result struct {
 	// PrepareRate and UnprepareRate: claims per second with InFlight calls
 	// in flight.
 	PrepareRate, UnprepareRate float64
+	// With a readiness flood: /readyz requests answered per second while
+	// the plugin was measured, and requests that got no answer.
+	ReadyzRate   float64
+	ReadyzFailed int64
 }
 
 // Run starts every driver's plugin, each in a directory of its own under
@@ -74,9 +78,25 @@ func Run(ctx context.Context, client kubernetes.Interface, kubeconfig, dir strin
 		prepRate, unprepRate []float64
 	}
 	all := make([]samples, len(drivers))
+	floods := make([]*flood, len(drivers))
+	for i, d := range drivers {
+		if d.ReadyzFlood > 0 {
+			floods[i] = &flood{url: d.ReadyzURL, n: d.ReadyzFlood, perSecond: d.ReadyzPerSecond}
+		}
+	}
+	defer func() { // on an error mid-round
+		for _, f := range floods {
+			if f != nil && f.cancel != nil {
+				f.cancel()
+			}
+		}
+	}()
 	for r := range o.Rounds {
 		for i, b := range benches {
 			d := drivers[i]
+			if f := floods[i]; f != nil {
+				f.start(ctx)
+			}
 			p, u, g, err := b.sequential(ctx, fmt.Sprintf("%d-%s-r%d-s", i, d.Label, r), o.Sequential)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", d.Label, err)
@@ -84,6 +104,9 @@ func Run(ctx context.Context, client kubernetes.Interface, kubeconfig, dir strin
 			pr, ur, err := b.waves(ctx, fmt.Sprintf("%d-%s-r%d-w", i, d.Label, r), o.Waves, o.InFlight)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", d.Label, err)
+			}
+			if f := floods[i]; f != nil {
+				f.stop()
 			}
 			s := &all[i]
 			s.prep, s.unprep, s.get = append(s.prep, p), append(s.unprep, u), append(s.get, g)
@@ -95,6 +118,9 @@ func Run(ctx context.Context, client kubernetes.Interface, kubeconfig, dir strin
 		out[i] = &Result{Label: drivers[i].Label,
 			PrepareP50: median(s.prep), UnprepareP50: median(s.unprep), GetP50: median(s.get),
 			PrepareRate: median(s.prepRate), UnprepareRate: median(s.unprepRate)}
+		if f := floods[i]; f != nil {
+			out[i].ReadyzRate, out[i].ReadyzFailed = f.rate(), f.failed.Load()
+		}
 	}
 	return out, nil
 }
