@@ -84,15 +84,19 @@ func kindOf(e publish.Entry) string {
 }
 
 // allowNode is one simulated node and what is prepared on it: one device
-// of each kind and model (or partition profile) it has, with each config,
-// then the multi-device claims.
+// of each kind and model (or partition profile) it has, the first of each
+// kind in full with each config, then the multi-device claims.
 type allowNode struct {
 	name, profile string
-	partitioning  publish.Partitioning
-	sharing       publish.Sharing
-	vendorSpec    vendorNaming // "" for none
-	configs       []allowConfig
-	multi         []multiClaim
+	// full are the kinds whose first device gets every config; the
+	// node's other devices get the first config only (another node
+	// covers their kind in full).
+	full         []string
+	partitioning publish.Partitioning
+	sharing      publish.Sharing
+	vendorSpec   vendorNaming // "" for none
+	configs      []allowConfig
+	multi        []multiClaim
 }
 
 // allowConfig is how a single-device claim is configured.
@@ -162,35 +166,35 @@ const (
 )
 
 var allowNodes = []allowNode{
-	{name: "mixed-inference", profile: "mixed-inference", configs: sharingConfigs, multi: []multiClaim{
+	{name: "mixed-inference", profile: "mixed-inference", full: []string{kindNVIDIA, kindAMD}, configs: sharingConfigs, multi: []multiClaim{
 		{name: "two A100s under MPS", devices: []string{"gpu-0", "gpu-1"}, kind: gpuConfig,
 			sharing: `{"strategy":"MPS","mps":{"defaultActiveThreadPercentage":40,"defaultPinnedDeviceMemoryLimit":"2Gi","defaultPerDevicePinnedMemoryLimit":{"gpu-1":"4Gi"}}}`},
 		{name: "an A100 and the MI210", devices: []string{"gpu-0", "gpu-4"}},
 		{name: "two T4s time-sliced", devices: []string{"gpu-2", "gpu-3"}, kind: gpuConfig, sharing: `{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}`},
 		{name: "every GPU", devices: []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4"}},
 	}},
-	{name: "dgx-h100-mig, static MIG", profile: "dgx-h100-mig", configs: sharingConfigs, multi: []multiClaim{
+	{name: "dgx-h100-mig, static MIG", profile: "dgx-h100-mig", full: []string{kindStaticMIG}, configs: sharingConfigs, multi: []multiClaim{
 		{name: "a GPU and a MIG instance", devices: []string{"gpu-0", "gpu-7-mig-3g-40gb-4"}},
 		{name: "two MIG instances under MPS", devices: []string{"gpu-6-mig-1g-10gb-0", "gpu-6-mig-1g-10gb-1"}, kind: partitionConfig,
 			sharing: `{"strategy":"MPS","mps":{"defaultPinnedDeviceMemoryLimit":"1Gi"}}`},
 	}},
-	{name: "dgx-h100, dynamic MIG", profile: "dgx-h100", partitioning: publish.Dynamic, configs: sharingConfigs, multi: []multiClaim{
+	{name: "dgx-h100, dynamic MIG", profile: "dgx-h100", partitioning: publish.Dynamic, full: []string{kindDynamicMIG}, configs: sharingConfigs, multi: []multiClaim{
 		{name: "two placements carved on one GPU", devices: []string{"gpu-7-mig-1g-10gb-6", "gpu-7-mig-3g-40gb-0"}},
 	}},
-	{name: "MI300X in CPX mode", profile: "testdata/mi300x-cpx.yaml", configs: sharingConfigs, multi: []multiClaim{
+	{name: "MI300X in CPX mode", profile: "testdata/mi300x-cpx.yaml", full: []string{kindXCP}, configs: sharingConfigs, multi: []multiClaim{
 		{name: "two compute partitions and a GPU", devices: []string{"gpu-0-xcp-cpx-0", "gpu-0-xcp-cpx-5", "gpu-1"}},
 	}},
-	{name: "l4-4, capacity shares", profile: "l4-4", sharing: publish.SharingCapacity, configs: shareConfigs},
-	{name: "mixed-inference, capacity shares", profile: "mixed-inference", sharing: publish.SharingCapacity, configs: shareConfigs},
-	{name: "dgx-h100-mig, capacity shares", profile: "dgx-h100-mig", sharing: publish.SharingCapacity, configs: shareConfigs},
-	{name: "mixed-inference, vendor spec by index", profile: "mixed-inference", vendorSpec: byIndex, configs: sharingConfigs[:9], multi: []multiClaim{
+	{name: "l4-4, capacity shares", profile: "l4-4", sharing: publish.SharingCapacity, full: []string{kindNVIDIA}, configs: shareConfigs},
+	{name: "mixed-inference, capacity shares", profile: "mixed-inference", sharing: publish.SharingCapacity, full: []string{kindAMD}, configs: shareConfigs},
+	{name: "dgx-h100-mig, capacity shares", profile: "dgx-h100-mig", sharing: publish.SharingCapacity, full: []string{kindStaticMIG}, configs: shareConfigs},
+	{name: "mixed-inference, vendor spec by index", profile: "mixed-inference", vendorSpec: byIndex, full: []string{kindNVIDIA}, configs: sharingConfigs[:9], multi: []multiClaim{
 		{name: "an A100 and the MI210", devices: []string{"gpu-0", "gpu-4"}},
 	}},
-	{name: "dgx-h100-mig, vendor spec by UUID", profile: "dgx-h100-mig", vendorSpec: byUUID, configs: sharingConfigs[:9], multi: []multiClaim{
+	{name: "dgx-h100-mig, vendor spec by UUID", profile: "dgx-h100-mig", vendorSpec: byUUID, full: []string{kindNVIDIA, kindStaticMIG}, configs: sharingConfigs[:9], multi: []multiClaim{
 		{name: "a GPU and a MIG instance", devices: []string{"gpu-0", "gpu-7-mig-3g-40gb-4"}},
 	}},
-	{name: "dgx-h100-mig, vendor spec by index", profile: "dgx-h100-mig", vendorSpec: byIndex, configs: sharingConfigs[:2]},
-	{name: "dgx-h100 dynamic, vendor spec by index", profile: "dgx-h100", partitioning: publish.Dynamic, vendorSpec: byIndex, configs: sharingConfigs[:2]},
+	{name: "dgx-h100-mig, vendor spec by index", profile: "dgx-h100-mig", vendorSpec: byIndex, full: []string{kindStaticMIG}, configs: sharingConfigs[:2]},
+	{name: "dgx-h100 dynamic, vendor spec by index", profile: "dgx-h100", partitioning: publish.Dynamic, vendorSpec: byIndex, full: []string{kindNVIDIA}, configs: sharingConfigs[:2]},
 }
 
 // allowCheck is the state of one run over the table.
@@ -214,7 +218,7 @@ func (a *allowCheck) node(t *testing.T, n allowNode) {
 		entry := res.Devices[p.device]
 		kind, dev := kindOf(entry), p.device
 		configs := n.configs
-		if !p.first {
+		if !p.first || !slices.Contains(n.full, kind) {
 			configs = configs[:1]
 		}
 		for _, c := range configs {
