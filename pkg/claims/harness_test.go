@@ -46,6 +46,8 @@ type env struct {
 	mps bool
 	// mpsRestarted is Config.MPSRestarted.
 	mpsRestarted func(int)
+	// vendorSpecDirs is the CDI writer's VendorSpecDirs (none when empty).
+	vendorSpecDirs []string
 }
 
 // TestMain lets the test binary be the MPS control stand-in (mpstest).
@@ -108,7 +110,7 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 		return r
 	}
 	res := devices()
-	w, err := cdi.NewWriter(cdi.Options{SpecDir: e.cdiDir(), DevRoot: b.DevRoot(), DeviceNumbers: b.DeviceNumbers})
+	w, err := cdi.NewWriter(cdi.Options{SpecDir: e.cdiDir(), DevRoot: b.DevRoot(), DeviceNumbers: b.DeviceNumbers, VendorSpecDirs: e.vendorSpecDirs})
 	if err != nil {
 		e.t.Fatal(err)
 	}
