@@ -23,7 +23,8 @@ RUNTIME     ?=
 FAKE_BINS := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl fake-runtime helm
 
 .PHONY: all build test unit vet e2e e2e-containerd bench bench-prepare bench-scheduler dry-run clean \
-	check-build-deps cluster-bins cluster-bins-fake cluster-up cluster-down demo
+	check-build-deps cluster-bins cluster-bins-fake cluster-up cluster-down demo \
+	release-pin-images release-krew release-check
 
 all: build
 
@@ -97,6 +98,45 @@ cluster-down:
 # demo: the README's first command.
 demo: build cluster-bins-fake
 	$(TEST_GO) run ./cluster/cmd/demo --repo=.. $(if $(KEEP),--keep-cluster) $(if $(NODES),--nodes=$(NODES))
+
+# Release (docs/development.md, Release). VERSION is the release tag
+# (vX.Y.Z); DIST a directory of kubectl-tessera_<os>_<arch>.tar.gz, built
+# by release-krew when unset; RESOLVER prints an image's digest.
+VERSION        ?=
+DIST           ?=
+RESOLVER       ?=
+RELEASE_DIR    := _output/release
+KREW_DIST       = $(or $(DIST),$(RELEASE_DIR)/dist)
+KREW_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+RELEASE_GO      = $(TEST_GO) run ./cluster/cmd/release
+
+# release-pin-images: pin deployments/Dockerfile's base images by digest,
+# in place (RESOLVER, default `crane digest`, asks their registries).
+release-pin-images:
+	$(RELEASE_GO) pin-images --repo=.. $(if $(RESOLVER),--resolver='$(RESOLVER)')
+
+# release-krew VERSION=vX.Y.Z [DIST=dir]: $(RELEASE_DIR)/tessera.yaml, the
+# krew manifest filled with VERSION's URIs and the archives' sha256.
+# Without DIST, the archives are built first: a static kubectl-tessera per
+# platform, alone in a reproducible tarball (no owner, time or gzip name).
+release-krew:
+	$(if $(VERSION),,$(error release-krew: VERSION=vX.Y.Z is required))
+ifeq ($(DIST),)
+	rm -rf $(KREW_DIST) && mkdir -p $(KREW_DIST)
+	set -e; for p in $(KREW_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; dir=$(KREW_DIST)/$${os}_$${arch}; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags='-s -w' -o $$dir/kubectl-tessera ./cmd/kubectl-tessera; \
+	  tar -C $$dir --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - kubectl-tessera | gzip -n9 > $(KREW_DIST)/kubectl-tessera_$${os}_$${arch}.tar.gz; \
+	  rm -rf $$dir; \
+	done
+endif
+	$(RELEASE_GO) krew --repo=.. --version=$(VERSION) --dist=$(abspath $(KREW_DIST))
+
+# release-check VERSION=vX.Y.Z: refuses a Dockerfile image not pinned by
+# digest and a krew manifest (release-krew's) not filled for VERSION.
+release-check:
+	$(if $(VERSION),,$(error release-check: VERSION=vX.Y.Z is required))
+	$(RELEASE_GO) check --repo=.. --dockerfile=deployments/Dockerfile --manifest=$(RELEASE_DIR)/tessera.yaml --version=$(VERSION)
 
 clean:
 	rm -rf $(BIN)

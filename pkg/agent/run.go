@@ -57,17 +57,45 @@ func NewBackend(ctx context.Context, c *Config) (backend.Backend, error) {
 	}
 }
 
+// SimImage is the agent image that holds the sim backend's stand-in; the
+// production image (deployments/Dockerfile's default target) does not.
+const SimImage = "ghcr.io/tessera-gpu/tessera-kubelet-plugin-sim"
+
+// executable is os.Executable, replaced in tests.
+var executable = os.Executable
+
 // simMPSControl is --mps-control for the simulator: by default its stand-in,
-// tessera-sim, which `make build` puts beside the agent.
+// tessera-sim, which `make build` and the -sim image put beside the agent.
+// It must be there when the agent starts, not at the first MPS claim, which
+// would otherwise fail long after an operator could have fixed the image.
+// A dry run starts no daemon and needs none.
 func (c *Config) simMPSControl() ([]string, error) {
 	if c.MPSControl != "" {
 		return strings.Fields(c.MPSControl), nil
 	}
-	exe, err := os.Executable()
+	exe, err := executable()
 	if err != nil {
 		return nil, fmt.Errorf("--mps-control: find the stand-in beside the agent: %w", err)
 	}
-	return []string{filepath.Join(filepath.Dir(exe), "tessera-sim"), "mps-control"}, nil
+	standIn := filepath.Join(filepath.Dir(exe), "tessera-sim")
+	if !c.DryRun {
+		if err := checkStandIn(standIn); err != nil {
+			return nil, err
+		}
+	}
+	return []string{standIn, "mps-control"}, nil
+}
+
+// checkStandIn says what to do when the stand-in cannot be run.
+func checkStandIn(path string) error {
+	fi, err := os.Stat(path)
+	if err == nil && (!fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0) {
+		err = fmt.Errorf("not an executable file (mode %v)", fi.Mode())
+	}
+	if err != nil {
+		return fmt.Errorf("--backend=sim: MPS stand-in %s: %w; the production image does not ship it: run the sim image %s (deployments/Dockerfile --target tessera-kubelet-plugin-sim), put tessera-sim beside the agent (make build), or set --mps-control", path, err, SimImage)
+	}
+	return nil
 }
 
 // autoBackend picks nvml when libnvidia-ml loads, else amd when the KFD

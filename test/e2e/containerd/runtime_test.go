@@ -53,7 +53,7 @@ func TestAgentsRunFromTheChart(t *testing.T) {
 			t.Errorf("node %s: agent pod %s is controlled by %v, want DaemonSet %s", n.Name, p.Name, owner, localcluster.AgentRelease(n.Name))
 		}
 		c := p.Spec.Containers[0]
-		if want := localcluster.AgentImageRepository + ":" + localcluster.ImageTag; c.Image != want {
+		if want := localcluster.AgentSimImageRepository + ":" + localcluster.ImageTag; c.Image != want {
 			t.Errorf("node %s: agent image %s, want %s", n.Name, c.Image, want)
 		}
 		if !equality.Semantic.DeepEqual(c.SecurityContext, rendered) {

@@ -36,7 +36,7 @@ func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 		"sim": map[string]any{
 			"profile":  n.Profile,
 			"stateDir": c.SimStateDir(n.Name),
-			"image":    map[string]any{"repository": AgentImageRepository, "tag": ImageTag},
+			"image":    map[string]any{"repository": AgentSimImageRepository, "tag": ImageTag},
 		},
 		"partitioning": n.PartitioningOf(),
 		"sharing":      n.SharingOf(),

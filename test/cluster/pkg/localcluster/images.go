@@ -13,9 +13,14 @@ import (
 const (
 	// ImageTag is the tag of the images of this repository's programs.
 	ImageTag = "dev"
-	// AgentImageRepository: tessera-kubelet-plugin, the chart's DaemonSet
-	// image (pull policy Never).
+	// AgentImageRepository: tessera-kubelet-plugin alone, shaped as the
+	// production image (deployments/Dockerfile's default target).
 	AgentImageRepository = "tessera.local/tessera-kubelet-plugin"
+	// AgentSimImageRepository: tessera-kubelet-plugin with tessera-sim, the
+	// sim backend's MPS stand-in, beside it in /usr/bin (as the Dockerfile's
+	// tessera-kubelet-plugin-sim target): the chart's DaemonSet image for
+	// the sim backend (pull policy Never).
+	AgentSimImageRepository = "tessera.local/tessera-kubelet-plugin-sim"
 	// WebhookImageRepository: tessera-webhook, the chart's Deployment.
 	WebhookImageRepository = "tessera.local/tessera-webhook"
 	// ProbeImage is the workload image: it prints the devices, environment
@@ -33,36 +38,50 @@ type image struct {
 
 func (c *Config) imagesDir() string { return filepath.Join(c.Dir, "images") }
 
-// buildImages writes the archives of the agent, webhook, probe and pause
-// images.
+// buildImages writes the archives of the agent (production and sim),
+// webhook, probe and pause images.
 func (c *Config) buildImages() ([]image, error) {
 	if err := os.MkdirAll(c.imagesDir(), 0o755); err != nil {
 		return nil, err
 	}
-	specs := []struct {
-		ref, bin, path string
-		extra          []string // more HOST=IMAGE files
-	}{
-		// The sim backend runs its MPS stand-in, tessera-sim, from the
-		// agent binary's directory (as deployments/Dockerfile installs it).
-		{AgentImageRepository + ":" + ImageTag, c.PluginBin, "/usr/bin/tessera-kubelet-plugin",
-			[]string{filepath.Join(filepath.Dir(c.PluginBin), "tessera-sim") + "=/usr/bin/tessera-sim"}},
-		{WebhookImageRepository + ":" + ImageTag, c.WebhookBin, "/usr/bin/tessera-webhook", nil},
-		{ProbeImage, c.bin("probe"), "/usr/bin/probe", nil},
-		{PauseImage, c.bin("pause"), "/pause", nil},
-	}
 	var out []image
-	for _, sp := range specs {
-		archive := filepath.Join(c.imagesDir(), filepath.Base(sp.path)+".tar")
-		args := []string{"--ref=" + sp.ref, "--out=" + archive, "--add=" + sp.bin + "=" + sp.path, "--entrypoint=" + sp.path}
-		for _, e := range sp.extra {
-			args = append(args, "--add="+e)
-		}
-		cmd := exec.Command(c.bin("oci-image"), args...)
+	for _, sp := range c.imageSpecs() {
+		archive := filepath.Join(c.imagesDir(), sp.archive)
+		cmd := exec.Command(c.bin("oci-image"), sp.args(archive)...)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build image %s: %w\n%s", sp.ref, err, b)
 		}
 		out = append(out, image{Ref: sp.ref, Archive: archive})
 	}
 	return out, nil
+}
+
+// imageSpec is one image for oci-image: its entrypoint and more files.
+type imageSpec struct {
+	ref, archive string
+	entrypoint   string
+	files        []string // HOST=IMAGE, the entrypoint's first
+}
+
+func (sp imageSpec) args(archive string) []string {
+	args := []string{"--ref=" + sp.ref, "--out=" + archive, "--entrypoint=" + sp.entrypoint}
+	for _, f := range sp.files {
+		args = append(args, "--add="+f)
+	}
+	return args
+}
+
+func (c *Config) imageSpecs() []imageSpec {
+	const plugin, sim = "/usr/bin/tessera-kubelet-plugin", "/usr/bin/tessera-sim"
+	agent := c.PluginBin + "=" + plugin
+	return []imageSpec{
+		{AgentImageRepository + ":" + ImageTag, "tessera-kubelet-plugin.tar", plugin, []string{agent}},
+		// The sim backend runs its MPS stand-in from the agent binary's
+		// directory.
+		{AgentSimImageRepository + ":" + ImageTag, "tessera-kubelet-plugin-sim.tar", plugin,
+			[]string{agent, filepath.Join(filepath.Dir(c.PluginBin), "tessera-sim") + "=" + sim}},
+		{WebhookImageRepository + ":" + ImageTag, "tessera-webhook.tar", "/usr/bin/tessera-webhook", []string{c.WebhookBin + "=/usr/bin/tessera-webhook"}},
+		{ProbeImage, "probe.tar", "/usr/bin/probe", []string{c.bin("probe") + "=/usr/bin/probe"}},
+		{PauseImage, "pause.tar", "/pause", []string{c.bin("pause") + "=/pause"}},
+	}
 }

@@ -105,7 +105,7 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 		if err := c.checkNetworks(); err != nil {
 			return err
 		}
-		step("images %s:%s, %s, %s", AgentImageRepository, ImageTag, ProbeImage, PauseImage)
+		step("images %s:%s, %s:%s, %s, %s", AgentImageRepository, ImageTag, AgentSimImageRepository, ImageTag, ProbeImage, PauseImage)
 		if images, err = c.buildImages(); err != nil {
 			return err
 		}
