@@ -55,6 +55,16 @@ type Capabilities struct {
 	// are enforced (each client limited by the device's MPS daemon), false
 	// where they are the scheduler's accounting only.
 	EnforcedShares bool
+	// DmemRegion is the name format of a GPU's region in the dmem cgroup
+	// controller, with %s its PCI address; "" where the driver registers
+	// none. A share can be held by the kernel only on a GPU with a region.
+	DmemRegion string
+	// KernelMemoryDriver is the oldest driver that registers the region
+	// and enforces a cgroup's limit on it; "" for any.
+	KernelMemoryDriver string
+	// KernelMemoryPartitions is true where a partition's memory can be
+	// limited per cgroup too (not MIG: MPS memory partitioning excludes it).
+	KernelMemoryPartitions bool
 }
 
 // Node is one device node. Major names its character-device region, not a

@@ -24,7 +24,9 @@ func (Vendor) DisplayName() string    { return "AMD" }
 func (Vendor) Majors() []string       { return []string{majorDRM, majorKFD} }
 
 func (Vendor) Capabilities() gpuvendor.Capabilities {
-	return gpuvendor.Capabilities{PartitionKind: inventory.PartitionXCP}
+	// amdgpu registers each device's VRAM with the dmem controller; a
+	// compute partition's memory is the device's (one region per device).
+	return gpuvendor.Capabilities{PartitionKind: inventory.PartitionXCP, DmemRegion: "drm/%s/vram0"}
 }
 
 func (Vendor) GPUNodes(g *inventory.GPU) ([]gpuvendor.Node, error) {

@@ -34,6 +34,10 @@ func (Vendor) Capabilities() gpuvendor.Capabilities {
 		TimeSliceIntervals: true,
 		MPS:                true,
 		EnforcedShares:     true,
+		// The open kernel module registers its video memory from r615,
+		// where MPS memory partitioning (non-MIG GPUs) enforces it.
+		DmemRegion:         "nvidia/%s/vidmem",
+		KernelMemoryDriver: "615.0.0",
 	}
 }
 

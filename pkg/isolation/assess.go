@@ -1,0 +1,103 @@
+package isolation
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+)
+
+// Assessment is how a share of one GPU or partition is held on this node,
+// and why not more strongly.
+type Assessment struct {
+	Level Level
+	// Blockers are the missing prerequisites of kernel isolation, each a
+	// sentence for the claim's status and the logs; empty at Kernel.
+	Blockers []string
+}
+
+// limitMechanism says whether the agent can set a kernel memory limit on a
+// workload's cgroup. It cannot yet: until it can, no device is published
+// kernel, whatever the node offers (docs/sharing.md).
+const limitMechanism = false
+
+// Assess judges a share of gpu (or of its partition p, nil for the whole
+// GPU) on host, by the vendor's capabilities.
+func Assess(caps gpuvendor.Capabilities, gpu *inventory.GPU, p *inventory.Partition, host Host) Assessment {
+	var blockers []string
+	switch {
+	case !host.CgroupV2:
+		blockers = append(blockers, fmt.Sprintf("the node has no cgroup v2 hierarchy at %s", host.Root))
+	case !host.Dmem:
+		blockers = append(blockers, "the node's kernel offers no dmem cgroup controller (Linux 6.14+, CONFIG_CGROUP_DMEM)")
+	}
+	switch {
+	case caps.DmemRegion == "":
+		blockers = append(blockers, "the vendor's driver registers no device memory region with the kernel")
+	case p != nil && !caps.KernelMemoryPartitions:
+		blockers = append(blockers, fmt.Sprintf("a %s partition's memory cannot be limited per cgroup", p.Kind))
+	case caps.KernelMemoryDriver != "" && olderThan(gpu.DriverVersion, caps.KernelMemoryDriver):
+		blockers = append(blockers, fmt.Sprintf("driver %s is older than %s, the first to enforce a cgroup's device memory limit", orUnknown(gpu.DriverVersion), caps.KernelMemoryDriver))
+	case host.Dmem:
+		if region := fmt.Sprintf(caps.DmemRegion, gpu.PCIBusID); !hasRegion(host, region) {
+			blockers = append(blockers, fmt.Sprintf("dmem.capacity lists no region %s for this GPU", region))
+		}
+	}
+	if !limitMechanism {
+		blockers = append(blockers, "Tessera does not set kernel memory limits yet")
+	}
+	level := Kernel
+	if len(blockers) > 0 {
+		level = None
+		if caps.EnforcedShares {
+			level = Process
+		}
+	}
+	return Assessment{Level: level, Blockers: blockers}
+}
+
+func hasRegion(h Host, name string) bool {
+	_, ok := h.Regions[name]
+	return ok
+}
+
+// olderThan compares dotted numeric versions (580.65.6); an unknown or
+// unparsable version counts as older.
+func olderThan(v, min string) bool {
+	a, ok := parts(v)
+	b, _ := parts(min)
+	if !ok {
+		return true
+	}
+	for i := range 3 {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+func parts(v string) ([3]int, bool) {
+	var out [3]int
+	f := strings.Split(v, ".")
+	if v == "" || len(f) > 3 {
+		return out, false
+	}
+	for i, s := range f {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return out, false
+		}
+		out[i] = n
+	}
+	return out, true
+}
+
+func orUnknown(v string) string {
+	if v == "" {
+		return "(unknown version)"
+	}
+	return v
+}

@@ -1,0 +1,61 @@
+package isolation
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/vendors"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+)
+
+func TestAssess(t *testing.T) {
+	dmem := Host{Root: "/sys/fs/cgroup", CgroupV2: true, Dmem: true, Regions: map[string]int64{
+		"drm/0000:03:00.0/vram0": 1 << 30, "nvidia/0000:18:00.0/vidmem": 1 << 30}}
+	plain := Host{Root: "/sys/fs/cgroup", CgroupV2: true}
+	v1 := Host{Root: "/sys/fs/cgroup"}
+	nv := func(driver, pci string) *inventory.GPU {
+		return &inventory.GPU{Vendor: inventory.VendorNVIDIA, DriverVersion: driver, PCIBusID: pci}
+	}
+	amd := &inventory.GPU{Vendor: inventory.VendorAMD, PCIBusID: "0000:03:00.0"}
+	mig := &inventory.Partition{Kind: inventory.PartitionMIG}
+	notYet := "Tessera does not set kernel memory limits yet"
+	for _, tc := range []struct {
+		name string
+		gpu  *inventory.GPU
+		p    *inventory.Partition
+		host Host
+		want Assessment
+	}{
+		{"NVIDIA r615 with its region", nv("615.10.0", "0000:18:00.0"), nil, dmem, Assessment{Process, []string{notYet}}},
+		{"NVIDIA r580", nv("580.65.6", "0000:18:00.0"), nil, dmem, Assessment{Process, []string{
+			"driver 580.65.6 is older than 615.0.0, the first to enforce a cgroup's device memory limit", notYet}}},
+		{"NVIDIA without a version", nv("", "0000:18:00.0"), nil, dmem, Assessment{Process, []string{
+			"driver (unknown version) is older than 615.0.0, the first to enforce a cgroup's device memory limit", notYet}}},
+		{"NVIDIA r615, no region for this GPU", nv("615.10.0", "0000:19:00.0"), nil, dmem, Assessment{Process, []string{
+			"dmem.capacity lists no region nvidia/0000:19:00.0/vidmem for this GPU", notYet}}},
+		{"MIG instance", nv("615.10.0", "0000:18:00.0"), mig, dmem, Assessment{Process, []string{
+			"a mig partition's memory cannot be limited per cgroup", notYet}}},
+		{"AMD with its region", amd, nil, dmem, Assessment{None, []string{notYet}}},
+		{"AMD without dmem", amd, nil, plain, Assessment{None, []string{
+			"the node's kernel offers no dmem cgroup controller (Linux 6.14+, CONFIG_CGROUP_DMEM)", notYet}}},
+		{"cgroup v1", amd, nil, v1, Assessment{None, []string{"the node has no cgroup v2 hierarchy at /sys/fs/cgroup", notYet}}},
+	} {
+		if got := Assess(vendors.Capabilities(tc.gpu.Vendor), tc.gpu, tc.p, tc.host); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestOlderThan(t *testing.T) {
+	for _, tc := range []struct {
+		v, min string
+		want   bool
+	}{
+		{"580.65.6", "615.0.0", true}, {"615.0.0", "615.0.0", false}, {"615", "615.0.0", false},
+		{"620.1", "615.0.0", false}, {"", "615.0.0", true}, {"r615", "615.0.0", true}, {"1.2.3.4", "615.0.0", true},
+	} {
+		if got := olderThan(tc.v, tc.min); got != tc.want {
+			t.Errorf("olderThan(%q, %q) = %v", tc.v, tc.min, got)
+		}
+	}
+}
