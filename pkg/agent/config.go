@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/driver"
 	"github.com/tessera-gpu/tessera/pkg/flagenv"
 	"github.com/tessera-gpu/tessera/pkg/health"
+	"github.com/tessera-gpu/tessera/pkg/isolation"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -193,5 +195,22 @@ func (c *Config) driverOptions(b backend.Backend) driver.Options {
 		Sharing:        s,
 		Profiles:       c.DynamicProfiles,
 		Health:         c.healthPolicy(),
+		Host:           c.host(b),
 	}
+}
+
+// host is what the node's cgroups offer for device memory limits: the
+// host's /sys/fs/cgroup (below --sysfs-root), or the simulator's own tree.
+// A root it cannot read whole is logged and judged by what it could read:
+// a share is then held no more strongly than that shows.
+func (c *Config) host(b backend.Backend) isolation.Host {
+	root := filepath.Join(c.SysfsRoot, "sys/fs/cgroup")
+	if cr, ok := b.(backend.CgroupRooter); ok {
+		root = cr.CgroupRoot()
+	}
+	h, err := isolation.ReadHost(root)
+	if err != nil {
+		klog.Background().Error(err, "Reading what the node's cgroups offer for GPU memory limits", "root", root)
+	}
+	return h
 }

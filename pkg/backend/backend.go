@@ -59,6 +59,12 @@ type Generationer interface {
 	Generation() (string, error)
 }
 
+// CgroupRooter is implemented by backends whose node's cgroup hierarchy is
+// not the host's /sys/fs/cgroup: the simulator's tree of its own.
+type CgroupRooter interface {
+	CgroupRoot() string
+}
+
 // StrayCleaner is implemented by backends where a partition can be left
 // half made, invisible to Discover: an NVIDIA GPU instance without a compute
 // instance, after a destroy that removed the compute instance but failed on

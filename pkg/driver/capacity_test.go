@@ -59,11 +59,13 @@ func TestCapacitySharesOverGRPC(t *testing.T) {
 	expect(t, "gpu-2 allocated", s.Value("tessera_shared_device_memory_allocated_bytes", "device", "gpu-2"), 0)
 	expect(t, "MPS daemons", s.Value("tessera_mps_daemons"), 1)
 
-	// Each share says on its claim how it is enforced; the whole-GPU claim
-	// has nothing to say.
+	// Each share says on its claim how it is held: by its processes' MPS
+	// client limits, which is no isolation boundary, and why the kernel
+	// does not hold it. The whole-GPU claim has nothing to say.
 	for _, c := range []*drapbv1.Claim{a, b} {
 		st, r, msg := shareStatus(t, n, c.Name)
-		if st != metav1.ConditionTrue || r != ReasonMPS || !strings.Contains(msg, "at most 7168MiB of device memory") {
+		if st != metav1.ConditionFalse || r != ReasonProcessLimitsOnly || !strings.Contains(msg, "at most 7168MiB of device memory") ||
+			!strings.Contains(msg, "not an isolation boundary") || !strings.Contains(msg, "Tessera does not set kernel memory limits yet") {
 			t.Errorf("claim %s: ShareEnforced %s %s %q", c.Name, st, r, msg)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/claims"
+	"github.com/tessera-gpu/tessera/pkg/isolation"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
@@ -76,7 +77,7 @@ func (d *Driver) reportPrepare(ctx context.Context, claim *resourceapi.ResourceC
 			shareID = string(*r.ShareID)
 		}
 		if sh := shares[deviceKey{r.Pool, r.Device, shareID}]; sh != nil {
-			s, rs, m := shareCondition(sh)
+			s, rs, m := shareCondition(sh, d.deviceIsolation(r.Device))
 			conds = append(conds, metaapply.Condition().WithType(ConditionShareEnforced).WithStatus(s).WithReason(rs).
 				WithMessage(m).WithLastTransitionTime(now).WithObservedGeneration(claim.Generation))
 		}
@@ -129,4 +130,18 @@ func conditionReason(r string) string {
 		return "PrepareFailed"
 	}
 	return b.String()
+}
+
+// deviceIsolation is how shares of the published device name are held;
+// one the last build no longer has is judged as held by nothing.
+func (d *Driver) deviceIsolation(name string) isolation.Assessment {
+	res := d.Published()
+	if res == nil {
+		return isolation.Assessment{Level: isolation.None, Blockers: []string{"the device is no longer published"}}
+	}
+	e, ok := res.Devices[name]
+	if !ok {
+		return isolation.Assessment{Level: isolation.None, Blockers: []string{"the device is no longer published"}}
+	}
+	return d.opts.isolation(e.GPU, e.Partition)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/pkg/claims"
 	"github.com/tessera-gpu/tessera/pkg/health"
+	"github.com/tessera-gpu/tessera/pkg/isolation"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
@@ -58,6 +59,9 @@ type Options struct {
 	// Sharing says whether devices are published multi-allocatable
 	// (capacity shares); none when empty.
 	Sharing publish.Sharing
+	// Host is what the node's cgroups offer for device memory limits: how
+	// each device's shares are held (memoryIsolation, ShareEnforced).
+	Host isolation.Host
 	// Profiles restricts the MIG profiles a dynamic GPU publishes
 	// (publish.Options.Profiles); empty publishes all.
 	Profiles []string

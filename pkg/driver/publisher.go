@@ -10,8 +10,10 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/pkg/health"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/isolation"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -85,7 +87,14 @@ func newPublisher(o *Options, tr *health.Tracker) *publisher {
 // running agent and the dry run build through it. held is nil before the
 // checkpoint is read: every partition counts as held.
 func publishOptions(o *Options, taints func(string) []resourceapi.DeviceTaint, held func(string, *inventory.Partition) bool) publish.Options {
-	return publish.Options{Partitioning: o.Partitioning, Sharing: o.Sharing, Profiles: o.Profiles, Taints: taints, Held: held}
+	return publish.Options{Partitioning: o.Partitioning, Sharing: o.Sharing, Profiles: o.Profiles, Taints: taints, Held: held,
+		Isolation: func(g *inventory.GPU, p *inventory.Partition) isolation.Level { return o.isolation(g, p).Level }}
+}
+
+// isolation is how a share or MPS limit of partition p of g (nil: the
+// whole GPU) is held on this node.
+func (o *Options) isolation(g *inventory.GPU, p *inventory.Partition) isolation.Assessment {
+	return isolation.Assess(vendors.Capabilities(g.Vendor), g, p, o.Host)
 }
 
 // start lets publishes send slices through send (the kubelet plugin

@@ -2,38 +2,52 @@ package driver
 
 import (
 	"fmt"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/pkg/isolation"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
-// A capacity share says on its claim, next to its device, whether the
-// hardware enforces it: `kubectl describe resourceclaim` then answers "is
-// my 7Gi a limit or a promise?" without reading the docs.
+// A capacity share says on its claim, next to its device, how it is held
+// (pkg/isolation): `kubectl describe resourceclaim` then answers "is my 7Gi
+// a limit or a promise?" without reading the docs. True only for a limit
+// the tenant cannot lift; MPS client limits are the tenant's own
+// processes' to keep, so they are False, and say so.
 
 const (
 	// ConditionShareEnforced is the condition type on a share's device.
 	ConditionShareEnforced = "ShareEnforced"
-	// ReasonMPS: the share's limits are MPS client limits.
-	ReasonMPS = "MPS"
+	// ReasonKernelMemoryLimit: a cgroup limit on the workload holds the
+	// share's memory.
+	ReasonKernelMemoryLimit = "KernelMemoryLimit"
+	// ReasonProcessLimitsOnly: the share's limits are MPS client limits,
+	// which the workload's own processes apply.
+	ReasonProcessLimitsOnly = "ProcessLimitsOnly"
 	// ReasonSchedulingOnly: nothing on the node enforces the share.
 	ReasonSchedulingOnly = "SchedulingOnly"
 )
 
-func shareCondition(sh *sharing.Share) (metav1.ConditionStatus, string, string) {
-	if !sh.Enforced {
-		return metav1.ConditionFalse, ReasonSchedulingOnly, fmt.Sprintf("share %s (%s) is the scheduler's accounting only: this GPU cannot enforce it, so a process may use more", sh.ID, sh)
+func shareCondition(sh *sharing.Share, a isolation.Assessment) (metav1.ConditionStatus, string, string) {
+	why := ""
+	if len(a.Blockers) > 0 {
+		why = " Not held by the kernel: " + strings.Join(a.Blockers, "; ") + "."
 	}
-	msg := fmt.Sprintf("share %s (%s) runs under the device's MPS daemon: each process may pin at most %dMiB of device memory", sh.ID, sh, sh.MemoryBytes>>20)
-	if sh.ComputeUnits == 0 {
-		msg += " and has no cap on compute (a memory-only share)"
-	} else {
-		msg += " and use its share of the compute units (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)"
+	switch a.Level {
+	case isolation.Kernel:
+		return metav1.ConditionTrue, ReasonKernelMemoryLimit, fmt.Sprintf("share %s (%s): its workload's cgroup may hold at most %dMiB of this GPU's memory", sh.ID, sh, sh.MemoryBytes>>20)
+	case isolation.Process:
+		msg := fmt.Sprintf("share %s (%s) runs under the GPU's MPS daemon, whose clients are asked to pin at most %dMiB of device memory", sh.ID, sh, sh.MemoryBytes>>20)
+		if sh.ComputeUnits > 0 {
+			msg += " and to use their share of the compute units"
+		}
+		msg += " by CUDA_MPS_* variables in the container's environment: not an isolation boundary. A process that unsets them uses the whole GPU, and the daemon (its control pipe too) is shared with this GPU's other shares, whatever their namespace."
+		return metav1.ConditionFalse, ReasonProcessLimitsOnly, msg + why
 	}
-	return metav1.ConditionTrue, ReasonMPS, msg
+	return metav1.ConditionFalse, ReasonSchedulingOnly, fmt.Sprintf("share %s (%s) is the scheduler's accounting only: nothing on this GPU enforces it, so a process may use more.", sh.ID, sh) + why
 }
 
 // sharesRecorded reports whether the claim's status already says how each

@@ -58,6 +58,12 @@ func Assess(caps gpuvendor.Capabilities, gpu *inventory.GPU, p *inventory.Partit
 	return Assessment{Level: level, Blockers: blockers}
 }
 
+// RegistersRegion reports whether the vendor's driver of gpu registers the
+// GPU's memory with the dmem controller (where the kernel has it).
+func RegistersRegion(caps gpuvendor.Capabilities, gpu *inventory.GPU) bool {
+	return caps.DmemRegion != "" && (caps.KernelMemoryDriver == "" || !olderThan(gpu.DriverVersion, caps.KernelMemoryDriver))
+}
+
 func hasRegion(h Host, name string) bool {
 	_, ok := h.Regions[name]
 	return ok

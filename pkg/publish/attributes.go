@@ -35,6 +35,7 @@ const (
 	AttrMemoryPartition   = "memoryPartitionMode"
 	AttrCardID            = "cardID"
 	AttrSimulated         = "simulated"
+	AttrMemoryIsolation   = "memoryIsolation"
 	CapMemory             = "memory"
 	CapComputeUnits       = "computeUnits"
 	TypeGPU               = "gpu"

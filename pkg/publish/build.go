@@ -8,6 +8,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/isolation"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/pci"
 	"github.com/tessera-gpu/tessera/pkg/topology"
@@ -124,6 +125,7 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 	if err := taint(items, opts.Taints); err != nil {
 		return nil, fmt.Errorf("node %s: %w", nodeName, err)
 	}
+	isolate(items, opts.Isolation)
 	pool, err := paginate(items, counterSets, res)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", nodeName, err)
@@ -176,6 +178,22 @@ func taint(items []item, taints func(gpu string) []resourceapi.DeviceTaint) erro
 		}
 	}
 	return nil
+}
+
+// isolate publishes how each device's shares and MPS limits are held: a
+// placement is judged as the partition carving it makes.
+func isolate(items []item, level func(*inventory.GPU, *inventory.Partition) isolation.Level) {
+	if level == nil {
+		return
+	}
+	for i := range items {
+		e := items[i].entry
+		p := e.Partition
+		if p == nil && e.Carve != nil {
+			p = &inventory.Partition{Kind: e.GPU.Partitioning.Kind, Profile: e.Carve.Profile, Placement: e.Carve.Placement}
+		}
+		attrs(items[i].dev.Attributes).str(AttrMemoryIsolation, string(level(e.GPU, p)))
+	}
 }
 
 // paginate cuts the devices, in order, into slices of at most

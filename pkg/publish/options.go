@@ -6,6 +6,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/isolation"
 	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
@@ -57,6 +58,10 @@ type Options struct {
 	// health, pkg/health); they are published on the GPU and on every
 	// partition and placement of it. Nil publishes none.
 	Taints func(gpu string) []resourceapi.DeviceTaint
+	// Isolation says how a share or MPS limit of partition p of gpu (p nil:
+	// the whole GPU) is held on this node, published as memoryIsolation on
+	// every device (pkg/isolation). Nil publishes none.
+	Isolation func(gpu *inventory.GPU, p *inventory.Partition) isolation.Level
 }
 
 // Carve is what prepare must cut for a dynamically published partition.

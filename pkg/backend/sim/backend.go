@@ -92,6 +92,9 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("sim: creating state directory: %w", err)
 	}
 	b.devs = &devTree{root: filepath.Join(stateDir, "dev")}
+	if err := writeCgroup(b.CgroupRoot(), m.Cgroup, &m.Node); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
 	if b.mpsRoot != "" || b.mpsControl != nil {
 		if b.mps, err = mps.New(mps.Config{Root: b.mpsRoot, Control: b.mpsControl, Logger: b.logger}); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)

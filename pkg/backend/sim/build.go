@@ -59,6 +59,15 @@ func build(f *fileMachine, lines lineIndex, fallbackName, nodeName string) (*Mac
 		b.m.Name = fallbackName
 	}
 	b.m.Description = f.Description
+	b.m.Cgroup = Cgroup{Version: 2}
+	if c := f.Cgroup; c != nil {
+		b.m.Cgroup = Cgroup{Version: c.Version, Dmem: c.Dmem}
+		if c.Version != 1 && c.Version != 2 {
+			b.errorf("cgroup.version", "%d is not a cgroup version (1 or 2)", c.Version)
+		} else if c.Version == 1 && c.Dmem {
+			b.errorf("cgroup.dmem", "the dmem controller needs cgroup version 2")
+		}
+	}
 	b.m.NodeName = nodeName
 	if f.DriverVersion != "" && SemverFromDriver(f.DriverVersion) == "" {
 		b.errorf("driverVersion", "%q is not a driver version (want e.g. 580.65.06)", f.DriverVersion)

@@ -20,6 +20,14 @@ type fileMachine struct {
 	GPUTypes map[string]fileGPUType `yaml:"gpuTypes"`
 	GPUs     []fileGPU              `yaml:"gpus"`
 	Links    fileLinks              `yaml:"links"`
+	// Cgroup is the node's cgroup hierarchy; absent: v2 without dmem.
+	Cgroup *fileCgroup `yaml:"cgroup"`
+}
+
+// fileCgroup is what the node's kernel offers for device memory limits.
+type fileCgroup struct {
+	Version int  `yaml:"version"` // 1 or 2
+	Dmem    bool `yaml:"dmem"`    // the dmem controller (v2 only)
 }
 
 // fileGPUType is everything GPUs of one model share.

@@ -18,6 +18,8 @@ type Machine struct {
 	// Node is the inventory at power-on: GPUs in file order (count entries
 	// expanded), the partitions the file creates, and the links.
 	Node inventory.Node
+	// Cgroup is the node's simulated cgroup hierarchy (cgroup.go).
+	Cgroup Cgroup
 }
 
 // GPUIndex returns the index of the GPU with uuid in m.Node.GPUs, or -1.

@@ -1,0 +1,40 @@
+package driver
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/pkg/isolation"
+	"github.com/tessera-gpu/tessera/pkg/sharing"
+)
+
+// TestShareCondition: True only for a limit the tenant cannot lift; the
+// message says how the share is held and every reason it is not held by
+// the kernel.
+func TestShareCondition(t *testing.T) {
+	sh := &sharing.Share{ID: "s1", MemoryBytes: 7 << 30, ComputeUnits: 29}
+	for _, tc := range []struct {
+		a      isolation.Assessment
+		status metav1.ConditionStatus
+		reason string
+		says   []string
+	}{
+		{isolation.Assessment{Level: isolation.Kernel}, metav1.ConditionTrue, ReasonKernelMemoryLimit, []string{"at most 7168MiB"}},
+		{isolation.Assessment{Level: isolation.Process, Blockers: []string{"driver 580.65.6 is older than 615.0.0", "no dmem"}}, metav1.ConditionFalse, ReasonProcessLimitsOnly,
+			[]string{"at most 7168MiB", "their share of the compute units", "not an isolation boundary", "control pipe", "Not held by the kernel: driver 580.65.6 is older than 615.0.0; no dmem."}},
+		{isolation.Assessment{Level: isolation.None, Blockers: []string{"no region"}}, metav1.ConditionFalse, ReasonSchedulingOnly,
+			[]string{"accounting only", "Not held by the kernel: no region."}},
+	} {
+		st, r, msg := shareCondition(sh, tc.a)
+		if st != tc.status || r != tc.reason {
+			t.Errorf("%s: %s %s, want %s %s", tc.a.Level, st, r, tc.status, tc.reason)
+		}
+		for _, s := range tc.says {
+			if !strings.Contains(msg, s) {
+				t.Errorf("%s: message %q does not say %q", tc.a.Level, msg, s)
+			}
+		}
+	}
+}
