@@ -18,7 +18,8 @@ func (d *Driver) sharedDevices() []metrics.SharedDevice {
 		}
 		u := use[name]
 		sd := metrics.SharedDevice{Device: name, MemoryBytes: e.Shared.MemoryBytes, ComputeUnits: e.Shared.ComputeUnits,
-			AllocatedMemoryBytes: u.MemoryBytes, AllocatedComputeUnits: u.ComputeUnits, Shares: u.Shares}
+			AllocatedMemoryBytes: u.MemoryBytes, AllocatedComputeUnits: u.ComputeUnits, Shares: u.Shares,
+			MemoryIsolation: string(d.opts.isolation(e.GPU, e.Partition).Level)}
 		if u.Whole {
 			sd.AllocatedMemoryBytes, sd.AllocatedComputeUnits = e.Shared.MemoryBytes, e.Shared.ComputeUnits
 		}

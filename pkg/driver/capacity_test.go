@@ -58,6 +58,9 @@ func TestCapacitySharesOverGRPC(t *testing.T) {
 	expect(t, "gpu-1 compute allocated (whole)", s.Value("tessera_shared_device_compute_units_allocated", "device", "gpu-1"), 58)
 	expect(t, "gpu-2 allocated", s.Value("tessera_shared_device_memory_allocated_bytes", "device", "gpu-2"), 0)
 	expect(t, "MPS daemons", s.Value("tessera_mps_daemons"), 1)
+	// The two shares of gpu-0 are held by MPS client limits only.
+	expect(t, "shares held by process limits", s.Value("tessera_prepared_shares", "memory_isolation", "process"), 2)
+	expect(t, "shares held by the kernel", s.Value("tessera_prepared_shares", "memory_isolation", "kernel"), 0)
 
 	// Each share says on its claim how it is held: by its processes' MPS
 	// client limits, which is no isolation boundary, and why the kernel

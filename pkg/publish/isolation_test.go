@@ -1,0 +1,73 @@
+package publish_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/tessera-gpu/tessera/internal/alloctest"
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/vendors"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/isolation"
+	"github.com/tessera-gpu/tessera/pkg/publish"
+)
+
+// TestMemoryIsolationSelectable: a claim can require how its share is
+// held, and the real allocator honours it. On a node whose kernel offers
+// every prerequisite but whose agent sets no kernel limit, a claim that
+// requires kernel isolation fits nowhere (it stays pending rather than land
+// on a GPU that would not hold it); process finds the NVIDIA GPUs, none
+// the AMD one.
+func TestMemoryIsolationSelectable(t *testing.T) {
+	classes, err := alloctest.Classes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := isolation.Host{Root: "/sys/fs/cgroup", CgroupV2: true, Dmem: true}
+	opts := publish.Options{Partitioning: publish.Static, Sharing: publish.SharingCapacity,
+		Isolation: func(g *inventory.GPU, p *inventory.Partition) isolation.Level {
+			return isolation.Assess(vendors.Capabilities(g.Vendor), g, p, host).Level
+		}}
+	slices, res := alloctest.PublishSimWith(t, "mixed-inference", "mixed-inference", opts)
+	for name, e := range res.Devices {
+		want := "process"
+		if e.GPU.Vendor == inventory.VendorAMD {
+			want = "none"
+		}
+		for _, s := range slices {
+			for _, d := range s.Spec.Devices {
+				if d.Name == name {
+					if got := d.Attributes["memoryIsolation"].StringValue; got == nil || *got != want {
+						t.Errorf("device %s (%s): memoryIsolation %v, want %s", name, e.GPU.Vendor, got, want)
+					}
+				}
+			}
+		}
+	}
+	c := alloctest.NewCluster(slices, classes)
+	isIsolation := `device.attributes["gpu.tessera.dev"].memoryIsolation == "%s"`
+	for _, tc := range []struct {
+		level  string
+		vendor string // "" when nothing fits
+	}{{"kernel", ""}, {"process", "nvidia"}, {"none", "amd"}} {
+		claim := alloctest.Claim("iso-"+tc.level, req("gpu.tessera.dev", 1, fmt.Sprintf(isIsolation, tc.level)))
+		got, err := c.Allocate(context.Background(), "mixed-inference", claim)
+		if err != nil {
+			t.Fatalf("memoryIsolation %s: %v", tc.level, err)
+		}
+		if tc.vendor == "" {
+			if got != nil {
+				t.Errorf("memoryIsolation %s: allocated %v, want no fit", tc.level, alloctest.Devices(got[0]))
+			}
+			continue
+		}
+		if got == nil {
+			t.Fatalf("memoryIsolation %s: no fit, want a %s device", tc.level, tc.vendor)
+		}
+		dev := alloctest.Devices(got[0])[0]
+		if v := res.Devices[dev].GPU.Vendor; string(v) != tc.vendor {
+			t.Errorf("memoryIsolation %s: got %s of %s, want %s", tc.level, dev, v, tc.vendor)
+		}
+		c.Release(got[0])
+	}
+}
