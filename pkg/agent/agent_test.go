@@ -180,3 +180,16 @@ func TestDefaultBackendIsAuto(t *testing.T) {
 		t.Errorf("default backend %q, want auto", c.Backend)
 	}
 }
+
+// TestMinShareIsolationFlag: a level the agent does not know is refused
+// at start, naming the flag.
+func TestMinShareIsolationFlag(t *testing.T) {
+	c := &Config{NodeName: "node-1", Backend: "sim", SimProfile: "l4-4", Sharing: "capacity", MinShareIsolation: "strong"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--min-share-isolation") {
+		t.Errorf("--min-share-isolation=strong: %v", err)
+	}
+	c.MinShareIsolation = "process"
+	if err := c.Validate(); err != nil && strings.Contains(err.Error(), "--min-share-isolation") {
+		t.Errorf("--min-share-isolation=process: %v", err)
+	}
+}

@@ -23,27 +23,28 @@ import (
 // environment variable named TESSERA_<FLAG> (dashes as underscores), which
 // is how the Helm chart sets them; a flag on the command line wins.
 type Config struct {
-	NodeName         string
-	Backend          string
-	SimProfile       string
-	SimStateDir      string
-	SysfsRoot        string
-	DryRun           bool
-	Kubeconfig       string
-	KubeAPIQPS       float32
-	KubeAPIBurst     int
-	PluginDataDir    string
-	RegistrarDir     string
-	CDIDir           string
-	CheckpointPath   string
-	VendorCDIDirs    []string
-	MetricsAddress   string
-	Profiling        bool
-	ProfilingAddress string
-	Partitioning     string
-	Sharing          string
-	DynamicProfiles  []string
-	MPSRoot          string
+	NodeName          string
+	Backend           string
+	SimProfile        string
+	SimStateDir       string
+	SysfsRoot         string
+	DryRun            bool
+	Kubeconfig        string
+	KubeAPIQPS        float32
+	KubeAPIBurst      int
+	PluginDataDir     string
+	RegistrarDir      string
+	CDIDir            string
+	CheckpointPath    string
+	VendorCDIDirs     []string
+	MetricsAddress    string
+	Profiling         bool
+	ProfilingAddress  string
+	Partitioning      string
+	Sharing           string
+	MinShareIsolation string
+	DynamicProfiles   []string
+	MPSRoot           string
 	// Health policy (pkg/health).
 	HealthXIDPolicy          string
 	HealthWindow             time.Duration
@@ -91,6 +92,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Partitioning, "partitioning", string(publish.Static), "How MIG-capable GPUs are published: static (the partitions that exist, cut by an operator) or dynamic (every MIG profile at every placement with shared counters; the driver carves the allocated one at prepare, destroys it at unprepare, and destroys partitions no claim owns at start). GPUs whose MIG mode change needs a reset (A100 class) publish by their current mode either way.")
 	fs.StringSliceVar(&c.DynamicProfiles, "dynamic-profiles", nil, "With --partitioning=dynamic, publish only the placements of these MIG profiles (comma-separated, e.g. 1g.10gb,3g.40gb,7g.80gb; names of other GPU models are ignored on this node): fewer devices for the scheduler to scan per node. Empty publishes every profile. A partition that exists at a placement of another profile stays published.")
 	fs.StringVar(&c.Sharing, "sharing", string(publish.SharingNone), "How devices are shared between claims: none (a device belongs to one claim; pods share it by naming the same claim) or capacity (whole GPUs and static partitions are multi-allocatable: a claim asks memory and compute units and the scheduler keeps their sum within the device; a claim asking none gets the whole device; on NVIDIA each share is enforced through the device's MPS daemon, on AMD it is scheduling-only accounting). GPUs published dynamically are never shared.")
+	fs.StringVar(&c.MinShareIsolation, "min-share-isolation", string(isolation.None), "With --sharing=capacity, share only devices whose shares' memory limit is held at least this strongly (the memoryIsolation attribute): none (every device), process (NVIDIA's MPS client limits, which a process can unset) or kernel (a cgroup limit). Devices below it are published whole.")
 	fs.StringVar(&c.MPSRoot, "mps-root", "", "Directory of the MPS control daemons the agent runs (one per claim that configures MPS, one per shared device with capacity shares), with their pipes and logs (mounted into the claim's containers). Default /var/run/tessera/mps; backend sim: <sim-state-dir>/mps.")
 	fs.StringVar(&c.MPSControl, "mps-control", "", "MPS control program and its leading arguments, space-separated. Default nvidia-cuda-mps-control; backend sim: the stand-in \"tessera-sim mps-control\" from the agent binary's directory, checked at start (the tessera-kubelet-plugin-sim image has it).")
 	fs.StringVar(&c.NvidiaSMI, "nvidia-smi", "nvidia-smi", "nvidia-smi binary that sets time-slice intervals (compute-policy), which NVML has no call for (backend nvml).")
@@ -133,6 +135,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := publish.ParseSharing(c.Sharing); err != nil {
 		return fmt.Errorf("--sharing: %w", err)
+	}
+	if _, err := isolation.ParseLevel(c.MinShareIsolation); c.MinShareIsolation != "" && err != nil {
+		return fmt.Errorf("--min-share-isolation: %w", err)
 	}
 	if _, err := health.ParseXIDOverrides(nil, c.HealthXIDPolicy); err != nil {
 		return fmt.Errorf("--health-xid-policy: %w", err)
@@ -184,18 +189,19 @@ func (c *Config) driverOptions(b backend.Backend) driver.Options {
 	p, _ := publish.ParsePartitioning(c.Partitioning)
 	s, _ := publish.ParseSharing(c.Sharing)
 	return driver.Options{
-		NodeName:       c.NodeName,
-		Backend:        b,
-		PluginDataDir:  c.PluginDataDir,
-		RegistrarDir:   c.RegistrarDir,
-		CDIDir:         c.CDIDir,
-		VendorCDIDirs:  vendorDirs(c, b),
-		CheckpointPath: c.CheckpointPath,
-		Partitioning:   p,
-		Sharing:        s,
-		Profiles:       c.DynamicProfiles,
-		Health:         c.healthPolicy(),
-		Host:           c.host(b),
+		NodeName:          c.NodeName,
+		Backend:           b,
+		PluginDataDir:     c.PluginDataDir,
+		RegistrarDir:      c.RegistrarDir,
+		CDIDir:            c.CDIDir,
+		VendorCDIDirs:     vendorDirs(c, b),
+		CheckpointPath:    c.CheckpointPath,
+		Partitioning:      p,
+		Sharing:           s,
+		Profiles:          c.DynamicProfiles,
+		Health:            c.healthPolicy(),
+		Host:              c.host(b),
+		MinShareIsolation: isolation.Level(c.MinShareIsolation),
 	}
 }
 

@@ -62,6 +62,9 @@ type Options struct {
 	// Host is what the node's cgroups offer for device memory limits: how
 	// each device's shares are held (memoryIsolation, ShareEnforced).
 	Host isolation.Host
+	// MinShareIsolation: shares only where held at least this strongly
+	// (publish.Options.MinShareIsolation).
+	MinShareIsolation isolation.Level
 	// Profiles restricts the MIG profiles a dynamic GPU publishes
 	// (publish.Options.Profiles); empty publishes all.
 	Profiles []string

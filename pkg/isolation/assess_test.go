@@ -59,3 +59,22 @@ func TestOlderThan(t *testing.T) {
 		}
 	}
 }
+
+func TestLevels(t *testing.T) {
+	for _, tc := range []struct {
+		l, min Level
+		want   bool
+	}{{None, None, true}, {Process, None, true}, {Process, Kernel, false}, {Kernel, Process, true}, {None, Process, false}} {
+		if got := tc.l.AtLeast(tc.min); got != tc.want {
+			t.Errorf("%s.AtLeast(%s) = %v", tc.l, tc.min, got)
+		}
+	}
+	for _, s := range []string{"none", "process", "kernel"} {
+		if l, err := ParseLevel(s); err != nil || string(l) != s {
+			t.Errorf("ParseLevel(%q) = %q, %v", s, l, err)
+		}
+	}
+	if _, err := ParseLevel("strong"); err == nil {
+		t.Error("ParseLevel(strong) accepted")
+	}
+}

@@ -71,3 +71,29 @@ func TestMemoryIsolationSelectable(t *testing.T) {
 		c.Release(got[0])
 	}
 }
+
+// TestMinShareIsolation: a node told to share only what holds at least
+// process limits shares its NVIDIA GPUs and publishes the AMD one whole;
+// told kernel, it shares nothing today.
+func TestMinShareIsolation(t *testing.T) {
+	host := isolation.Host{Root: "/sys/fs/cgroup", CgroupV2: true}
+	level := func(g *inventory.GPU, p *inventory.Partition) isolation.Level {
+		return isolation.Assess(vendors.Capabilities(g.Vendor), g, p, host).Level
+	}
+	for _, tc := range []struct {
+		min         isolation.Level
+		nvidia, amd bool // shared
+	}{{"", true, true}, {isolation.None, true, true}, {isolation.Process, true, false}, {isolation.Kernel, false, false}} {
+		_, res := alloctest.PublishSimWith(t, "mixed-inference", "mixed-inference", publish.Options{Partitioning: publish.Static,
+			Sharing: publish.SharingCapacity, Isolation: level, MinShareIsolation: tc.min})
+		for name, e := range res.Devices {
+			want := tc.nvidia
+			if e.GPU.Vendor == inventory.VendorAMD {
+				want = tc.amd
+			}
+			if got := e.Shared != nil; got != want {
+				t.Errorf("min %q: device %s (%s) shared %v, want %v", tc.min, name, e.GPU.Vendor, got, want)
+			}
+		}
+	}
+}

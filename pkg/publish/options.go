@@ -62,6 +62,11 @@ type Options struct {
 	// the whole GPU) is held on this node, published as memoryIsolation on
 	// every device (pkg/isolation). Nil publishes none.
 	Isolation func(gpu *inventory.GPU, p *inventory.Partition) isolation.Level
+	// MinShareIsolation, with SharingCapacity, shares only devices whose
+	// shares Isolation holds at least this strongly; the others are
+	// published whole (the agent's --min-share-isolation). Empty shares
+	// every device.
+	MinShareIsolation isolation.Level
 }
 
 // Carve is what prepare must cut for a dynamically published partition.

@@ -100,7 +100,7 @@ func makeShareable(d *resourceapi.Device) (*SharedCapacity, error) {
 // share makes a whole GPU or static partition multi-allocatable when the
 // node shares by capacity.
 func (o Options) share(it *item) error {
-	if o.Sharing != SharingCapacity {
+	if o.Sharing != SharingCapacity || !o.holdsShares(it.entry) {
 		return nil
 	}
 	c, err := makeShareable(&it.dev)
@@ -109,4 +109,13 @@ func (o Options) share(it *item) error {
 	}
 	it.entry.Shared = c
 	return nil
+}
+
+// holdsShares reports whether shares of e's device would be held at least
+// as strongly as the node requires.
+func (o Options) holdsShares(e Entry) bool {
+	if o.MinShareIsolation == "" || o.Isolation == nil {
+		return true
+	}
+	return o.Isolation(e.GPU, e.Partition).AtLeast(o.MinShareIsolation)
 }

@@ -218,6 +218,7 @@ func TestDefaults(t *testing.T) {
 		"TESSERA_SYSFS_ROOT":                 "/",
 		"TESSERA_PARTITIONING":               "static",
 		"TESSERA_SHARING":                    "none",
+		"TESSERA_MIN_SHARE_ISOLATION":        "none",
 		"TESSERA_KUBE_API_QPS":               "200",
 		"TESSERA_KUBE_API_BURST":             "400",
 		"TESSERA_PLUGIN_DATA_DIR":            "/var/lib/kubelet/plugins/gpu.tessera.dev",
@@ -552,6 +553,14 @@ func TestOptions(t *testing.T) {
 		}
 		if _, err := chart(t).Template(ns, "sharing=mps"); err == nil || !strings.Contains(err.Error(), "sharing must be none or capacity") {
 			t.Errorf("sharing=mps: %v", err)
+		}
+		for _, l := range []string{"none", "process", "kernel"} {
+			if _, c := daemonSet(t, render(t, "sharing=capacity", "minShareIsolation="+l)); env(c)["TESSERA_MIN_SHARE_ISOLATION"] != l {
+				t.Errorf("minShareIsolation=%s: TESSERA_MIN_SHARE_ISOLATION=%s", l, env(c)["TESSERA_MIN_SHARE_ISOLATION"])
+			}
+		}
+		if _, err := chart(t).Template(ns, "minShareIsolation=strong"); err == nil || !strings.Contains(err.Error(), "minShareIsolation must be none, process or kernel") {
+			t.Errorf("minShareIsolation=strong: %v", err)
 		}
 	})
 	t.Run("logging", func(t *testing.T) {
