@@ -29,6 +29,12 @@
 // retries the prepare, which then runs from a clean state. A corrupt
 // checkpoint is moved aside and rebuilt from the claim specs on disk.
 //
+// A prepare refused because another prepared claim holds one of its
+// devices releases that claim (unprepares it, as Unprepare would) when it
+// is shown gone: recorded before a reboot and not prepared since, or, on
+// one GET of it from the API server made without the state lock, deleted,
+// replaced or deallocated (stale.go; docs/operating.md#stale-claims).
+//
 // Concurrency: operations on one claim are serialised (by UID); plain
 // claims hold the state lock only to check and record and run in parallel;
 // claims with side effects hold it throughout. Checkpoint writes are group

@@ -48,6 +48,10 @@ type env struct {
 	mpsRestarted func(int)
 	// vendorSpecDirs is the CDI writer's VendorSpecDirs (none when empty).
 	vendorSpecDirs []string
+	// getClaim is Config.GetClaim (unset: none), released is
+	// Config.Released.
+	getClaim func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error)
+	released func(Evidence)
 }
 
 // TestMain lets the test binary be the MPS control stand-in (mpstest).
@@ -118,7 +122,7 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 		DriverName: driverName, Backend: be, CDI: w,
 		Store: checkpoint.NewStore(e.checkpointPath()), BootID: e.bootID,
 		Devices: devices, Partitioning: e.partitioning, OrphanDestroyed: e.orphanHook,
-		MPSRestarted: e.mpsRestarted,
+		MPSRestarted: e.mpsRestarted, GetClaim: e.getClaim, Released: e.released,
 	}, crash)
 	if err != nil {
 		e.t.Fatalf("start manager: %v", err)

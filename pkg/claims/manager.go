@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
+
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
@@ -51,6 +53,14 @@ type Config struct {
 	// MPSRestarted, if set, is told how many MPS daemons of prepared claims
 	// were found dead and started again (metrics).
 	MPSRestarted func(n int)
+	// GetClaim, if set, GETs a ResourceClaim from the API server by
+	// namespace and name. A prepare refused because a prepared claim holds
+	// a device it needs asks it about that claim, and releases one that is
+	// gone (stale.go); unset, such a prepare is refused.
+	GetClaim func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error)
+	// Released, if set, is told of each prepared claim released for
+	// another claim allocated its devices, and on what evidence (metrics).
+	Released func(Evidence)
 	// Partitioning is how the node publishes MIG GPUs; with Dynamic the
 	// manager carves at prepare, destroys at unprepare and removes
 	// partitions no claim owns at start (effect_partitions.go).

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -256,6 +257,8 @@ func TestUnconfirmedClaimYields(t *testing.T) {
 		}
 	}
 	e.bootID = "boot-2"
+	var released []Evidence
+	e.released = func(ev Evidence) { released = append(released, ev) }
 	m2, _ := e.start(nil)
 	if _, err := m2.Prepare(ctx, allocated("survivor", "gpu-6")); err != nil {
 		t.Fatal(err)
@@ -269,6 +272,9 @@ func TestUnconfirmedClaimYields(t *testing.T) {
 	}
 	if c, ok := got["uid-new"]; !ok || c.State != checkpoint.PrepareCompleted {
 		t.Errorf("new claim: %+v", c)
+	}
+	if !slices.Equal(released, []Evidence{EvidenceUnconfirmed}) {
+		t.Errorf("released %v, want [unconfirmed]", released)
 	}
 	m3, _ := e.start(nil) // same boot: the survivor's flag was saved cleared
 	if c := m3.Prepared()["uid-survivor"]; c.Unconfirmed {

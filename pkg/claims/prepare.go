@@ -17,6 +17,28 @@ import (
 // claim already prepared returns what was prepared before.
 func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]Device, error) {
 	defer m.claimLocks.Lock(string(claim.UID))()
+	devs, suspects, err := m.prepare(ctx, claim, m.cfg.GetClaim != nil)
+	if len(suspects) == 0 {
+		return devs, err
+	}
+	ref := cdi.ClaimRef{UID: string(claim.UID), Namespace: claim.Namespace, Name: claim.Name}
+	again, relErr := m.releaseStale(ctx, ref, suspects)
+	switch {
+	case relErr != nil:
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, relErr)
+	case !again:
+		return nil, err
+	}
+	// m.mu was let go while the API server was asked: everything is
+	// looked at again, once.
+	devs, _, err = m.prepare(ctx, claim, false)
+	return devs, err
+}
+
+// prepare is one attempt at Prepare, the claim's lock held. look: a
+// refusal for devices other prepared claims hold returns those claims, to
+// ask the API server about (stale.go).
+func (m *Manager) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, look bool) ([]Device, []suspect, error) {
 	m.mu.Lock()
 	locked := true
 	defer func() {
@@ -29,21 +51,21 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 
 	if c, ok := m.cp.Claims[ref.UID]; ok && c.State == checkpoint.PrepareCompleted && !lostPartitions(c) {
 		if err := m.confirm(ctx, ref, c); err != nil {
-			return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+			return nil, nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 		}
 		logger.V(4).Info("Claim already prepared")
-		return devicesOf(c), nil
+		return devicesOf(c), nil, nil
 	}
 	if c, ok := m.cp.Claims[ref.UID]; ok {
 		// A half-done prepare or unprepare of this claim from a failed call,
 		// or partitions a reboot took: undo it, then prepare from scratch.
 		if err := m.rollback(ctx, c); err != nil {
-			return nil, fmt.Errorf("prepare claim %s: clean up earlier attempt: %w", ref, err)
+			return nil, nil, fmt.Errorf("prepare claim %s: clean up earlier attempt: %w", ref, err)
 		}
 	}
-	devs, err := m.admit(ctx, ref, claim)
+	devs, suspects, err := m.admit(ctx, ref, claim, look)
 	if err != nil {
-		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
+		return nil, suspects, fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
 
 	entry := &checkpoint.Claim{UID: ref.UID, Namespace: ref.Namespace, Name: ref.Name, State: checkpoint.PrepareStarted, Updated: time.Now()}
@@ -57,12 +79,13 @@ func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim)
 		m.mu.Unlock()
 		locked = false
 		if err := m.crash(stepPrepareStarted); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	} else if err := m.startEffects(ctx, ref, entry, devs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m.complete(ctx, logger, ref, entry, devs, held)
+	out, err := m.complete(ctx, logger, ref, entry, devs, held)
+	return out, nil, err
 }
 
 // confirm is Prepare of a claim prepared already: its effects are put
@@ -81,29 +104,33 @@ func (m *Manager) confirm(ctx context.Context, ref cdi.ClaimRef, c *checkpoint.C
 }
 
 // admit resolves the claim's devices and refuses them where they conflict
-// with other prepared claims. m.mu is held.
-func (m *Manager) admit(ctx context.Context, ref cdi.ClaimRef, claim *resourceapi.ResourceClaim) ([]planned, error) {
+// with other prepared claims; look: a refusal for devices prepared claims
+// hold returns those claims too (suspects). m.mu is held.
+func (m *Manager) admit(ctx context.Context, ref cdi.ClaimRef, claim *resourceapi.ResourceClaim, look bool) ([]planned, []suspect, error) {
 	devs, err := m.resolve(claim)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := m.yieldUnconfirmed(ctx, ref, devs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// What these refuse is written into the claim's status and its pod's
 	// events: they say what blocked, and only the agent's log says whose
 	// claim it is (another namespace's claims are not the refused claim's
 	// owner's to read).
 	if err := m.checkConflicts(ctx, ref, devs); err != nil {
-		return nil, err
+		if look {
+			return nil, m.suspects(ref, devs), err
+		}
+		return nil, nil, err
 	}
 	if err := m.checkEffects(ctx, ref.UID, devs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := m.checkShares(ctx, ref.UID, devs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return devs, nil
+	return devs, nil, nil
 }
 
 // startEffects saves entry PrepareStarted, then applies the claim's side

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 
@@ -128,33 +126,6 @@ func (m *Manager) checkConflicts(ctx context.Context, ref cdi.ClaimRef, devs []p
 	if len(conflicts) > 0 {
 		sort.Strings(conflicts)
 		return withKind(ErrDeviceInUse, errors.New(strings.Join(conflicts, "; ")))
-	}
-	return nil
-}
-
-// yieldUnconfirmed removes the unconfirmed claims (checkpoint.Claim's
-// Unconfirmed: recorded before the last reboot, or rebuilt from specs, and
-// not prepared again since) that hold what devs need. The scheduler
-// allocated those devices to ref, so such a claim is gone: its entry is a
-// leftover (an unprepare a power loss undid, a spec a corrupt checkpoint
-// was rebuilt from). m.mu is held.
-func (m *Manager) yieldUnconfirmed(ctx context.Context, ref cdi.ClaimRef, devs []planned) error {
-	for _, uid := range slices.Sorted(maps.Keys(m.cp.Claims)) {
-		c := m.cp.Claims[uid]
-		if uid == ref.UID || !c.Unconfirmed {
-			continue
-		}
-		if !slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool {
-			fp := recordedFootprint(d)
-			return slices.ContainsFunc(devs, func(p planned) bool { return plannedFootprint(p).conflicts(fp) })
-		}) {
-			continue
-		}
-		klog.FromContext(ctx).Info("Removing a claim recorded before the last reboot or rebuilt, not prepared since: another claim was allocated its devices",
-			"stale", klog.KRef(c.Namespace, c.Name), "staleUID", c.UID, "claim", klog.KRef(ref.Namespace, ref.Name))
-		if err := m.rollback(ctx, c); err != nil {
-			return fmt.Errorf("remove unconfirmed claim %s/%s: %w", c.Namespace, c.Name, err)
-		}
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package claims
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"k8s.io/klog/v2"
 
@@ -29,22 +28,17 @@ func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) er
 	// throughout. A plain claim saves none: a crash before its entry goes
 	// leaves a prepared entry without its spec, which the kubelet's
 	// retried unprepare removes (and a prepare would rewrite).
-	held := holdsEffects(c)
-	if held {
-		defer m.mu.Unlock()
-		prev := m.cp.Clone()
-		c.State = checkpoint.UnprepareStarted
-		c.Updated = time.Now()
-		if err := m.save(prev); err != nil {
-			return fmt.Errorf("unprepare claim %s: %w", ref, err)
-		}
+	var err error
+	if holdsEffects(c) {
+		err = m.retire(ctx, c)
+		m.mu.Unlock()
 	} else {
 		m.mu.Unlock()
+		if err = m.crash(stepUnprepareStarted); err == nil {
+			err = m.teardown(ctx, c, false)
+		}
 	}
-	if err := m.crash(stepUnprepareStarted); err != nil {
-		return err
-	}
-	if err := m.teardown(ctx, c, held); err != nil {
+	if err != nil {
 		return fmt.Errorf("unprepare claim %s: %w", ref, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Unprepared claim", "claim", klog.KRef(namespace, name), "uid", uid)

@@ -137,6 +137,8 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		Partitioning:    o.Partitioning,
 		OrphanDestroyed: o.Metrics.OrphanDestroyed,
 		MPSRestarted:    o.Metrics.MPSRestarted,
+		GetClaim:        getClaim(o.KubeClient),
+		Released:        func(ev claims.Evidence) { o.Metrics.StaleClaimReleased(releasedLabel(ev)) },
 		ObservePartition: func(op claims.PartitionOp, took time.Duration, err error) {
 			o.Metrics.ObservePartition(string(op), took, err)
 		},

@@ -37,3 +37,14 @@ func errorReason(err error) string {
 	}
 	return metrics.ReasonOther
 }
+
+// releasedLabels maps the claims package's evidence for releasing a stale
+// claim to the metrics' evidence label.
+var releasedLabels = map[claims.Evidence]string{
+	claims.EvidenceUnconfirmed: metrics.ReleasedUnconfirmed,
+	claims.EvidenceDeleted:     metrics.ReleasedDeleted,
+	claims.EvidenceReplaced:    metrics.ReleasedReplaced,
+	claims.EvidenceDeallocated: metrics.ReleasedDeallocated,
+}
+
+func releasedLabel(ev claims.Evidence) string { return releasedLabels[ev] }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,7 @@ type Metrics struct {
 	sharing           *sharingCollector
 	capacity          *capacityCollector
 	mpsRestarts       prometheus.Counter
+	staleReleased     *prometheus.CounterVec
 	taints            *prometheus.GaugeVec
 	unhealthy         prometheus.Gauge
 	ready             atomic.Pointer[func(context.Context) error]
@@ -106,13 +108,17 @@ func New() *Metrics {
 			Namespace: namespace, Name: "mps_daemon_restarts_total",
 			Help: "MPS control daemons of prepared claims found not running (died, or lost to a reboot) and started again by the agent.",
 		}),
+		staleReleased: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "stale_claims_released_total",
+			Help: "Prepared claims unprepared by the agent for another claim allocated their devices, by the evidence that they were gone (unconfirmed after a reboot; deleted, replaced or deallocated in the API server).",
+		}, []string{"evidence"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.prepareDuration, m.unprepareDuration, m.prepareErrors, m.unprepareErrors,
 		m.published, m.partitionDuration, m.healthEvents, m.orphans, m.prepared,
-		m.sharing, m.capacity, m.mpsRestarts, m.taints, m.unhealthy,
+		m.sharing, m.capacity, m.mpsRestarts, m.taints, m.unhealthy, m.staleReleased,
 	)
 	// Series that exist from the start, so a dashboard shows 0 rather than
 	// "no data" and increase() counts the first event.
@@ -123,6 +129,9 @@ func New() *Metrics {
 	for _, r := range Reasons {
 		m.prepareErrors.WithLabelValues(r)
 		m.unprepareErrors.WithLabelValues(r)
+	}
+	for _, e := range Released {
+		m.staleReleased.WithLabelValues(e)
 	}
 	return m
 }
@@ -186,6 +195,16 @@ func (m *Metrics) OrphanDestroyed() {
 		return
 	}
 	m.orphans.Inc()
+}
+
+// StaleClaimReleased counts one prepared claim released for another claim
+// allocated its devices, by evidence (one of Released; anything else is
+// not counted, so the label stays a fixed set).
+func (m *Metrics) StaleClaimReleased(evidence string) {
+	if m == nil || !slices.Contains(Released, evidence) {
+		return
+	}
+	m.staleReleased.WithLabelValues(evidence).Inc()
 }
 
 // HealthEvent counts one device health signal; code is the XID number for

@@ -30,6 +30,9 @@ func TestRecordAndScrape(t *testing.T) {
 	m.HealthEvent("", "")
 	m.SetPublished(map[metrics.DeviceKey]int{{"nvidia", "H100", metrics.TypeGPU}: 8, {"amd", "MI300X", metrics.TypePartition}: 64})
 	m.SetPreparedSource(func() (int, int) { return 2, 5 })
+	m.StaleClaimReleased(metrics.ReleasedDeleted)
+	m.StaleClaimReleased(metrics.ReleasedDeleted)
+	m.StaleClaimReleased("made-up") // not counted
 
 	s := metricstest.Scrape(t, m.Handler())
 	checks := []struct {
@@ -51,6 +54,8 @@ func TestRecordAndScrape(t *testing.T) {
 		{s.Value("tessera_published_devices", "vendor", "amd", "model", "MI300X", "type", "partition"), 64, "MI300X partitions"},
 		{s.Value("tessera_prepared_claims"), 2, "prepared claims"},
 		{s.Value("tessera_prepared_devices"), 5, "prepared devices"},
+		{s.Value("tessera_stale_claims_released_total", "evidence", "deleted"), 2, "stale claims released, deleted"},
+		{s.Value("tessera_stale_claims_released_total", "evidence", "deallocated"), 0, "stale claims released, deallocated"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -62,6 +67,14 @@ func TestRecordAndScrape(t *testing.T) {
 		if !s.Has("tessera_prepare_errors_total", "reason", r) || !s.Has("tessera_unprepare_errors_total", "reason", r) {
 			t.Errorf("no error series for reason %s", r)
 		}
+	}
+	for _, e := range metrics.Released {
+		if !s.Has("tessera_stale_claims_released_total", "evidence", e) {
+			t.Errorf("no released series for evidence %s", e)
+		}
+	}
+	if s.Has("tessera_stale_claims_released_total", "evidence", "made-up") {
+		t.Error("an unknown evidence got a series")
 	}
 	for _, f := range []string{"go_goroutines", "process_cpu_seconds_total"} {
 		if _, ok := s[f]; !ok {

@@ -26,6 +26,19 @@ var Reasons = []string{
 	ReasonCDIWrite, ReasonCheckpoint, ReasonPartition, ReasonSharing, ReasonOther,
 }
 
+// Evidence on which a prepared claim was released for another claim
+// allocated its devices, the `evidence` label of
+// tessera_stale_claims_released_total (docs/operating.md#stale-claims).
+const (
+	ReleasedUnconfirmed = "unconfirmed"
+	ReleasedDeleted     = "deleted"
+	ReleasedReplaced    = "replaced"
+	ReleasedDeallocated = "deallocated"
+)
+
+// Released lists every evidence label; each series starts at zero.
+var Released = []string{ReleasedUnconfirmed, ReleasedDeleted, ReleasedReplaced, ReleasedDeallocated}
+
 // Partition operations, the `operation` label.
 const (
 	OpCarve   = "carve"

@@ -453,11 +453,22 @@ func (c *Config) KillPlugin(s *State, node string) error {
 // RestartKubelet SIGKILLs a node's kubelet and starts it again with the
 // same arguments, as a crashed kubelet comes back (chaos tests).
 func (c *Config) RestartKubelet(s *State, node string) error {
-	p, err := c.kill(s, "kubelet-"+node)
+	p, err := c.StopKubelet(s, node)
 	if err != nil {
 		return err
 	}
-	_, err = c.start(s, p.Name, p.Args[0], p.Args[1:]...)
+	return c.StartKubelet(s, p)
+}
+
+// StopKubelet SIGKILLs a node's kubelet and returns how it ran, for
+// StartKubelet: a kubelet that is down for a while (tests).
+func (c *Config) StopKubelet(s *State, node string) (Proc, error) {
+	return c.kill(s, "kubelet-"+node)
+}
+
+// StartKubelet starts a kubelet StopKubelet stopped, with its arguments.
+func (c *Config) StartKubelet(s *State, p Proc) error {
+	_, err := c.start(s, p.Name, p.Args[0], p.Args[1:]...)
 	return err
 }
 
