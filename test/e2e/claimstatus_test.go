@@ -44,6 +44,23 @@ func tryClaimStatus(t *testing.T, ctx context.Context, admin, agent kubernetes.I
 	t.Helper()
 	b := allocatedClaim(t, ctx, admin, ns, "status-node-b", nodeB)
 	a := allocatedClaim(t, ctx, admin, ns, "status-node-a", nodeA)
+	// The claims name real devices and get a forged Prepared=False: gone
+	// before the test ends, so no later test (kubectl tessera's holders,
+	// doctor) sees them.
+	t.Cleanup(func() {
+		for _, c := range []*resourceapi.ResourceClaim{a, b} {
+			_ = admin.ResourceV1().ResourceClaims(ns).Delete(context.Background(), c.Name, metav1.DeleteOptions{})
+		}
+		if err := scenario.Poll(context.Background(), 30*time.Second, func() (bool, string) {
+			l, err := admin.ResourceV1().ResourceClaims(ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return len(l.Items) == 0, fmt.Sprintf("%d claims left in %s", len(l.Items), ns)
+		}); err != nil {
+			t.Error(err)
+		}
+	})
 	patch := func(c *resourceapi.ResourceClaim, body string) error {
 		_, err := agent.ResourceV1().ResourceClaims(ns).Patch(ctx, c.Name, types.MergePatchType, []byte(body), metav1.PatchOptions{}, "status")
 		return err
