@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/flagenv"
 	"github.com/tessera-gpu/tessera/pkg/health"
 	"github.com/tessera-gpu/tessera/pkg/isolation"
+	"github.com/tessera-gpu/tessera/pkg/podresources"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -52,6 +53,9 @@ type Config struct {
 	HealthPoll               time.Duration
 	MPSControl               string
 	NvidiaSMI                string
+	// Attribution of devices to pods (pkg/podresources).
+	AttributionPoll    time.Duration
+	PodResourcesSocket string
 }
 
 // DefaultMetricsAddress is on by default so that the chart's metrics Service
@@ -101,6 +105,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.HealthWindow, "health-window", def.Window, "Window of the corrected-error rate that marks a GPU degrading, and how long a clearable condition (degrading, XIDs of effect None or NoSchedule) must see nothing new before it clears.")
 	fs.Int64Var(&c.HealthCorrectedThreshold, "health-corrected-threshold", def.CorrectedThreshold, "Corrected errors (ECC single-bit, AMD RAS correctable) within --health-window that taint a GPU NoSchedule as degrading; 0 disables.")
 	fs.DurationVar(&c.HealthPoll, "health-poll", 30*time.Second, "How often the nvml and amd backends read error counters (ECC totals, remapped rows, retired pages, RAS) and probe GPUs that stopped answering; XID and ECC events arrive as they happen.")
+	fs.DurationVar(&c.AttributionPoll, "attribution-poll", 10*time.Second, "How often the kubelet's PodResources API is asked which pod and container use which device, for tessera_device_allocation_info (pod and namespace names of every tenant on the metrics port: protect it, docs/metrics.md). 0 disables it.")
+	fs.StringVar(&c.PodResourcesSocket, "pod-resources-socket", podresources.DefaultSocket, "The kubelet's PodResources socket (<kubelet root>/pod-resources/kubelet.sock), for --attribution-poll.")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", DefaultMetricsAddress, "host:port serving Prometheus /metrics and /healthz. Empty disables them. A port in use stops the agent at start.")
 	fs.BoolVar(&c.Profiling, "profiling", false, "Serve Go's /debug/pprof on --profiling-address, for profiling the agent where it runs: kubectl port-forward to the agent's pod, then go tool pprof http://127.0.0.1:9479/debug/pprof/profile?seconds=30.")
 	fs.StringVar(&c.ProfilingAddress, "profiling-address", DefaultProfilingAddress, "host:port of --profiling's /debug/pprof; the host must be a loopback address (pprof has no authentication).")
@@ -150,6 +156,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HealthCorrectedThreshold < 0 {
 		return fmt.Errorf("--health-corrected-threshold: %d is negative", c.HealthCorrectedThreshold)
+	}
+	if c.AttributionPoll < 0 {
+		return fmt.Errorf("--attribution-poll: %s is negative", c.AttributionPoll)
 	}
 	if c.Profiling {
 		if err := loopbackOnly(c.ProfilingAddress); err != nil {

@@ -21,6 +21,8 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/driver"
 	"github.com/tessera-gpu/tessera/pkg/host"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
+	"github.com/tessera-gpu/tessera/pkg/names"
+	"github.com/tessera-gpu/tessera/pkg/podresources"
 )
 
 // NewBackend builds the backend the flags name.
@@ -162,11 +164,24 @@ func Run(ctx context.Context, c *Config) error {
 	}
 	defer d.Stop()
 	m.SetReadiness(d.Ready)
+	startAttribution(ctx, c, d, m)
 	<-ctx.Done()
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
 		return cause
 	}
 	return nil
+}
+
+// startAttribution polls the kubelet's PodResources API for
+// tessera_device_allocation_info, on its own interval, never on a scrape.
+// Without metrics there is nothing to poll for.
+func startAttribution(ctx context.Context, c *Config, d *driver.Driver, m *metrics.Metrics) {
+	if m == nil || c.AttributionPoll == 0 {
+		return
+	}
+	p := &podresources.Poller{Socket: c.PodResourcesSocket, Driver: names.DriverName, Interval: c.AttributionPoll, Failed: m.PodResourcesFailed}
+	m.SetAllocationSource(func() []metrics.DeviceAllocation { return d.Attribution(p.Current()) })
+	go p.Run(ctx)
 }
 
 // serveMetrics serves the agent's metrics on addr until ctx ends; with an

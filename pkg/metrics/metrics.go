@@ -35,22 +35,24 @@ type PreparedFunc func() (claims, devices int)
 type Metrics struct {
 	reg *prometheus.Registry
 
-	prepareDuration   *prometheus.HistogramVec
-	unprepareDuration *prometheus.HistogramVec
-	prepareErrors     *prometheus.CounterVec
-	unprepareErrors   *prometheus.CounterVec
-	published         *prometheus.GaugeVec
-	partitionDuration *prometheus.HistogramVec
-	healthEvents      *prometheus.CounterVec
-	orphans           prometheus.Counter
-	prepared          *preparedCollector
-	sharing           *sharingCollector
-	capacity          *capacityCollector
-	mpsRestarts       prometheus.Counter
-	staleReleased     *prometheus.CounterVec
-	taints            *prometheus.GaugeVec
-	unhealthy         prometheus.Gauge
-	ready             atomic.Pointer[func(context.Context) error]
+	prepareDuration    *prometheus.HistogramVec
+	unprepareDuration  *prometheus.HistogramVec
+	prepareErrors      *prometheus.CounterVec
+	unprepareErrors    *prometheus.CounterVec
+	published          *prometheus.GaugeVec
+	partitionDuration  *prometheus.HistogramVec
+	healthEvents       *prometheus.CounterVec
+	orphans            prometheus.Counter
+	prepared           *preparedCollector
+	sharing            *sharingCollector
+	capacity           *capacityCollector
+	allocation         *allocationCollector
+	podResourcesErrors prometheus.Counter
+	mpsRestarts        prometheus.Counter
+	staleReleased      *prometheus.CounterVec
+	taints             *prometheus.GaugeVec
+	unhealthy          prometheus.Gauge
+	ready              atomic.Pointer[func(context.Context) error]
 }
 
 // New creates the metrics and registers them, with the Go runtime and
@@ -93,9 +95,14 @@ func New() *Metrics {
 			Namespace: namespace, Name: "orphan_partitions_destroyed_total",
 			Help: "Partitions on dynamically partitioned GPUs that no prepared claim owned, destroyed at start (cut by hand, or left by a crash the checkpoint could not explain).",
 		}),
-		prepared: newPreparedCollector(),
-		sharing:  newSharingCollector(),
-		capacity: newCapacityCollector(),
+		prepared:   newPreparedCollector(),
+		sharing:    newSharingCollector(),
+		capacity:   newCapacityCollector(),
+		allocation: newAllocationCollector(),
+		podResourcesErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "pod_resources_errors_total",
+			Help: "Polls of the kubelet's PodResources API that failed (socket missing, kubelet restarting); tessera_device_allocation_info keeps the last answer for a few of them.",
+		}),
 		taints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "gpu_taints",
 			Help: "GPUs with a health condition, by the taint key it publishes (on the GPU and its partitions) and its effect.",
@@ -119,6 +126,7 @@ func New() *Metrics {
 		m.prepareDuration, m.unprepareDuration, m.prepareErrors, m.unprepareErrors,
 		m.published, m.partitionDuration, m.healthEvents, m.orphans, m.prepared,
 		m.sharing, m.capacity, m.mpsRestarts, m.taints, m.unhealthy, m.staleReleased,
+		m.allocation, m.podResourcesErrors,
 	)
 	// Series that exist from the start, so a dashboard shows 0 rather than
 	// "no data" and increase() counts the first event.

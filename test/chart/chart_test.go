@@ -144,6 +144,7 @@ var optionSets = [][]string{
 	{"admissionPolicy.enabled=false"},
 	{"hostNetwork=true"},
 	{"kubeletDir=/var/lib/k0s/kubelet"},
+	{"attribution.poll=0"},
 	{"serviceAccount.name=gpu-agent"},
 	{"image.repository=registry.example/tessera", "image.tag=dev", "image.pullPolicy=Always"},
 	{"sysfsRoot=/host", "kubeAPI.qps=20", "kubeAPI.burst=40"},
@@ -231,6 +232,8 @@ func TestDefaults(t *testing.T) {
 		"TESSERA_HEALTH_WINDOW":              "10m",
 		"TESSERA_HEALTH_CORRECTED_THRESHOLD": "10",
 		"TESSERA_HEALTH_POLL":                "30s",
+		"TESSERA_ATTRIBUTION_POLL":           "10s",
+		"TESSERA_POD_RESOURCES_SOCKET":       "/var/lib/kubelet/pod-resources/kubelet.sock",
 	}
 	if got := env(c); !reflect.DeepEqual(got, wantEnv) {
 		t.Errorf("env\n%v\nwant\n%v", got, wantEnv)
@@ -270,6 +273,7 @@ func TestDefaults(t *testing.T) {
 		"/dev":                                     "ro",
 		"/sys":                                     "ro",
 		"/var/run/tessera/mps":                     "rw",
+		"/var/lib/kubelet/pod-resources":           "ro",
 	}
 	if !reflect.DeepEqual(mounts, wantMounts) {
 		t.Errorf("mounts\n%v\nwant\n%v", mounts, wantMounts)
@@ -481,7 +485,9 @@ func TestOptions(t *testing.T) {
 		}
 		eps, _, _ := unstructured.NestedSlice(sm[0].Object, "spec", "endpoints")
 		ep, _ := eps[0].(map[string]any)
-		if len(eps) != 1 || ep["port"] != "metrics" || ep["path"] != "/metrics" || ep["interval"] != "15s" {
+		// honorLabels: tessera_device_allocation_info's namespace, pod and
+		// container are the tenant's, not the agent pod's target labels.
+		if len(eps) != 1 || ep["port"] != "metrics" || ep["path"] != "/metrics" || ep["interval"] != "15s" || ep["honorLabels"] != true {
 			t.Errorf("endpoints %v", eps)
 		}
 		sel, _, _ := unstructured.NestedStringMap(sm[0].Object, "spec", "selector", "matchLabels")
@@ -617,8 +623,30 @@ func TestOptions(t *testing.T) {
 		for _, v := range ds.Spec.Template.Spec.Volumes {
 			paths = append(paths, v.HostPath.Path)
 		}
-		if !slices.Contains(paths, "/var/lib/k0s/kubelet/plugins/gpu.tessera.dev") || !slices.Contains(paths, "/var/lib/k0s/kubelet/plugins_registry") {
+		if !slices.Contains(paths, "/var/lib/k0s/kubelet/plugins/gpu.tessera.dev") || !slices.Contains(paths, "/var/lib/k0s/kubelet/plugins_registry") ||
+			!slices.Contains(paths, "/var/lib/k0s/kubelet/pod-resources") {
 			t.Errorf("host paths %v", paths)
+		}
+		if e["TESSERA_POD_RESOURCES_SOCKET"] != "/var/lib/k0s/kubelet/pod-resources/kubelet.sock" {
+			t.Errorf("pod resources socket %q", e["TESSERA_POD_RESOURCES_SOCKET"])
+		}
+	})
+	t.Run("attribution", func(t *testing.T) {
+		for _, set := range [][]string{{"attribution.poll=0"}, {"metrics.enabled=false"}} {
+			ds, c := daemonSet(t, render(t, set...))
+			e := env(c)
+			if e["TESSERA_ATTRIBUTION_POLL"] != "0" || e["TESSERA_POD_RESOURCES_SOCKET"] != "" {
+				t.Errorf("%v: env %v", set, e)
+			}
+			for _, v := range ds.Spec.Template.Spec.Volumes {
+				if v.Name == "pod-resources" {
+					t.Errorf("%v: the kubelet's pod-resources directory is mounted with nothing to poll it", set)
+				}
+			}
+		}
+		_, c := daemonSet(t, render(t, "attribution.poll=2s"))
+		if got := env(c)["TESSERA_ATTRIBUTION_POLL"]; got != "2s" {
+			t.Errorf("attribution.poll=2s: TESSERA_ATTRIBUTION_POLL=%q", got)
 		}
 	})
 	t.Run("image", func(t *testing.T) {

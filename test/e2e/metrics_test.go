@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
@@ -68,6 +69,7 @@ func TestMetricsMatchPreparedClaims(t *testing.T) {
 	if err := scenario.WaitRunning(ctx, client, ns, names, 120*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	held := checkAttribution(t, ns, node, url, names)
 	running := scrape(t, url)
 	delta := func(a, b samples, name string, labels ...string) float64 {
 		return b.value(name, labels...) - a.value(name, labels...)
@@ -101,6 +103,14 @@ func TestMetricsMatchPreparedClaims(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// The kubelet stops listing a deleted pod at once; the agent's next
+	// poll (localcluster.AttributionPoll) drops its series.
+	if err := scenario.Poll(ctx, 30*time.Second, func() (bool, string) {
+		left := held(scrape(t, url))
+		return len(left) == 0, fmt.Sprintf("tessera_device_allocation_info still names %v", left)
+	}); err != nil {
+		t.Error(err)
+	}
 	want = append(want, []check{
 		{"successful unprepares (histogram count)", delta(running, after, "tessera_unprepare_duration_seconds_count", "result", "success"), pods},
 		{"unprepare errors, all reasons", delta(before, after, "tessera_unprepare_errors_total"), 0},
@@ -111,6 +121,67 @@ func TestMetricsMatchPreparedClaims(t *testing.T) {
 			t.Errorf("%s on %s: %v, want %v", w.what, node, w.got, w.want)
 		}
 	}
+}
+
+// checkAttribution waits until node's agent names, in
+// tessera_device_allocation_info, each pod of names (gpuPod's: its claim
+// of its own name, container "work") with the uuid its device publishes,
+// from the kubelet's PodResources API. It returns which of those pods a
+// scrape still names.
+func checkAttribution(t *testing.T, ns, node, url string, names []string) func(samples) []string {
+	t.Helper()
+	ctx := context.Background()
+	want := map[string]map[string]string{}
+	for _, name := range names {
+		c, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 1 {
+			t.Fatalf("claim %s/%s: allocation %+v", ns, name, c.Status.Allocation)
+		}
+		dev := c.Status.Allocation.Devices.Results[0].Device
+		want[name] = map[string]string{"node": node, "device": dev, "uuid": str(device(t, node, dev), "uuid"),
+			"claim_namespace": ns, "claim": name, "namespace": ns, "pod": name, "container": "work"}
+	}
+	named := func(m samples) []string {
+		var out []string
+		for _, name := range names {
+			for _, s := range m["tessera_device_allocation_info"] {
+				if s.labels["namespace"] == ns && s.labels["pod"] == name {
+					out = append(out, name)
+					break
+				}
+			}
+		}
+		return out
+	}
+	if err := scenario.Poll(ctx, 30*time.Second, func() (bool, string) {
+		m := scrape(t, url)
+		var missing []string
+	next:
+		for _, labels := range want {
+			for _, s := range m["tessera_device_allocation_info"] {
+				if matches(s.labels, labels) && s.value == 1 {
+					continue next
+				}
+			}
+			missing = append(missing, fmt.Sprint(labels))
+		}
+		return len(missing) == 0, fmt.Sprintf("no series %v among %v", missing, m["tessera_device_allocation_info"])
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return named
+}
+
+func matches(got, want map[string]string) bool {
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // check is one compared value.

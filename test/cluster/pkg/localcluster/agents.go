@@ -41,6 +41,7 @@ func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 		"partitioning": n.PartitioningOf(),
 		"sharing":      n.SharingOf(),
 		"kubeletDir":   c.KubeletRoot(n.Name),
+		"attribution":  map[string]any{"poll": AttributionPoll},
 		"cdi":          map[string]any{"dir": c.CDIDir(n.Name), "vendorDirs": []string{c.CDIDir(n.Name)}},
 		// No securityContext value: the agent runs with what the chart
 		// renders for backend sim.

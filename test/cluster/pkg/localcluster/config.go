@@ -152,6 +152,16 @@ func (c *Config) RecordDir(node string) string { return filepath.Join(c.NodeDir(
 // KubeletRoot is a node's kubelet --root-dir (in its short RunDir).
 func (c *Config) KubeletRoot(node string) string { return filepath.Join(c.RunDir(node), "kubelet") }
 
+// PodResourcesSocket is a node's kubelet PodResources socket, which its
+// agent polls (--pod-resources-socket).
+func (c *Config) PodResourcesSocket(node string) string {
+	return filepath.Join(c.KubeletRoot(node), "pod-resources", "kubelet.sock")
+}
+
+// AttributionPoll is every node's --attribution-poll: short, so tests
+// see a pod's tessera_device_allocation_info within seconds.
+const AttributionPoll = "2s"
+
 // PluginDataDir is the node plugin's socket and checkpoint directory.
 func (c *Config) PluginDataDir(node string) string {
 	return filepath.Join(c.KubeletRoot(node), "plugins", "gpu.tessera.dev")

@@ -413,6 +413,10 @@ func (c *Config) StartPluginWithKubeconfig(s *State, n Node, kubeconfig string) 
 		"--cdi-dir="+c.CDIDir(n.Name),
 		// Each node's plugin shares the host: its own port, loopback only.
 		"--metrics-address="+metricsAddress(s, n.Name),
+		// Its own kubelet's PodResources, polled often so a test sees a
+		// pod's tessera_device_allocation_info come and go in seconds.
+		"--pod-resources-socket="+c.PodResourcesSocket(n.Name),
+		"--attribution-poll="+AttributionPoll,
 		"--v=4",
 	)
 	return err
