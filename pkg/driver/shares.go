@@ -6,9 +6,11 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/isolation"
 	"github.com/tessera-gpu/tessera/pkg/names"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
@@ -73,4 +75,25 @@ func (d *Driver) sharesRecorded(claim *resourceapi.ResourceClaim, shares map[dev
 		}
 	}
 	return found == len(shares)
+}
+
+// logUnshared says, at start, which devices --min-share-isolation keeps
+// whole, and why: otherwise an operator sees only that they publish no
+// shares.
+func (d *Driver) logUnshared(logger klog.Logger, res *publish.Result) {
+	if d.opts.Sharing != publish.SharingCapacity || d.opts.MinShareIsolation == "" {
+		return
+	}
+	for _, name := range res.Order {
+		e := res.Devices[name]
+		if e.Shared != nil || e.Carve != nil {
+			continue
+		}
+		a := d.opts.isolation(e.GPU, e.Partition)
+		if a.Level.AtLeast(d.opts.MinShareIsolation) {
+			continue // unshared for another reason (a dynamic GPU)
+		}
+		logger.Info("Publishing a device whole: its shares would be held less strongly than --min-share-isolation",
+			"device", name, "memoryIsolation", a.Level, "minShareIsolation", d.opts.MinShareIsolation, "notKernelBecause", a.Blockers)
+	}
 }

@@ -5,8 +5,11 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
 
+	"github.com/tessera-gpu/tessera/internal/alloctest"
 	"github.com/tessera-gpu/tessera/pkg/isolation"
+	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
 )
 
@@ -35,6 +38,28 @@ func TestShareCondition(t *testing.T) {
 			if !strings.Contains(msg, s) {
 				t.Errorf("%s: message %q does not say %q", tc.a.Level, msg, s)
 			}
+		}
+	}
+}
+
+// TestLogUnshared: the devices --min-share-isolation keeps whole are
+// logged with why; none is logged when every device is shared.
+func TestLogUnshared(t *testing.T) {
+	for _, tc := range []struct {
+		min  isolation.Level
+		want int
+	}{{isolation.None, 0}, {isolation.Process, 1}, {isolation.Kernel, 5}} {
+		o := &Options{NodeName: "n", Sharing: publish.SharingCapacity, MinShareIsolation: tc.min, Host: isolation.Host{Root: "/sys/fs/cgroup", CgroupV2: true}}
+		_, inv := alloctest.DiscoverSim(t, "mixed-inference", "n")
+		res, err := publish.Build("n", inv, publishOptions(o, nil, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+		(&Driver{opts: *o}).logUnshared(logger, res)
+		out := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+		if n := strings.Count(out, "Publishing a device whole"); n != tc.want {
+			t.Errorf("min %s: %d devices logged, want %d:\n%s", tc.min, n, tc.want, out)
 		}
 	}
 }

@@ -74,6 +74,7 @@ func (d *Driver) Start(ctx context.Context) error {
 	}
 	res := d.Published()
 	logger.Info("Publishing devices", "node", d.opts.NodeName, "pool", res.Pool, "devices", len(res.Order))
+	d.logUnshared(logger, res)
 	return nil
 }
 
