@@ -3,6 +3,7 @@
 //
 //	tessera-sim mps-control [-f]   stand-in for nvidia-cuda-mps-control (pkg/mps/standin)
 //	tessera-sim inject ...         a GPU fault for a simulated node's agent (pkg/backend/sim/inject)
+//	tessera-sim reboot ...         a simulated node's reboot: new boot id, its MPS daemons gone (pkg/backend/sim)
 package main
 
 import (
@@ -26,6 +27,9 @@ var subcommands = map[string]subcommand{
 	"mps-control": {"stand-in for nvidia-cuda-mps-control: -f runs the daemon, no flags sends stdin's commands", standin.Main},
 	"inject": {"record a GPU fault (--xid, --ecc-sbe, --ecc-dbe, --lost) or its clearing (--clear) in a simulated node's state", func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return inject.Main(args, stdout, stderr)
+	}},
+	"reboot": {"reboot a simulated node (--state-dir) while its agent is down: a new boot id, its MPS daemons killed", func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+		return reboot(args, stdout, stderr)
 	}},
 }
 

@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 )
 
 func TestRun(t *testing.T) {
@@ -17,6 +21,7 @@ func TestRun(t *testing.T) {
 		{name: "help", args: []string{"help"}, status: 0, stderr: "usage: tessera-sim"},
 		{name: "unknown subcommand", args: []string{"fly"}, status: 2, stderr: `unknown subcommand "fly"`},
 		{name: "subcommand's own usage error", args: []string{"mps-control", "-d"}, status: 2, stderr: "unsupported arguments"},
+		{name: "reboot without a state dir", args: []string{"reboot"}, status: 2, stderr: "--state-dir is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -25,5 +30,32 @@ func TestRun(t *testing.T) {
 				t.Errorf("run(%q) = %d, stderr %q; want %d with %q", tt.args, got, stderr.String(), tt.status, tt.stderr)
 			}
 		})
+	}
+}
+
+// TestReboot: each reboot writes a new boot id where the node's backend
+// reads it, and says so.
+func TestReboot(t *testing.T) {
+	dir := t.TempDir()
+	var ids []string
+	for range 2 {
+		var stdout, stderr bytes.Buffer
+		if got := run([]string{"reboot", "--state-dir=" + dir}, strings.NewReader(""), &stdout, &stderr); got != 0 {
+			t.Fatalf("reboot = %d, stderr %q", got, stderr.String())
+		}
+		id, err := sim.ReadBootID(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(stdout.String(), "boot id "+id) {
+			t.Errorf("reboot said %q, want the boot id %s", stdout.String(), id)
+		}
+		ids = append(ids, id)
+	}
+	if ids[0] == ids[1] {
+		t.Errorf("two reboots wrote the same boot id %s", ids[0])
+	}
+	if _, err := os.Stat(filepath.Join(dir, sim.BootIDFile)); err != nil {
+		t.Error(err)
 	}
 }

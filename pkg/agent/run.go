@@ -40,7 +40,7 @@ func NewBackend(ctx context.Context, c *Config) (backend.Backend, error) {
 		}
 		root := c.MPSRoot
 		if root == "" {
-			root = filepath.Join(c.SimStateDir, "mps")
+			root = sim.MPSRoot(c.SimStateDir)
 		}
 		logger.Info("Publishing SIMULATED GPUs (--backend=sim): nothing here is real hardware", "profile", c.SimProfile, "stateDir", c.SimStateDir)
 		return sim.New(m, c.SimStateDir, sim.WithLogger(logger), sim.WithMPS(root, control))
@@ -138,7 +138,7 @@ func Run(ctx context.Context, c *Config) error {
 	if err != nil {
 		return err
 	}
-	bootID, err := host.BootID()
+	bootID, err := bootIDOf(b)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot read boot id; reboots will not be detected")
 	}
@@ -170,6 +170,15 @@ func Run(ctx context.Context, c *Config) error {
 		return cause
 	}
 	return nil
+}
+
+// bootIDOf is the boot id the checkpoint records: the backend's own where
+// it has one (a simulated node reboots without its host), else the host's.
+func bootIDOf(b backend.Backend) (string, error) {
+	if bb, ok := b.(interface{ BootID() string }); ok {
+		return bb.BootID(), nil
+	}
+	return host.BootID()
 }
 
 // startAttribution polls the kubelet's PodResources API for

@@ -41,6 +41,10 @@ type Config struct {
 	// one control command, for a daemon to exit after quit and again after
 	// SIGKILL. 0 means DefaultTimeout.
 	Timeout time.Duration
+	// BootID is the boot the daemons' records are written in and checked
+	// against; "" means the host's. A simulated node that reboots on its
+	// own (pkg/backend/sim) passes its own.
+	BootID string
 }
 
 // Manager starts, adopts, lists and stops the MPS control daemons under one
@@ -68,9 +72,11 @@ func New(c Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mps: root directory: %w", err)
 	}
-	boot, err := host.BootID()
-	if err != nil {
-		return nil, fmt.Errorf("mps: %w", err)
+	boot := c.BootID
+	if boot == "" {
+		if boot, err = host.BootID(); err != nil {
+			return nil, fmt.Errorf("mps: %w", err)
+		}
 	}
 	m := &Manager{root: root, control: slices.Clone(c.Control), logger: c.Logger, timeout: c.Timeout, bootID: boot}
 	if m.timeout <= 0 {

@@ -14,7 +14,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
-	"github.com/tessera-gpu/tessera/pkg/host"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/mps"
 )
@@ -46,8 +45,8 @@ type Backend struct {
 // Option configures New.
 type Option func(*Backend)
 
-// WithBootID replaces the host's boot id (/proc/sys/kernel/random/boot_id):
-// tests use it to simulate a reboot.
+// WithBootID replaces the node's boot id (bootid.go: otherwise
+// <stateDir>/boot_id, else the host's): tests use it to simulate a reboot.
 func WithBootID(id string) Option { return func(b *Backend) { b.bootID = id } }
 
 // WithLogger sets the logger New and the backend's background work use;
@@ -76,7 +75,7 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 	}
 	b.logger = klog.LoggerWithValues(b.logger, "backend", "sim", "machine", m.Name)
 	if b.bootID == "" {
-		id, err := host.BootID()
+		id, err := ReadBootID(stateDir)
 		if err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
@@ -96,7 +95,7 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	if b.mpsRoot != "" || b.mpsControl != nil {
-		if b.mps, err = mps.New(mps.Config{Root: b.mpsRoot, Control: b.mpsControl, Logger: b.logger}); err != nil {
+		if b.mps, err = mps.New(mps.Config{Root: b.mpsRoot, Control: b.mpsControl, Logger: b.logger, BootID: b.bootID}); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
 	}
@@ -123,6 +122,10 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 
 // Name implements backend.Backend.
 func (b *Backend) Name() string { return "sim" }
+
+// BootID is the simulated node's boot id (bootid.go), which the agent
+// records in its checkpoint in place of the host's.
+func (b *Backend) BootID() string { return b.bootID }
 
 // Machine returns the machine the backend simulates (do not modify it).
 func (b *Backend) Machine() *Machine { return b.machine }
