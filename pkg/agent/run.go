@@ -175,7 +175,7 @@ func Run(ctx context.Context, c *Config) error {
 // bootIDOf is the boot id the checkpoint records: the backend's own where
 // it has one (a simulated node reboots without its host), else the host's.
 func bootIDOf(b backend.Backend) (string, error) {
-	if bb, ok := b.(interface{ BootID() string }); ok {
+	if bb, ok := b.(backend.BootIDer); ok {
 		return bb.BootID(), nil
 	}
 	return host.BootID()

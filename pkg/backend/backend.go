@@ -65,6 +65,12 @@ type CgroupRooter interface {
 	CgroupRoot() string
 }
 
+// BootIDer is implemented by backends whose node has a boot id of its own
+// rather than the host's: a simulated node reboots without its host.
+type BootIDer interface {
+	BootID() string
+}
+
 // StrayCleaner is implemented by backends where a partition can be left
 // half made, invisible to Discover: an NVIDIA GPU instance without a compute
 // instance, after a destroy that removed the compute instance but failed on
