@@ -128,6 +128,9 @@ func (m *Manager) admit(ctx context.Context, ref cdi.ClaimRef, claim *resourceap
 		return nil, nil, err
 	}
 	if err := m.checkShares(ctx, ref.UID, devs); err != nil {
+		if look {
+			return nil, m.shareSuspects(ref, devs), err
+		}
 		return nil, nil, err
 	}
 	return devs, nil, nil

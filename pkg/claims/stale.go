@@ -73,6 +73,28 @@ func (m *Manager) suspects(ref cdi.ClaimRef, devs []planned) []suspect {
 	return out
 }
 
+// shareSuspects are the prepared claims holding a share of a device on
+// which devs' shares do not fit beside the others: the scheduler fitted
+// them, so a holder may be stale, asked about as a device's holder is.
+// m.mu is held.
+func (m *Manager) shareSuspects(ref cdi.ClaimRef, devs []planned) []suspect {
+	var out []suspect
+	for _, uid := range slices.Sorted(maps.Keys(m.cp.Claims)) {
+		c := m.cp.Claims[uid]
+		if uid == ref.UID || c.State != checkpoint.PrepareCompleted {
+			continue
+		}
+		if slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool {
+			return d.Sharing.IsShare() && slices.ContainsFunc(devs, func(p planned) bool {
+				return p.share != nil && p.dev.Device == d.Device && p.dev.GPU.UUID == d.GPUUUID
+			})
+		}) {
+			out = append(out, suspect{uid: uid})
+		}
+	}
+	return out
+}
+
 // releaseStale asks the API server about each suspect, a prepared claim
 // that holds a device the scheduler allocated to claim, and releases those
 // it proves stale (staleness). It reports whether the prepare should be

@@ -142,6 +142,14 @@ func TestStaleClaimReleased(t *testing.T) {
 		{name: "partition-deleted", env: func(t *testing.T) *env { return dynamicEnv(t, "dgx-h100") },
 			old: allocated("old", "gpu-7-mig-1g-10gb-6"), new: allocated("new", "gpu-7"),
 			api: func(*resourceapi.ResourceClaim) []runtime.Object { return nil }, want: EvidenceDeleted},
+		// A stale share leaves no room on its GPU for one the scheduler
+		// fitted there (23034Mi L4s: two 20Gi shares do not fit).
+		{name: "share-deleted", env: func(t *testing.T) *env { return capacityEnv(t, "l4-4") },
+			old: shareClaim("old", "gpu-0", "20Gi", 0), new: shareClaim("new", "gpu-0", "20Gi", 0),
+			api: func(*resourceapi.ResourceClaim) []runtime.Object { return nil }, want: EvidenceDeleted},
+		{name: "share-still-allocated", env: func(t *testing.T) *env { return capacityEnv(t, "l4-4") },
+			old: shareClaim("old", "gpu-0", "20Gi", 0), new: shareClaim("new", "gpu-0", "20Gi", 0),
+			api: func(old *resourceapi.ResourceClaim) []runtime.Object { return []runtime.Object{old.DeepCopy()} }},
 		{name: "partition-still-allocated", env: func(t *testing.T) *env { return dynamicEnv(t, "dgx-h100") },
 			old: allocated("old", "gpu-7-mig-1g-10gb-6"), new: allocated("new", "gpu-7"),
 			api: func(old *resourceapi.ResourceClaim) []runtime.Object { return []runtime.Object{old.DeepCopy()} }},
