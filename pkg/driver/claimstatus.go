@@ -135,13 +135,10 @@ func conditionReason(r string) string {
 // deviceIsolation is how shares of the published device name are held;
 // one the last build no longer has is judged as held by nothing.
 func (d *Driver) deviceIsolation(name string) isolation.Assessment {
-	res := d.Published()
-	if res == nil {
-		return isolation.Assessment{Level: isolation.None, Blockers: []string{"the device is no longer published"}}
+	if res := d.Published(); res != nil {
+		if e, ok := res.Devices[name]; ok {
+			return d.opts.isolation(e.GPU, e.Partition)
+		}
 	}
-	e, ok := res.Devices[name]
-	if !ok {
-		return isolation.Assessment{Level: isolation.None, Blockers: []string{"the device is no longer published"}}
-	}
-	return d.opts.isolation(e.GPU, e.Partition)
+	return isolation.Assessment{Level: isolation.None, Blockers: []string{"the device is no longer published"}}
 }

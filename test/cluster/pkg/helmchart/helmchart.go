@@ -95,11 +95,16 @@ func (c *Chart) Lint(sets ...string) (string, error) {
 // Template renders the chart as release "tessera" in namespace with the
 // given --set values and returns the YAML stream.
 func (c *Chart) Template(namespace string, sets ...string) ([]byte, error) {
-	args := []string{"template", "tessera", c.Dir, "--namespace", namespace, "--kube-version", c.kubeVersion()}
+	var flags []string
 	for _, s := range sets {
-		args = append(args, setFlag(s)...)
+		flags = append(flags, setFlag(s)...)
 	}
-	return c.run(args...)
+	return c.template("tessera", namespace, flags...)
+}
+
+// template renders release in namespace for KubeVersion, with more flags.
+func (c *Chart) template(release, namespace string, flags ...string) ([]byte, error) {
+	return c.run(append([]string{"template", release, c.Dir, "--namespace", namespace, "--kube-version", c.kubeVersion()}, flags...)...)
 }
 
 // TemplateOnCluster renders the chart as release in namespace the way an
@@ -117,7 +122,7 @@ func (c *Chart) TemplateOnCluster(kubeconfig, release, namespace string, sets ..
 // RenderValues renders the chart as release in namespace with a values
 // file, as Install would, decoded.
 func (c *Chart) RenderValues(release, namespace, values string) ([]*unstructured.Unstructured, error) {
-	data, err := c.run("template", release, c.Dir, "--namespace", namespace, "--kube-version", c.kubeVersion(), "--values", values)
+	data, err := c.template(release, namespace, "--values", values)
 	if err != nil {
 		return nil, err
 	}
