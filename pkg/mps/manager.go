@@ -45,6 +45,9 @@ type Config struct {
 	// against; "" means the host's. A simulated node that reboots on its
 	// own (pkg/backend/sim) passes its own.
 	BootID string
+	// Launcher runs the daemon processes; nil means ProcessLauncher, the
+	// agent's own detached children.
+	Launcher Launcher
 }
 
 // Manager starts, adopts, lists and stops the MPS control daemons under one
