@@ -31,12 +31,22 @@
 // the next agent adopts it (Start with the same id and devices) instead of
 // starting a second one under workloads that use the first.
 //
+// A child process cannot outlive a container: its PID namespace and cgroup
+// go with the agent's. What runs the daemon is therefore a Launcher: the
+// ProcessLauncher above for agents on the host (systemd, the local
+// cluster's fake runtime), pkg/mps/daemonpod's pods of the node for agents
+// that run as the chart's pod. The Manager records the launcher's Handle
+// (a PID and start time, or a pod and its UID) and asks the launcher
+// whether it is alive, to kill it, and to find daemons whose handle a
+// crash lost.
+//
 // # Crash safety
 //
 // Start writes the record (atomically) before it launches, then adds the
-// PID. A crash in between leaves a daemon whose PID nobody wrote down, so
-// every daemon also carries TESSERA_MPS_DAEMON=<id> in its environment and
-// is found by scanning /proc/*/environ. A PID alone could name another
+// handle. A crash in between leaves a daemon whose handle nobody wrote
+// down, so every daemon also carries TESSERA_MPS_DAEMON=<id> in its
+// environment and the launcher finds it: by scanning /proc/*/environ, or by
+// its pod's labels. A PID alone could name another
 // process after the daemon died (PID reuse), so liveness is kill(pid, 0)
 // plus the process start time (field 22 of /proc/<pid>/stat) and the boot
 // id the record was written under. Start and Stop are idempotent: Start

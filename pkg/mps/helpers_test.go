@@ -133,7 +133,7 @@ func startTime(t *testing.T, pid int) uint64 {
 // bounds it.
 func waitDead(t *testing.T, pid int, start uint64) {
 	t.Helper()
-	if !waitGone(t.Context(), pid, start, time.Hour) {
+	if !waitGone(t.Context(), func() bool { return alive(pid, start) }, time.Hour) {
 		t.Fatalf("PID %d still alive", pid)
 	}
 }

@@ -3,13 +3,13 @@ package mps
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strings"
+	"sort"
 	"syscall"
 	"time"
 
@@ -19,24 +19,39 @@ import (
 // daemonOut is the daemon's stdout and stderr, in its log directory.
 const daemonOut = "daemon.out"
 
-// launch starts the control program as a daemon for id, detached from the
-// agent (see the package doc), and returns its PID and start time. A
+// ProcessLauncher runs each daemon as a detached child of this process (see
+// the package doc, "Why detached"): it outlives an agent that runs on the
+// host, but not a container that holds the agent, whose PID namespace and
+// cgroup die with it (pkg/mps/daemonpod is for that).
+type ProcessLauncher struct {
+	// Logger is for the daemons' exits, seen by the reaper goroutine.
+	Logger klog.Logger
+	// Timeout bounds the wait after SIGKILL; 0 means DefaultTimeout.
+	Timeout time.Duration
+}
+
+var _ Launcher = (*ProcessLauncher)(nil)
+
+func (p *ProcessLauncher) timeout() time.Duration {
+	if p.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return p.Timeout
+}
+
+// Launch starts l.Argv with l.Env over this process's environment (see
+// withEnv), in a session of its own, its output appended to l.Output. A
 // goroutine waits for it so that it never lingers as a zombie while this
 // process lives; after an agent restart it is init's child instead.
-func (m *Manager) launch(logger klog.Logger, id string, devices []string, pipe, logDir string) (int, uint64, error) {
-	out, err := os.OpenFile(filepath.Join(logDir, daemonOut), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+func (p *ProcessLauncher) Launch(ctx context.Context, l Launch) (Handle, error) {
+	out, err := os.OpenFile(l.Output, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return 0, 0, fmt.Errorf("open daemon output: %w", err)
+		return Handle{}, fmt.Errorf("open daemon output: %w", err)
 	}
 	// The child gets its own descriptor; ours is not needed after Start.
 	defer out.Close()
-	cmd := exec.Command(m.control[0], append(slices.Clone(m.control[1:]), "-f")...)
-	cmd.Env = withEnv(map[string]string{
-		envVisibleDevices: strings.Join(devices, ","),
-		envPipeDir:        pipe,
-		envLogDir:         logDir,
-		EnvDaemonID:       id,
-	})
+	cmd := exec.Command(l.Argv[0], l.Argv[1:]...)
+	cmd.Env = withEnv(l.Env)
 	// Files, not pipes: with a pipe the daemon would die of SIGPIPE once
 	// the agent that reads it is gone. Stdin is /dev/null (nil).
 	cmd.Stdout, cmd.Stderr = out, out
@@ -45,7 +60,7 @@ func (m *Manager) launch(logger klog.Logger, id string, devices []string, pipe, 
 	// ^C, a supervisor stopping the agent) do not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return 0, 0, fmt.Errorf("launch %s: %w", m.control[0], err)
+		return Handle{}, fmt.Errorf("launch %s: %w", l.Argv[0], err)
 	}
 	pid := cmd.Process.Pid
 	// Read before the reaper can run: until Wait the process, alive or a
@@ -53,27 +68,62 @@ func (m *Manager) launch(logger klog.Logger, id string, devices []string, pipe, 
 	st, statErr := readStat(pid)
 	go func() {
 		err := cmd.Wait()
-		m.logger.V(2).Info("MPS control daemon exited", "mpsDaemon", id, "pid", pid, "status", fmt.Sprint(err))
+		p.Logger.V(2).Info("MPS control daemon exited", "mpsDaemon", l.ID, "pid", pid, "status", fmt.Sprint(err))
 	}()
 	if statErr != nil {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		return 0, 0, fmt.Errorf("read start time of daemon PID %d: %w", pid, statErr)
+		return Handle{}, fmt.Errorf("read start time of daemon PID %d: %w", pid, statErr)
 	}
-	logger.V(2).Info("Launched MPS control daemon", "pid", pid, "devices", devices)
-	return pid, st.start, nil
+	klog.FromContext(ctx).V(2).Info("Launched MPS control daemon", "pid", pid, "devices", l.Devices)
+	return Handle{PID: pid, StartTime: st.start}, nil
 }
 
-// waitGone waits, up to limit or the end of ctx, until the process pid that
-// started at start is gone, polling with a growing interval. It reports
-// whether it is gone.
-func waitGone(ctx context.Context, pid int, start uint64, limit time.Duration) bool {
+// Alive reports whether h's process runs, with the PID-reuse guard.
+func (p *ProcessLauncher) Alive(_ context.Context, h Handle) bool { return alive(h.PID, h.StartTime) }
+
+// Kill SIGKILLs the daemon's process group (the daemon leads it, and the
+// MPS servers it spawned are in it) and waits, bounded, until the daemon is
+// gone. Only a daemon that is verified alive is signalled: once it is gone,
+// its PID may belong to someone else.
+func (p *ProcessLauncher) Kill(_ context.Context, h Handle) error {
+	if !alive(h.PID, h.StartTime) {
+		return nil
+	}
+	if err := syscall.Kill(-h.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill daemon PID %d: %w", h.PID, err)
+	}
+	// Not ctx: once killed, confirming it is gone is part of the job even
+	// for a caller that gave up waiting.
+	if !waitGone(context.Background(), func() bool { return alive(h.PID, h.StartTime) }, p.timeout()) {
+		return fmt.Errorf("daemon PID %d still runs %s after SIGKILL", h.PID, p.timeout())
+	}
+	return nil
+}
+
+// Find scans /proc for the daemons of root (scan), oldest first.
+func (p *ProcessLauncher) Find(_ context.Context, root string) ([]Found, error) {
+	procs, err := scan(root)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(procs, func(i, j int) bool { return procs[i].start < procs[j].start })
+	out := make([]Found, 0, len(procs))
+	for _, f := range procs {
+		out = append(out, Found{ID: f.id, Handle: Handle{PID: f.pid, StartTime: f.start}, Devices: f.devices})
+	}
+	return out, nil
+}
+
+// waitGone waits, up to limit or the end of ctx, until running reports
+// false, polling with a growing interval. It reports whether it is gone.
+func waitGone(ctx context.Context, running func() bool, limit time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	delay := 2 * time.Millisecond
-	for alive(pid, start) {
+	for running() {
 		select {
 		case <-ctx.Done():
-			return !alive(pid, start)
+			return !running()
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 100*time.Millisecond)

@@ -1,6 +1,9 @@
 package mps
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // A Launcher runs the daemon processes of a Manager. The Manager owns the
 // directories, the records and the protocol; the launcher only starts a
@@ -69,4 +72,15 @@ type Found struct {
 	ID      string
 	Handle  Handle
 	Devices []string
+}
+
+// String names the daemon for logs and errors.
+func (h Handle) String() string {
+	switch {
+	case h.Pod != "":
+		return "pod " + h.Pod
+	case h.PID > 0:
+		return fmt.Sprintf("PID %d", h.PID)
+	}
+	return "not launched"
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -59,6 +58,7 @@ type Manager struct {
 	logger  klog.Logger
 	timeout time.Duration
 	bootID  string
+	run     Launcher
 	locks   keyed.Mutex
 }
 
@@ -81,9 +81,12 @@ func New(c Config) (*Manager, error) {
 			return nil, fmt.Errorf("mps: %w", err)
 		}
 	}
-	m := &Manager{root: root, control: slices.Clone(c.Control), logger: c.Logger, timeout: c.Timeout, bootID: boot}
+	m := &Manager{root: root, control: slices.Clone(c.Control), logger: c.Logger, timeout: c.Timeout, bootID: boot, run: c.Launcher}
 	if m.timeout <= 0 {
 		m.timeout = DefaultTimeout
+	}
+	if m.run == nil {
+		m.run = &ProcessLauncher{Logger: c.Logger, Timeout: m.timeout}
 	}
 	return m, nil
 }
@@ -119,7 +122,7 @@ func (m *Manager) Start(ctx context.Context, spec backend.MPSDaemonSpec) (*backe
 
 func (m *Manager) start(ctx context.Context, logger klog.Logger, spec backend.MPSDaemonSpec) (*backend.MPSDaemon, error) {
 	dir, pipe, logs := m.dir(spec.ID), pipeDir(m.root, spec.ID), logDir(m.root, spec.ID)
-	st, err := m.inspect(logger, spec.ID, nil)
+	st, err := m.inspect(ctx, logger, spec.ID, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -127,9 +130,9 @@ func (m *Manager) start(ctx context.Context, logger klog.Logger, spec backend.MP
 	switch {
 	case st.running && slices.Equal(st.devices, spec.Devices):
 		if !st.recorded {
-			// Found through its environment: write down what the crash
+			// Found without its record: write down what the crash
 			// between launch and record lost.
-			rec := &record{ID: spec.ID, Devices: slices.Clone(spec.Devices), BootID: m.bootID, PID: st.pid, StartTime: st.start}
+			rec := &record{ID: spec.ID, Devices: slices.Clone(spec.Devices), BootID: m.bootID, Handle: st.handle}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, fmt.Errorf("create daemon directory: %w", err)
 			}
@@ -137,19 +140,19 @@ func (m *Manager) start(ctx context.Context, logger klog.Logger, spec backend.MP
 				return nil, err
 			}
 		}
-		if err := m.apply(ctx, spec, pipe, func() bool { return !alive(st.pid, st.start) }); err != nil {
-			return nil, fmt.Errorf("adopted daemon (PID %d): %w", st.pid, err)
+		if err := m.apply(ctx, spec, pipe, m.gone(st.handle)); err != nil {
+			return nil, fmt.Errorf("adopted daemon (%s): %w", st.handle, err)
 		}
-		logger.V(2).Info("Adopted running MPS control daemon", "pid", st.pid)
-		out.PID, out.Adopted = st.pid, true
+		logger.V(2).Info("Adopted running MPS control daemon", "daemon", st.handle)
+		out.PID, out.Adopted = st.handle.PID, true
 		return out, nil
 	case st.running:
-		logger.Info("MPS control daemon serves other devices, replacing it", "pid", st.pid, "devices", st.devices, "want", spec.Devices)
-		if err := m.stopProcess(ctx, logger, pipe, st); err != nil {
+		logger.Info("MPS control daemon serves other devices, replacing it", "daemon", st.handle, "devices", st.devices, "want", spec.Devices)
+		if err := m.stopDaemon(ctx, logger, pipe, st); err != nil {
 			return nil, err
 		}
 	case st.rec != nil:
-		logger.V(2).Info("MPS control daemon recorded but not running, starting it anew", "pid", st.rec.PID)
+		logger.V(2).Info("MPS control daemon recorded but not running, starting it anew", "daemon", st.rec.Handle)
 	}
 
 	// A dead daemon's pipes must not confuse the new one; its logs stay.
@@ -165,29 +168,53 @@ func (m *Manager) start(ctx context.Context, logger klog.Logger, spec backend.MP
 	if err := writeRecord(dir, rec); err != nil {
 		return nil, err
 	}
-	pid, start, err := m.launch(logger, spec.ID, spec.Devices, pipe, logs)
+	h, err := m.run.Launch(ctx, m.launchOf(spec))
 	if err != nil {
 		m.discard(logger, dir)
 		return nil, err
 	}
-	launched := daemonState{rec: rec, running: true, recorded: true, pid: pid, start: start, devices: spec.Devices}
-	rec.PID, rec.StartTime = pid, start
+	launched := daemonState{rec: rec, running: true, recorded: true, handle: h, devices: spec.Devices}
+	rec.Handle = h
 	err = writeRecord(dir, rec)
 	if err == nil {
-		err = m.apply(ctx, spec, pipe, func() bool { return !alive(pid, start) })
+		err = m.apply(ctx, spec, pipe, m.gone(h))
 	}
 	if err != nil {
-		err = fmt.Errorf("daemon PID %d: %w%s", pid, err, logTail(logs))
-		if kerr := m.kill(logger, launched); kerr != nil {
+		err = fmt.Errorf("daemon %s: %w%s", h, err, logTail(logs))
+		if kerr := m.kill(ctx, logger, launched); kerr != nil {
 			// The record stays, so Stop or the next Start finds it.
 			return nil, fmt.Errorf("%w (and %v)", err, kerr)
 		}
 		m.discard(logger, dir)
 		return nil, err
 	}
-	logger.V(1).Info("Started MPS control daemon", "pid", pid, "devices", spec.Devices, "pipeDir", pipe)
-	out.PID = pid
+	logger.V(1).Info("Started MPS control daemon", "daemon", h, "devices", spec.Devices, "pipeDir", pipe)
+	out.PID = h.PID
 	return out, nil
+}
+
+// launchOf is what the launcher is asked to run for spec.
+func (m *Manager) launchOf(spec backend.MPSDaemonSpec) Launch {
+	pipe, logs := pipeDir(m.root, spec.ID), logDir(m.root, spec.ID)
+	return Launch{
+		ID:   spec.ID,
+		Argv: append(slices.Clone(m.control), "-f"),
+		Env: map[string]string{
+			envVisibleDevices: strings.Join(spec.Devices, ","),
+			envPipeDir:        pipe,
+			envLogDir:         logs,
+			EnvDaemonID:       spec.ID,
+		},
+		Dir:     m.dir(spec.ID),
+		Output:  filepath.Join(logs, daemonOut),
+		Devices: slices.Clone(spec.Devices),
+	}
+}
+
+// gone is apply's test that the daemon h died, so waiting for it to answer
+// is pointless.
+func (m *Manager) gone(h Handle) func() bool {
+	return func() bool { return !m.run.Alive(context.Background(), h) }
 }
 
 // discard removes what a failed Start made; failing to is only logged, as
@@ -206,11 +233,11 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 	}
 	logger := klog.FromContext(ctx).WithValues("mpsDaemon", id)
 	defer m.locks.Lock(id)()
-	st, err := m.inspect(logger, id, nil)
+	st, err := m.inspect(ctx, logger, id, nil)
 	if err != nil {
 		return fmt.Errorf("mps: stop daemon %s: %w", id, err)
 	}
-	if err := m.stopProcess(ctx, logger, pipeDir(m.root, id), st); err != nil {
+	if err := m.stopDaemon(ctx, logger, pipeDir(m.root, id), st); err != nil {
 		return fmt.Errorf("mps: stop daemon %s: %w", id, err)
 	}
 	dir := m.dir(id)
@@ -221,58 +248,48 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("mps: stop daemon %s: remove its directory: %w", id, err)
 	}
-	logger.V(1).Info("Stopped MPS control daemon", "pid", st.pid)
+	logger.V(1).Info("Stopped MPS control daemon", "daemon", st.handle)
 	return nil
 }
 
-// stopProcess asks a running daemon to quit, waits (bounded), then kills
-// its process group.
-func (m *Manager) stopProcess(ctx context.Context, logger klog.Logger, pipe string, st daemonState) error {
+// stopDaemon asks a running daemon to quit, waits (bounded), then kills it.
+func (m *Manager) stopDaemon(ctx context.Context, logger klog.Logger, pipe string, st daemonState) error {
 	if !st.running {
 		return nil
 	}
 	if _, err := m.send(ctx, pipe, cmdQuit); err != nil {
-		logger.V(2).Info("MPS control daemon did not take quit, killing it", "pid", st.pid, "err", err)
-	} else if waitGone(ctx, st.pid, st.start, m.timeout) {
+		logger.V(2).Info("MPS control daemon did not take quit, killing it", "daemon", st.handle, "err", err)
+	} else if waitGone(ctx, func() bool { return m.run.Alive(ctx, st.handle) }, m.timeout) {
 		return nil
 	}
-	return m.kill(logger, st)
+	return m.kill(ctx, logger, st)
 }
 
-// kill SIGKILLs the daemon's process group (the daemon leads it, and the
-// MPS servers it spawned are in it) and waits, bounded, until the daemon is
-// gone. Only a daemon that is verified alive is signalled: once it is gone,
-// its PID may belong to someone else.
-func (m *Manager) kill(logger klog.Logger, st daemonState) error {
-	if !alive(st.pid, st.start) {
-		return nil
-	}
-	if err := syscall.Kill(-st.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill daemon PID %d: %w", st.pid, err)
-	}
-	// Not ctx: once killed, confirming it is gone is part of the job even
+// kill has the launcher kill the daemon at once.
+func (m *Manager) kill(ctx context.Context, logger klog.Logger, st daemonState) error {
+	// Not ctx's cancellation: once a kill is due, it is part of the job even
 	// for a caller that gave up waiting.
-	if !waitGone(context.Background(), st.pid, st.start, m.timeout) {
-		return fmt.Errorf("daemon PID %d still runs %s after SIGKILL", st.pid, m.timeout)
+	if err := m.run.Kill(context.WithoutCancel(ctx), st.handle); err != nil {
+		return err
 	}
-	logger.V(2).Info("Killed MPS control daemon", "pid", st.pid)
+	logger.V(2).Info("Killed MPS control daemon", "daemon", st.handle)
 	return nil
 }
 
 // List reports every daemon the manager has a directory for, and every
-// daemon process of its root found without one, with whether it runs.
+// daemon the launcher finds without one, with whether it runs.
 func (m *Manager) List(ctx context.Context) ([]backend.MPSDaemonState, error) {
 	logger := klog.FromContext(ctx)
 	entries, err := os.ReadDir(m.root)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("mps: list daemons: %w", err)
 	}
-	procs, err := scan(m.root)
+	found, err := m.run.Find(ctx, m.root)
 	if err != nil {
 		return nil, fmt.Errorf("mps: list daemons: %w", err)
 	}
-	if procs == nil {
-		procs = []found{} // scanned, none: inspect must not scan again
+	if found == nil {
+		found = []Found{} // looked, none: inspect must not look again
 	}
 	seen := map[string]bool{}
 	var out []backend.MPSDaemonState
@@ -280,17 +297,17 @@ func (m *Manager) List(ctx context.Context) ([]backend.MPSDaemonState, error) {
 		if !e.IsDir() || validID(e.Name()) != nil {
 			continue
 		}
-		st, err := m.inspect(logger.WithValues("mpsDaemon", e.Name()), e.Name(), procs)
+		st, err := m.inspect(ctx, logger.WithValues("mpsDaemon", e.Name()), e.Name(), found)
 		if err != nil {
 			return nil, fmt.Errorf("mps: list daemons: %w", err)
 		}
 		seen[e.Name()] = true
 		out = append(out, backend.MPSDaemonState{ID: e.Name(), Running: st.running})
 	}
-	for _, p := range procs {
-		if !seen[p.id] {
-			seen[p.id] = true
-			out = append(out, backend.MPSDaemonState{ID: p.id, Running: true})
+	for _, f := range found {
+		if !seen[f.ID] {
+			seen[f.ID] = true
+			out = append(out, backend.MPSDaemonState{ID: f.ID, Running: true})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -301,35 +318,35 @@ func (m *Manager) List(ctx context.Context) ([]backend.MPSDaemonState, error) {
 type daemonState struct {
 	rec      *record // nil: no record, or an unreadable one
 	running  bool
-	recorded bool // the running process is the record's PID
-	pid      int
-	start    uint64
-	devices  []string // of the running process
+	recorded bool // the running daemon is the record's
+	handle   Handle
+	devices  []string // of the running daemon
 }
 
-// inspect finds the daemon of id: the record's PID if that process is
-// alive, started when recorded, in this boot; else a process found by its
-// environment (procs, or a fresh scan when nil), the oldest if several.
-func (m *Manager) inspect(logger klog.Logger, id string, procs []found) (daemonState, error) {
+// inspect finds the daemon of id: the record's if it is alive and was
+// recorded in this boot; else one the launcher finds (found, or a fresh
+// Find when nil), the oldest if several.
+func (m *Manager) inspect(ctx context.Context, logger klog.Logger, id string, found []Found) (daemonState, error) {
 	var st daemonState
 	rec, err := readRecord(m.dir(id))
 	if err != nil {
-		// The process, if any, is still found by its environment.
+		// The daemon, if any, is still found by the launcher.
 		logger.Error(err, "Ignoring unreadable MPS daemon record")
 	}
 	st.rec = rec
-	if rec != nil && rec.BootID == m.bootID && alive(rec.PID, rec.StartTime) {
-		st.running, st.recorded, st.pid, st.start, st.devices = true, true, rec.PID, rec.StartTime, rec.Devices
+	if rec != nil && rec.BootID == m.bootID && !rec.Handle.IsZero() && m.run.Alive(ctx, rec.Handle) {
+		st.running, st.recorded, st.handle, st.devices = true, true, rec.Handle, rec.Devices
 		return st, nil
 	}
-	if procs == nil {
-		if procs, err = scan(m.root); err != nil {
+	if found == nil {
+		if found, err = m.run.Find(ctx, m.root); err != nil {
 			return st, err
 		}
 	}
-	for _, p := range procs {
-		if p.id == id && (!st.running || p.start < st.start) {
-			st.running, st.pid, st.start, st.devices = true, p.pid, p.start, p.devices
+	for _, f := range found {
+		if f.ID == id {
+			st.running, st.handle, st.devices = true, f.Handle, f.Devices
+			break
 		}
 	}
 	return st, nil

@@ -236,10 +236,11 @@ func TestCrashBeforePIDRecorded(t *testing.T) {
 			if err := writeRecord(dir, &record{ID: spec.ID, Devices: spec.Devices, BootID: crashed.bootID}); err != nil {
 				t.Fatal(err)
 			}
-			pid, start, err := crashed.launch(crashed.logger, spec.ID, spec.Devices, pipe, logs)
+			h, err := crashed.run.Launch(ctx, crashed.launchOf(spec))
 			if err != nil {
 				t.Fatal(err)
 			}
+			pid, start := h.PID, h.StartTime
 			if tt.corrupt {
 				if err := os.WriteFile(filepath.Join(dir, recordName), []byte("{"), 0o644); err != nil {
 					t.Fatal(err)
@@ -306,15 +307,15 @@ func TestRecordOfAnotherProcess(t *testing.T) {
 	}{
 		{"dead process", func(t *testing.T, m *Manager) (record, int, uint64) {
 			pid, start := exited(t)
-			return record{PID: pid, StartTime: start, BootID: m.bootID}, 0, 0
+			return record{Handle: Handle{PID: pid, StartTime: start}, BootID: m.bootID}, 0, 0
 		}},
 		{"reused PID, other start time", func(t *testing.T, m *Manager) (record, int, uint64) {
 			pid, start := sleeper(t)
-			return record{PID: pid, StartTime: start + 1, BootID: m.bootID}, pid, start
+			return record{Handle: Handle{PID: pid, StartTime: start + 1}, BootID: m.bootID}, pid, start
 		}},
 		{"other boot", func(t *testing.T, m *Manager) (record, int, uint64) {
 			pid, start := sleeper(t)
-			return record{PID: pid, StartTime: start, BootID: "another-boot"}, pid, start
+			return record{Handle: Handle{PID: pid, StartTime: start}, BootID: "another-boot"}, pid, start
 		}},
 	}
 	for _, tt := range tests {

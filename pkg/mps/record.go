@@ -15,7 +15,7 @@ import (
 const recordName = "record.json"
 
 // record is what the manager wrote down about one daemon. Start writes it
-// with PID 0 before launching (the intent) and again with the PID once the
+// with no handle before launching (the intent) and again with the handle once the
 // process exists.
 type record struct {
 	ID      string   `json:"id"`
@@ -23,9 +23,9 @@ type record struct {
 	// BootID is the host boot the record was written in: PIDs and start
 	// times mean nothing in another one.
 	BootID string `json:"bootID"`
-	PID    int    `json:"pid,omitempty"`
-	// StartTime is field 22 of /proc/<PID>/stat, the PID-reuse guard.
-	StartTime uint64 `json:"startTime,omitempty"`
+	// Handle is the launcher's name for the daemon (its fields sit at the
+	// top level: pid and startTime as records of a process always had).
+	Handle
 }
 
 // readRecord reads the record of the daemon in dir; (nil, nil) when there
