@@ -44,6 +44,7 @@ type Config struct {
 	Partitioning      string
 	Sharing           string
 	MinShareIsolation string
+	LegacyMPSShares   string
 	DynamicProfiles   []string
 	MPSRoot           string
 	// Health policy (pkg/health).
@@ -97,6 +98,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.DynamicProfiles, "dynamic-profiles", nil, "With --partitioning=dynamic, publish only the placements of these MIG profiles (comma-separated, e.g. 1g.10gb,3g.40gb,7g.80gb; names of other GPU models are ignored on this node): fewer devices for the scheduler to scan per node. Empty publishes every profile. A partition that exists at a placement of another profile stays published.")
 	fs.StringVar(&c.Sharing, "sharing", string(publish.SharingNone), "How devices are shared between claims: none (a device belongs to one claim; pods share it by naming the same claim) or capacity (whole GPUs and static partitions are multi-allocatable: a claim asks memory and compute units and the scheduler keeps their sum within the device; a claim asking none gets the whole device; on NVIDIA each share is enforced through the device's MPS daemon, on AMD it is scheduling-only accounting). GPUs published dynamically are never shared.")
 	fs.StringVar(&c.MinShareIsolation, "min-share-isolation", string(isolation.None), "With --sharing=capacity, share only devices whose shares' memory limit is held at least this strongly (the memoryIsolation attribute): none (every device), process (NVIDIA's MPS client limits, which a process can unset) or kernel (a cgroup limit). Devices below it are published whole.")
+	fs.StringVar(&c.LegacyMPSShares, "legacy-mps-shares", "share", "With --sharing=capacity, what NVIDIA GPUs whose driver has legacy MPS only (before r615: no MPS v3 namespaces) do: share (every share of such a GPU reaches the one MPS daemon's control pipe, and its claim's status says so) or whole (publish such GPUs whole). The mpsNamespace attribute says which a GPU is.")
 	fs.StringVar(&c.MPSRoot, "mps-root", "", "Directory of the MPS control daemons the agent runs (one per claim that configures MPS, one per shared device with capacity shares), each with its pipe directory (mounted into the claim's containers) and its logs (not mounted). Default /var/run/tessera/mps; backend sim: <sim-state-dir>/mps.")
 	fs.StringVar(&c.MPSControl, "mps-control", "", "MPS control program and its leading arguments, space-separated. Default nvidia-cuda-mps-control; backend sim: the stand-in \"tessera-sim mps-control\" from the agent binary's directory, checked at start (the tessera-kubelet-plugin-sim image has it).")
 	fs.StringVar(&c.NvidiaSMI, "nvidia-smi", "nvidia-smi", "nvidia-smi binary that sets time-slice intervals (compute-policy), which NVML has no call for (backend nvml).")
@@ -144,6 +146,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := isolation.ParseLevel(c.MinShareIsolation); c.MinShareIsolation != "" && err != nil {
 		return fmt.Errorf("--min-share-isolation: %w", err)
+	}
+	if l := c.LegacyMPSShares; l != "" && l != "share" && l != "whole" {
+		return fmt.Errorf("--legacy-mps-shares: %q is neither share nor whole", c.LegacyMPSShares)
 	}
 	if _, err := health.ParseXIDOverrides(nil, c.HealthXIDPolicy); err != nil {
 		return fmt.Errorf("--health-xid-policy: %w", err)
@@ -211,6 +216,7 @@ func (c *Config) driverOptions(b backend.Backend) driver.Options {
 		Health:            c.healthPolicy(),
 		Host:              c.host(b),
 		MinShareIsolation: isolation.Level(c.MinShareIsolation),
+		WholeLegacyMPS:    c.LegacyMPSShares == "whole",
 	}
 }
 

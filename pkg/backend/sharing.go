@@ -57,12 +57,32 @@ type MPSDaemonSpec struct {
 	PinnedMemoryLimits map[string]int64
 }
 
+// MPSNamespaceSpec is an MPS v3 namespace in a daemon's server: the
+// clients of one share, with its limits.
+type MPSNamespaceSpec struct {
+	// Name is unique within the daemon: letters, digits, '-', '_', '.',
+	// at most 63.
+	Name string
+	// ActiveThreadPercentage caps the namespace's clients, 1-100; 0: no cap.
+	ActiveThreadPercentage int32
+	// PinnedMemoryLimit caps their pinned device memory in bytes; 0: none.
+	PinnedMemoryLimit int64
+}
+
 // MPSDaemon is a running daemon.
 type MPSDaemon struct {
 	ID string
-	// PipeDir is the host directory of the daemon's control pipes, which
-	// the claim's containers mount (CUDA_MPS_PIPE_DIRECTORY).
+	// PipeDir is the host directory of the daemon's pipes, its control
+	// pipe among them.
 	PipeDir string
+	// Namespaces is true where the daemon runs MPS v3: each share gets a
+	// namespace of its own (Sharer.EnsureMPSNamespace), and containers
+	// mount a namespace's directory, never PipeDir.
+	Namespaces bool
+	// ClientDir is what the containers of the claim the daemon was started
+	// for mount at their CUDA_MPS_PIPE_DIRECTORY: PipeDir under legacy MPS,
+	// the server's default namespace under v3.
+	ClientDir string
 	// LogDir holds the daemon's logs (CUDA_MPS_LOG_DIRECTORY).
 	LogDir string
 	// PID of the daemon process; 0 where the launcher does not know it.
@@ -93,6 +113,15 @@ type Sharer interface {
 	// the agent can stop those no claim holds and restart those a prepared
 	// claim needs.
 	MPSDaemons(ctx context.Context) ([]MPSDaemonState, error)
+
+	// EnsureMPSNamespace creates (or keeps) namespace ns in the running
+	// daemon daemonID, which must run MPS v3 (MPSDaemon.Namespaces), and
+	// returns the host directory of its socket.
+	EnsureMPSNamespace(ctx context.Context, daemonID string, ns MPSNamespaceSpec) (string, error)
+
+	// DeleteMPSNamespace deletes namespace name of daemon daemonID; no
+	// such daemon or namespace is not an error.
+	DeleteMPSNamespace(ctx context.Context, daemonID, name string) error
 }
 
 // MPSDaemonState is a daemon the backend knows of.

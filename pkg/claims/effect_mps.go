@@ -147,8 +147,12 @@ func deviceUUID(d cdi.ClaimDevice) string {
 }
 
 // startDaemons starts (or adopts) the MPS daemons devs run under and sets
-// each MPS device's MPSPipeDir. It returns how many were started rather
-// than adopted.
+// each MPS device's MPSPipeDir: the directory its containers mount. Under
+// MPS v3 that is a namespace's, never the daemon's whole pipe directory:
+// each share gets a namespace of its own in the device's shared daemon
+// (shareNamespace, created here), and a claim's own daemon serves it in
+// the server's default namespace. It returns how many daemons were started
+// rather than adopted.
 func (m *Manager) startDaemons(ctx context.Context, uid string, devs []cdi.ClaimDevice) (started int, err error) {
 	specs, of := daemonSpecs(uid, devs)
 	daemons := make([]*backend.MPSDaemon, len(specs))
@@ -161,14 +165,35 @@ func (m *Manager) startDaemons(ctx context.Context, uid string, devs []cdi.Claim
 			started++
 		}
 		daemons[i] = d
-		klog.FromContext(ctx).V(2).Info("MPS daemon running", "id", spec.ID, "devices", spec.Devices, "pipeDir", d.PipeDir, "pid", d.PID, "adopted", d.Adopted)
+		klog.FromContext(ctx).V(2).Info("MPS daemon running", "id", spec.ID, "devices", spec.Devices, "pipeDir", d.PipeDir, "pid", d.PID, "adopted", d.Adopted, "namespaces", d.Namespaces)
 	}
 	for i := range devs {
-		if of[i] >= 0 {
-			devs[i].MPSPipeDir = daemons[of[i]].PipeDir
+		if of[i] < 0 {
+			continue
 		}
+		d := daemons[of[i]]
+		if !d.Namespaces || !devs[i].Sharing.SharedDaemon() {
+			devs[i].MPSPipeDir = d.ClientDir
+			continue
+		}
+		dir, err := m.cfg.Backend.EnsureMPSNamespace(ctx, d.ID, shareNamespace(devs[i]))
+		if err != nil {
+			return started, withKind(ErrSharing, fmt.Errorf("device %s/%s: MPS namespace of its share: %w", devs[i].Pool, devs[i].Device, err))
+		}
+		devs[i].MPSPipeDir = dir
 	}
 	return started, nil
+}
+
+// shareNamespace is the MPS v3 namespace of a capacity share: named by its
+// ShareID, which is unique on the device, with the share's limits, so the
+// daemon's server holds them whatever the container's environment says.
+func shareNamespace(d cdi.ClaimDevice) backend.MPSNamespaceSpec {
+	return backend.MPSNamespaceSpec{
+		Name:                   d.ShareID,
+		ActiveThreadPercentage: d.Sharing.MPSActiveThreadPercentage,
+		PinnedMemoryLimit:      d.Sharing.MPSPinnedMemoryLimit,
+	}
 }
 
 func usesMPS(c *checkpoint.Claim) bool {
@@ -186,6 +211,15 @@ func (m *Manager) stopDaemons(ctx context.Context, c *checkpoint.Claim) error {
 	}
 	for _, id := range sharedDaemonIDs(c) {
 		if m.sharedDaemonHeldByOther(c.UID, id) {
+			// The others keep the daemon; this claim's namespaces go
+			// (legacy MPS has none: nothing to do).
+			for _, d := range c.Devices {
+				if d.Sharing.SharedDaemon() && sharedDaemonID(checkpointUUID(d)) == id && d.ShareID != "" {
+					if err := m.cfg.Backend.DeleteMPSNamespace(ctx, id, d.ShareID); err != nil {
+						errs = append(errs, fmt.Errorf("delete MPS namespace %s of shared daemon %s: %w", d.ShareID, id, err))
+					}
+				}
+			}
 			continue
 		}
 		if err := m.cfg.Backend.StopMPS(ctx, id); err != nil {
@@ -195,6 +229,14 @@ func (m *Manager) stopDaemons(ctx context.Context, c *checkpoint.Claim) error {
 	return withKind(ErrSharing, errors.Join(errs...))
 }
 
+// checkpointUUID is what CUDA calls a recorded device.
+func checkpointUUID(d checkpoint.Device) string {
+	if d.PartitionUUID != "" {
+		return d.PartitionUUID
+	}
+	return d.GPUUUID
+}
+
 // sharedDaemonIDs are the shared daemons c's shares run under.
 func sharedDaemonIDs(c *checkpoint.Claim) []string {
 	var out []string
@@ -202,11 +244,7 @@ func sharedDaemonIDs(c *checkpoint.Claim) []string {
 		if !d.Sharing.SharedDaemon() {
 			continue
 		}
-		u := d.GPUUUID
-		if d.PartitionUUID != "" {
-			u = d.PartitionUUID
-		}
-		if id := sharedDaemonID(u); !slices.Contains(out, id) {
+		if id := sharedDaemonID(checkpointUUID(d)); !slices.Contains(out, id) {
 			out = append(out, id)
 		}
 	}

@@ -65,6 +65,9 @@ type Options struct {
 	// MinShareIsolation: shares only where held at least this strongly
 	// (publish.Options.MinShareIsolation).
 	MinShareIsolation isolation.Level
+	// WholeLegacyMPS: publish whole the devices whose shares would reach a
+	// shared MPS control pipe (publish.Options.WholeLegacyMPS).
+	WholeLegacyMPS bool
 	// Profiles restricts the MIG profiles a dynamic GPU publishes
 	// (publish.Options.Profiles); empty publishes all.
 	Profiles []string

@@ -88,8 +88,8 @@ func newPublisher(o *Options, tr *health.Tracker) *publisher {
 // checkpoint is read: every partition counts as held.
 func publishOptions(o *Options, taints func(string) []resourceapi.DeviceTaint, held func(string, *inventory.Partition) bool) publish.Options {
 	return publish.Options{Partitioning: o.Partitioning, Sharing: o.Sharing, Profiles: o.Profiles, Taints: taints, Held: held,
-		Isolation:         func(g *inventory.GPU, p *inventory.Partition) isolation.Level { return o.isolation(g, p).Level },
-		MinShareIsolation: o.MinShareIsolation}
+		Isolation:         o.isolation,
+		MinShareIsolation: o.MinShareIsolation, WholeLegacyMPS: o.WholeLegacyMPS}
 }
 
 // isolation is how a share or MPS limit of partition p of g (nil: the

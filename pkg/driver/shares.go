@@ -26,6 +26,9 @@ const (
 	// ReasonKernelMemoryLimit: a cgroup limit on the workload holds the
 	// share's memory.
 	ReasonKernelMemoryLimit = "KernelMemoryLimit"
+	// ReasonMPSNamespace: the share runs in an MPS v3 namespace of its own,
+	// whose server holds its limits; not the kernel.
+	ReasonMPSNamespace = "MPSNamespace"
 	// ReasonProcessLimitsOnly: the share's limits are MPS client limits,
 	// which the workload's own processes apply.
 	ReasonProcessLimitsOnly = "ProcessLimitsOnly"
@@ -42,11 +45,19 @@ func shareCondition(sh *sharing.Share, a isolation.Assessment) (metav1.Condition
 	case isolation.Kernel:
 		return metav1.ConditionTrue, ReasonKernelMemoryLimit, fmt.Sprintf("share %s (%s): its workload's cgroup may hold at most %dMiB of this GPU's memory", sh.ID, sh, sh.MemoryBytes>>20)
 	case isolation.Process:
+		if a.MPSNamespace {
+			msg := fmt.Sprintf("share %s (%s) runs in an MPS v3 namespace of its own in the GPU's MPS daemon, whose server caps the namespace's clients at %dMiB of pinned device memory", sh.ID, sh, sh.MemoryBytes>>20)
+			if sh.ComputeUnits > 0 {
+				msg += " and its share of the compute units"
+			}
+			msg += "; its containers see only that namespace's socket, not the daemon's control pipe nor other shares' namespaces. Not a kernel limit: a process that does not use MPS is not held by it."
+			return metav1.ConditionFalse, ReasonMPSNamespace, msg + why
+		}
 		msg := fmt.Sprintf("share %s (%s) runs under the GPU's MPS daemon, whose clients are asked to pin at most %dMiB of device memory", sh.ID, sh, sh.MemoryBytes>>20)
 		if sh.ComputeUnits > 0 {
 			msg += " and to use their share of the compute units"
 		}
-		msg += " by CUDA_MPS_* variables in the container's environment: not an isolation boundary. A process that unsets them uses the whole GPU, and the daemon (its control pipe too) is shared with this GPU's other shares, whatever their namespace."
+		msg += " by CUDA_MPS_* variables in the container's environment: not an isolation boundary. A process that unsets them uses the whole GPU, and the daemon (its control pipe too) is shared with this GPU's other shares, whatever their namespace: the driver has legacy MPS only (MPS v3 namespaces need r615)."
 		return metav1.ConditionFalse, ReasonProcessLimitsOnly, msg + why
 	}
 	return metav1.ConditionFalse, ReasonSchedulingOnly, fmt.Sprintf("share %s (%s) is the scheduler's accounting only: nothing on this GPU enforces it, so a process may use more.", sh.ID, sh) + why

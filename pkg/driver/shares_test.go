@@ -27,6 +27,8 @@ func TestShareCondition(t *testing.T) {
 		{isolation.Assessment{Level: isolation.Kernel}, metav1.ConditionTrue, ReasonKernelMemoryLimit, []string{"at most 7168MiB"}},
 		{isolation.Assessment{Level: isolation.Process, Blockers: []string{"driver 580.65.6 is older than 615.0.0", "no dmem"}}, metav1.ConditionFalse, ReasonProcessLimitsOnly,
 			[]string{"at most 7168MiB", "their share of the compute units", "not an isolation boundary", "control pipe", "Not held by the kernel: driver 580.65.6 is older than 615.0.0; no dmem."}},
+		{isolation.Assessment{Level: isolation.Process, MPSNamespace: true, Blockers: []string{"no dmem"}}, metav1.ConditionFalse, ReasonMPSNamespace,
+			[]string{"MPS v3 namespace of its own", "at 7168MiB", "its share of the compute units", "not the daemon's control pipe", "Not a kernel limit", "Not held by the kernel: no dmem."}},
 		{isolation.Assessment{Level: isolation.None, Blockers: []string{"no region"}}, metav1.ConditionFalse, ReasonSchedulingOnly,
 			[]string{"accounting only", "Not held by the kernel: no region."}},
 	} {

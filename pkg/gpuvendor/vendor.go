@@ -65,6 +65,11 @@ type Capabilities struct {
 	// KernelMemoryPartitions is true where a partition's memory can be
 	// limited per cgroup too (not MIG: MPS memory partitioning excludes it).
 	KernelMemoryPartitions bool
+	// MPSNamespacesDriver is the oldest driver whose MPS has servers and
+	// namespaces (MPS v3): each share then gets a namespace of its own, and
+	// its containers see only that namespace's socket, not the daemon's
+	// control pipe. "" where MPS has none.
+	MPSNamespacesDriver string
 }
 
 // Node is one device node. Major names its character-device region, not a

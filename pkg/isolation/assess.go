@@ -16,6 +16,10 @@ type Assessment struct {
 	// Blockers are the missing prerequisites of kernel isolation, each a
 	// sentence for the claim's status and the logs; empty at Kernel.
 	Blockers []string
+	// MPSNamespace is true where each share runs in an MPS v3 namespace of
+	// its own (MPSNamespaces), false where every share of the device
+	// reaches the one daemon's control pipe (legacy MPS) or none runs.
+	MPSNamespace bool
 }
 
 // limitMechanism says whether the agent can set a kernel memory limit on a
@@ -55,7 +59,14 @@ func Assess(caps gpuvendor.Capabilities, gpu *inventory.GPU, p *inventory.Partit
 			level = Process
 		}
 	}
-	return Assessment{Level: level, Blockers: blockers}
+	return Assessment{Level: level, Blockers: blockers, MPSNamespace: caps.EnforcedShares && MPSNamespaces(caps, gpu)}
+}
+
+// MPSNamespaces reports whether gpu's driver runs MPS v3, so that each
+// share or MPS claim gets a namespace of its own (the backends start their
+// daemons with protocol 3 by the same test).
+func MPSNamespaces(caps gpuvendor.Capabilities, gpu *inventory.GPU) bool {
+	return caps.MPS && caps.MPSNamespacesDriver != "" && !olderThan(gpu.DriverVersion, caps.MPSNamespacesDriver)
 }
 
 // RegistersRegion reports whether the vendor's driver of gpu registers the

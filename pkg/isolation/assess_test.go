@@ -26,19 +26,20 @@ func TestAssess(t *testing.T) {
 		host Host
 		want Assessment
 	}{
-		{"NVIDIA r615 with its region", nv("615.10.0", "0000:18:00.0"), nil, dmem, Assessment{Process, []string{notYet}}},
+		{"NVIDIA r615 with its region", nv("615.10.0", "0000:18:00.0"), nil, dmem, Assessment{Process, []string{notYet}, true}},
+		// r580 has legacy MPS only: no namespaces.
 		{"NVIDIA r580", nv("580.65.6", "0000:18:00.0"), nil, dmem, Assessment{Process, []string{
-			"driver 580.65.6 is older than 615.0.0, the first to enforce a cgroup's device memory limit", notYet}}},
+			"driver 580.65.6 is older than 615.0.0, the first to enforce a cgroup's device memory limit", notYet}, false}},
 		{"NVIDIA without a version", nv("", "0000:18:00.0"), nil, dmem, Assessment{Process, []string{
-			"driver (unknown version) is older than 615.0.0, the first to enforce a cgroup's device memory limit", notYet}}},
+			"driver (unknown version) is older than 615.0.0, the first to enforce a cgroup's device memory limit", notYet}, false}},
 		{"NVIDIA r615, no region for this GPU", nv("615.10.0", "0000:19:00.0"), nil, dmem, Assessment{Process, []string{
-			"dmem.capacity lists no region nvidia/0000:19:00.0/vidmem for this GPU", notYet}}},
+			"dmem.capacity lists no region nvidia/0000:19:00.0/vidmem for this GPU", notYet}, true}},
 		{"MIG instance", nv("615.10.0", "0000:18:00.0"), mig, dmem, Assessment{Process, []string{
-			"a mig partition's memory cannot be limited per cgroup", notYet}}},
-		{"AMD with its region", amd, nil, dmem, Assessment{None, []string{notYet}}},
+			"a mig partition's memory cannot be limited per cgroup", notYet}, true}},
+		{"AMD with its region", amd, nil, dmem, Assessment{None, []string{notYet}, false}},
 		{"AMD without dmem", amd, nil, plain, Assessment{None, []string{
-			"the node's kernel offers no dmem cgroup controller (Linux 6.14+, CONFIG_CGROUP_DMEM)", notYet}}},
-		{"cgroup v1", amd, nil, v1, Assessment{None, []string{"the node has no cgroup v2 hierarchy at /sys/fs/cgroup", notYet}}},
+			"the node's kernel offers no dmem cgroup controller (Linux 6.14+, CONFIG_CGROUP_DMEM)", notYet}, false}},
+		{"cgroup v1", amd, nil, v1, Assessment{None, []string{"the node has no cgroup v2 hierarchy at /sys/fs/cgroup", notYet}, false}},
 	} {
 		if got := Assess(vendors.Capabilities(tc.gpu.Vendor), tc.gpu, tc.p, tc.host); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, got, tc.want)

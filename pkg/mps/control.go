@@ -105,8 +105,12 @@ func (m *Manager) apply(ctx context.Context, spec backend.MPSDaemonSpec, pipe st
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	delay := 5 * time.Millisecond
+	probe := cmdProbe
+	if m.protocol == Protocol3 {
+		probe = cmdServerList
+	}
 	for {
-		_, err := m.send(ctx, pipe, cmdProbe)
+		_, err := m.send(ctx, pipe, probe)
 		if err == nil {
 			break
 		}
@@ -119,6 +123,10 @@ func (m *Manager) apply(ctx context.Context, spec backend.MPSDaemonSpec, pipe st
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 250*time.Millisecond)
+	}
+	if m.protocol == Protocol3 {
+		// The config file the daemon started with holds the settings.
+		return nil
 	}
 	for _, c := range settingsCommands(spec) {
 		if _, err := m.send(ctx, pipe, c); err != nil {

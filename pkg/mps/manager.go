@@ -47,6 +47,9 @@ type Config struct {
 	// Launcher runs the daemon processes; nil means ProcessLauncher, the
 	// agent's own detached children.
 	Launcher Launcher
+	// Protocol is the MPS protocol the daemons run: Protocol3 (MPS v3,
+	// namespaces; drivers r615+) or 0 for legacy MPS.
+	Protocol int
 }
 
 // Manager starts, adopts, lists and stops the MPS control daemons under one
@@ -58,8 +61,9 @@ type Manager struct {
 	logger  klog.Logger
 	timeout time.Duration
 	bootID  string
-	run     Launcher
-	locks   keyed.Mutex
+	run      Launcher
+	protocol int
+	locks    keyed.Mutex
 }
 
 // New returns a manager for c. It touches no files: Root is created by the
@@ -81,7 +85,10 @@ func New(c Config) (*Manager, error) {
 			return nil, fmt.Errorf("mps: %w", err)
 		}
 	}
-	m := &Manager{root: root, control: slices.Clone(c.Control), logger: c.Logger, timeout: c.Timeout, bootID: boot, run: c.Launcher}
+	m := &Manager{root: root, control: slices.Clone(c.Control), logger: c.Logger, timeout: c.Timeout, bootID: boot, run: c.Launcher, protocol: c.Protocol}
+	if m.protocol != 0 && m.protocol != 2 && m.protocol != Protocol3 {
+		return nil, fmt.Errorf("mps: protocol %d is neither legacy MPS (2) nor MPS v3 (3)", c.Protocol)
+	}
 	if m.timeout <= 0 {
 		m.timeout = DefaultTimeout
 	}
@@ -126,7 +133,10 @@ func (m *Manager) start(ctx context.Context, logger klog.Logger, spec backend.MP
 	if err != nil {
 		return nil, err
 	}
-	out := &backend.MPSDaemon{ID: spec.ID, PipeDir: pipe, LogDir: logs}
+	out := &backend.MPSDaemon{ID: spec.ID, PipeDir: pipe, LogDir: logs, ClientDir: pipe}
+	if m.protocol == Protocol3 {
+		out.Namespaces, out.ClientDir = true, namespaceDir(m.root, spec.ID, defaultNamespace)
+	}
 	switch {
 	case st.running && slices.Equal(st.devices, spec.Devices):
 		if !st.recorded {
@@ -168,6 +178,12 @@ func (m *Manager) start(ctx context.Context, logger klog.Logger, spec backend.MP
 	if err := writeRecord(dir, rec); err != nil {
 		return nil, err
 	}
+	if m.protocol == Protocol3 {
+		if err := writeV3Config(dir, spec); err != nil {
+			m.discard(logger, dir)
+			return nil, err
+		}
+	}
 	h, err := m.run.Launch(ctx, m.launchOf(spec))
 	if err != nil {
 		m.discard(logger, dir)
@@ -198,7 +214,7 @@ func (m *Manager) launchOf(spec backend.MPSDaemonSpec) Launch {
 	pipe, logs := pipeDir(m.root, spec.ID), logDir(m.root, spec.ID)
 	return Launch{
 		ID:   spec.ID,
-		Argv: append(slices.Clone(m.control), "-f"),
+		Argv: m.argv(spec.ID),
 		Env: map[string]string{
 			envVisibleDevices: strings.Join(spec.Devices, ","),
 			envPipeDir:        pipe,
@@ -209,6 +225,14 @@ func (m *Manager) launchOf(spec backend.MPSDaemonSpec) Launch {
 		Output:  filepath.Join(logs, daemonOut),
 		Devices: slices.Clone(spec.Devices),
 	}
+}
+
+// argv is the daemon's command line.
+func (m *Manager) argv(id string) []string {
+	if m.protocol == Protocol3 {
+		return m.v3Argv(id)
+	}
+	return append(slices.Clone(m.control), "-f")
 }
 
 // gone is apply's test that the daemon h died, so waiting for it to answer

@@ -36,6 +36,7 @@ const (
 	AttrCardID            = "cardID"
 	AttrSimulated         = "simulated"
 	AttrMemoryIsolation   = "memoryIsolation"
+	AttrMPSNamespace      = "mpsNamespace"
 	CapMemory             = "memory"
 	CapComputeUnits       = "computeUnits"
 	TypeGPU               = "gpu"

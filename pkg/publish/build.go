@@ -182,8 +182,8 @@ func taint(items []item, taints func(gpu string) []resourceapi.DeviceTaint) erro
 
 // isolate publishes how each device's shares and MPS limits are held: a
 // placement is judged as the partition carving it makes.
-func isolate(items []item, level func(*inventory.GPU, *inventory.Partition) isolation.Level) {
-	if level == nil {
+func isolate(items []item, assess func(*inventory.GPU, *inventory.Partition) isolation.Assessment) {
+	if assess == nil {
 		return
 	}
 	for i := range items {
@@ -192,7 +192,12 @@ func isolate(items []item, level func(*inventory.GPU, *inventory.Partition) isol
 		if p == nil && e.Carve != nil {
 			p = &inventory.Partition{Kind: e.GPU.Partitioning.Kind, Profile: e.Carve.Profile, Placement: e.Carve.Placement}
 		}
-		attrs(items[i].dev.Attributes).str(AttrMemoryIsolation, string(level(e.GPU, p)))
+		a := assess(e.GPU, p)
+		attrs(items[i].dev.Attributes).str(AttrMemoryIsolation, string(a.Level))
+		if a.Level == isolation.Process {
+			// Only where MPS holds shares: elsewhere no daemon runs.
+			items[i].dev.Attributes[AttrMPSNamespace] = resourceapi.DeviceAttribute{BoolValue: &a.MPSNamespace}
+		}
 	}
 }
 

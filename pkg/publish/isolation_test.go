@@ -25,8 +25,8 @@ func TestMemoryIsolationSelectable(t *testing.T) {
 	}
 	host := isolation.Host{Root: "/sys/fs/cgroup", CgroupV2: true, Dmem: true}
 	opts := publish.Options{Partitioning: publish.Static, Sharing: publish.SharingCapacity,
-		Isolation: func(g *inventory.GPU, p *inventory.Partition) isolation.Level {
-			return isolation.Assess(vendors.Capabilities(g.Vendor), g, p, host).Level
+		Isolation: func(g *inventory.GPU, p *inventory.Partition) isolation.Assessment {
+			return isolation.Assess(vendors.Capabilities(g.Vendor), g, p, host)
 		}}
 	slices, res := alloctest.PublishSimWith(t, "mixed-inference", "mixed-inference", opts)
 	for name, e := range res.Devices {
@@ -77,8 +77,8 @@ func TestMemoryIsolationSelectable(t *testing.T) {
 // told kernel, it shares nothing today.
 func TestMinShareIsolation(t *testing.T) {
 	host := isolation.Host{Root: "/sys/fs/cgroup", CgroupV2: true}
-	level := func(g *inventory.GPU, p *inventory.Partition) isolation.Level {
-		return isolation.Assess(vendors.Capabilities(g.Vendor), g, p, host).Level
+	level := func(g *inventory.GPU, p *inventory.Partition) isolation.Assessment {
+		return isolation.Assess(vendors.Capabilities(g.Vendor), g, p, host)
 	}
 	for _, tc := range []struct {
 		min         isolation.Level

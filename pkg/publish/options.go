@@ -60,13 +60,20 @@ type Options struct {
 	Taints func(gpu string) []resourceapi.DeviceTaint
 	// Isolation says how a share or MPS limit of partition p of gpu (p nil:
 	// the whole GPU) is held on this node, published as memoryIsolation on
-	// every device (pkg/isolation). Nil publishes none.
-	Isolation func(gpu *inventory.GPU, p *inventory.Partition) isolation.Level
+	// every device, and whether its shares get MPS namespaces of their own,
+	// as mpsNamespace where MPS holds them (pkg/isolation). Nil publishes
+	// neither.
+	Isolation func(gpu *inventory.GPU, p *inventory.Partition) isolation.Assessment
 	// MinShareIsolation, with SharingCapacity, shares only devices whose
 	// shares Isolation holds at least this strongly; the others are
 	// published whole (the agent's --min-share-isolation). Empty shares
 	// every device.
 	MinShareIsolation isolation.Level
+	// WholeLegacyMPS, with SharingCapacity, publishes whole the devices
+	// whose shares would run under MPS without namespaces of their own
+	// (legacy MPS: every share reaches the one daemon's control pipe); the
+	// agent's --legacy-mps-shares=whole.
+	WholeLegacyMPS bool
 }
 
 // Carve is what prepare must cut for a dynamically published partition.

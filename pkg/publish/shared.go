@@ -6,6 +6,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+
+	"github.com/tessera-gpu/tessera/pkg/isolation"
 )
 
 // Sharing is how a node publishes devices that several claims may hold.
@@ -114,8 +116,12 @@ func (o Options) share(it *item) error {
 // holdsShares reports whether shares of e's device would be held at least
 // as strongly as the node requires.
 func (o Options) holdsShares(e Entry) bool {
-	if o.MinShareIsolation == "" || o.Isolation == nil {
+	if o.Isolation == nil {
 		return true
 	}
-	return o.Isolation(e.GPU, e.Partition).AtLeast(o.MinShareIsolation)
+	a := o.Isolation(e.GPU, e.Partition)
+	if o.WholeLegacyMPS && a.Level == isolation.Process && !a.MPSNamespace {
+		return false
+	}
+	return o.MinShareIsolation == "" || a.Level.AtLeast(o.MinShareIsolation)
 }

@@ -27,5 +27,13 @@ func (b *Backend) StartMPS(_ context.Context, spec backend.MPSDaemonSpec) (*back
 // StopMPS implements backend.Sharer: there is never a daemon to stop.
 func (b *Backend) StopMPS(context.Context, string) error { return nil }
 
+// EnsureMPSNamespace implements backend.Sharer: AMD GPUs have no MPS.
+func (b *Backend) EnsureMPSNamespace(_ context.Context, daemonID string, _ backend.MPSNamespaceSpec) (string, error) {
+	return "", fmt.Errorf("amd: MPS daemon %s: MPS: %w", daemonID, backend.ErrSharingNotSupported)
+}
+
+// DeleteMPSNamespace implements backend.Sharer: there is never one.
+func (b *Backend) DeleteMPSNamespace(context.Context, string, string) error { return nil }
+
 // MPSDaemons implements backend.Sharer: none.
 func (b *Backend) MPSDaemons(context.Context) ([]backend.MPSDaemonState, error) { return nil, nil }

@@ -13,7 +13,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/nvidia"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/isolation"
 	"github.com/tessera-gpu/tessera/pkg/mps"
 )
 
@@ -88,12 +90,18 @@ func New(o Options) (*Backend, error) {
 	if mpsRoot == "" {
 		mpsRoot = defaultMPSRoot
 	}
-	daemons, err := mps.New(mps.Config{Root: mpsRoot, Control: control, Logger: logger})
-	if err != nil {
-		return nil, fmt.Errorf("nvml: %w", err)
-	}
 	if err := initLib(lib); err != nil {
 		return nil, err
+	}
+	// MPS v3 or legacy: the node's driver decides (every GPU has the same).
+	protocol := 0
+	if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS && isolation.MPSNamespaces(nvidia.Vendor{}.Capabilities(), &inventory.GPU{DriverVersion: driverSemver(v)}) {
+		protocol = mps.Protocol3
+	}
+	daemons, err := mps.New(mps.Config{Root: mpsRoot, Control: control, Logger: logger, Protocol: protocol})
+	if err != nil {
+		_ = lib.Shutdown()
+		return nil, fmt.Errorf("nvml: %w", err)
 	}
 	poll := o.HealthPollInterval
 	if poll <= 0 {

@@ -62,6 +62,10 @@ func (*Backend) StartMPS(context.Context, backend.MPSDaemonSpec) (*backend.MPSDa
 	return nil, errNoCgo
 }
 func (*Backend) StopMPS(context.Context, string) error { return errNoCgo }
+func (*Backend) EnsureMPSNamespace(context.Context, string, backend.MPSNamespaceSpec) (string, error) {
+	return "", errNoCgo
+}
+func (*Backend) DeleteMPSNamespace(context.Context, string, string) error { return errNoCgo }
 func (*Backend) MPSDaemons(context.Context) ([]backend.MPSDaemonState, error) {
 	return nil, errNoCgo
 }

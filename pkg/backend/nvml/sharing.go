@@ -100,6 +100,23 @@ func (b *Backend) StopMPS(ctx context.Context, id string) error {
 	return nil
 }
 
+// EnsureMPSNamespace implements backend.Sharer.
+func (b *Backend) EnsureMPSNamespace(ctx context.Context, daemonID string, ns backend.MPSNamespaceSpec) (string, error) {
+	dir, err := b.mps.EnsureNamespace(ctx, daemonID, ns)
+	if err != nil {
+		return "", fmt.Errorf("nvml: %w", err)
+	}
+	return dir, nil
+}
+
+// DeleteMPSNamespace implements backend.Sharer.
+func (b *Backend) DeleteMPSNamespace(ctx context.Context, daemonID, name string) error {
+	if err := b.mps.DeleteNamespace(ctx, daemonID, name); err != nil {
+		return fmt.Errorf("nvml: %w", err)
+	}
+	return nil
+}
+
 // MPSDaemons implements backend.Sharer.
 func (b *Backend) MPSDaemons(ctx context.Context) ([]backend.MPSDaemonState, error) {
 	ds, err := b.mps.List(ctx)

@@ -95,7 +95,7 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	if b.mpsRoot != "" || b.mpsControl != nil {
-		if b.mps, err = mps.New(mps.Config{Root: b.mpsRoot, Control: b.mpsControl, Logger: b.logger, BootID: b.bootID}); err != nil {
+		if b.mps, err = mps.New(mps.Config{Root: b.mpsRoot, Control: b.mpsControl, Logger: b.logger, BootID: b.bootID, Protocol: mpsProtocol(&m.Node)}); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
 	}

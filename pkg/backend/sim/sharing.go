@@ -9,7 +9,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
+	"github.com/tessera-gpu/tessera/pkg/gpuvendor/nvidia"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/isolation"
+	"github.com/tessera-gpu/tessera/pkg/mps"
 )
 
 // Sharing as the hardware does it: an NVIDIA GPU keeps the time-slice
@@ -116,6 +119,29 @@ func (b *Backend) StopMPS(ctx context.Context, id string) error {
 	return nil
 }
 
+// EnsureMPSNamespace implements backend.Sharer.
+func (b *Backend) EnsureMPSNamespace(ctx context.Context, daemonID string, ns backend.MPSNamespaceSpec) (string, error) {
+	if b.mps == nil {
+		return "", errNoMPS
+	}
+	dir, err := b.mps.EnsureNamespace(ctx, daemonID, ns)
+	if err != nil {
+		return "", fmt.Errorf("sim: %w", err)
+	}
+	return dir, nil
+}
+
+// DeleteMPSNamespace implements backend.Sharer.
+func (b *Backend) DeleteMPSNamespace(ctx context.Context, daemonID, name string) error {
+	if b.mps == nil {
+		return nil
+	}
+	if err := b.mps.DeleteNamespace(ctx, daemonID, name); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	return nil
+}
+
 // MPSDaemons implements backend.Sharer; none without WithMPS.
 func (b *Backend) MPSDaemons(ctx context.Context) ([]backend.MPSDaemonState, error) {
 	if b.mps == nil {
@@ -161,4 +187,16 @@ func (b *Backend) partitionOwner(uuid string) *inventory.GPU {
 		}
 	}
 	return nil
+}
+
+// mpsProtocol is the MPS the node's NVIDIA driver runs: v3 from r615, by
+// the test the published mpsNamespace attribute uses.
+func mpsProtocol(n *inventory.Node) int {
+	caps := nvidia.Vendor{}.Capabilities()
+	for i := range n.GPUs {
+		if g := &n.GPUs[i]; g.Vendor == inventory.VendorNVIDIA && isolation.MPSNamespaces(caps, g) {
+			return mps.Protocol3
+		}
+	}
+	return 0
 }

@@ -38,6 +38,8 @@ func (Vendor) Capabilities() gpuvendor.Capabilities {
 		// where MPS memory partitioning (non-MIG GPUs) enforces it.
 		DmemRegion:         "nvidia/%s/vidmem",
 		KernelMemoryDriver: "615.0.0",
+		// MPS v3 (CUDA 13.4) came with r615 too.
+		MPSNamespacesDriver: "615.0.0",
 	}
 }
 
