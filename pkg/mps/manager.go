@@ -56,11 +56,11 @@ type Config struct {
 // root. It is safe for concurrent use: calls for one id are serialised,
 // calls for different ids run in parallel.
 type Manager struct {
-	root    string
-	control []string
-	logger  klog.Logger
-	timeout time.Duration
-	bootID  string
+	root     string
+	control  []string
+	logger   klog.Logger
+	timeout  time.Duration
+	bootID   string
 	run      Launcher
 	protocol int
 	locks    keyed.Mutex
