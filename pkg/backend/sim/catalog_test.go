@@ -13,7 +13,7 @@ const (
 )
 
 func TestCatalogLoads(t *testing.T) {
-	want := []string{"a100-pcie-pairs", "dgx-a100", "dgx-h100", "dgx-h100-mig", "hgx-h200", "l4-4", "mi300x-8", "mixed-inference", "t4-2"}
+	want := []string{"a100-pcie-pairs", "dgx-a100", "dgx-h100", "dgx-h100-mig", "hgx-h200", "l4-4", "l4-4-r615", "mi300x-8", "mixed-inference", "t4-2"}
 	if got := CatalogNames(); !slices.Equal(got, want) {
 		t.Fatalf("CatalogNames() = %v, want %v", got, want)
 	}
@@ -53,6 +53,8 @@ func TestCatalogMachines(t *testing.T) {
 		{name: "a100-pcie-pairs", models: rep("A100", 4), memory: []int64{81920 * mib}, cus: []int64{108},
 			links: map[inventory.LinkKind]int{inventory.LinkNVLink: 2}, bandwidth: 300, numa: map[int]int{0: 2, 1: 2}},
 		{name: "l4-4", models: rep("L4", 4), memory: []int64{23034 * mib}, cus: []int64{58},
+			links: map[inventory.LinkKind]int{inventory.LinkPCIe: 2}, bandwidth: 32, numa: map[int]int{0: 2, 1: 2}},
+		{name: "l4-4-r615", models: rep("L4", 4), memory: []int64{23034 * mib}, cus: []int64{58},
 			links: map[inventory.LinkKind]int{inventory.LinkPCIe: 2}, bandwidth: 32, numa: map[int]int{0: 2, 1: 2}},
 		{name: "t4-2", models: rep("T4", 2), memory: []int64{15360 * mib}, cus: []int64{40},
 			links: map[inventory.LinkKind]int{}, numa: map[int]int{0: 1, 1: 1}},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/mps"
 	"github.com/tessera-gpu/tessera/pkg/mps/mpstest"
 	"github.com/tessera-gpu/tessera/pkg/mps/standin"
 )
@@ -257,5 +258,20 @@ func TestMPSRefused(t *testing.T) {
 				t.Errorf("StopMPS: %v", err)
 			}
 		})
+	}
+}
+
+// TestMPSProtocol: the simulated driver decides legacy MPS or v3, by the
+// branch: R580 machines run legacy MPS, the R615 L4 runs v3, and an AMD
+// GPU's driver version never counts.
+func TestMPSProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		profile string
+		want    int
+	}{{"l4-4", 0}, {"dgx-h100", 0}, {"l4-4-r615", mps.Protocol3}, {"mi300x-8", 0}, {"mixed-inference", 0}} {
+		m := mustProfile(t, tc.profile)
+		if got := mpsProtocol(&m.Node); got != tc.want {
+			t.Errorf("%s (driver %s): protocol %d, want %d", tc.profile, m.Node.GPUs[0].DriverVersion, got, tc.want)
+		}
 	}
 }
