@@ -27,12 +27,13 @@ var (
 )
 
 // nodes: a static H100 node, a dynamic one (partitions carved at prepare)
-// and an L4 node with capacity shares (a shared MPS daemon per GPU), each
-// with its own containerd.
+// and an L4 node with capacity shares (a shared MPS daemon per GPU, on an
+// R615 driver: MPS v3, a namespace per share), each with its own
+// containerd. The fake-runtime suite's L4 node keeps legacy MPS (l4-4).
 var nodes = []localcluster.Node{
 	{Name: "ctr-h100", Profile: "dgx-h100"},
 	{Name: "ctr-h100-dynamic", Profile: "dgx-h100", Partitioning: "dynamic"},
-	{Name: "ctr-l4-shared", Profile: "l4-4", Sharing: "capacity"},
+	{Name: "ctr-l4-shared", Profile: "l4-4-r615", Sharing: "capacity"},
 }
 
 func TestMain(m *testing.M) {
