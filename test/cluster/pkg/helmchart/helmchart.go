@@ -180,3 +180,15 @@ func (c *Chart) Install(kubeconfig, release, namespace, values string) error {
 		"--kubeconfig", kubeconfig, "--values", values)
 	return err
 }
+
+// Upgrade upgrades release in namespace to this chart, keeping the values
+// it was installed with (--reuse-values) and changing those of sets, as an
+// operator's `helm upgrade --set` does. It does not wait for the rollout.
+func (c *Chart) Upgrade(kubeconfig, release, namespace string, sets ...string) error {
+	args := []string{"upgrade", release, c.Dir, "--namespace", namespace, "--kubeconfig", kubeconfig, "--reuse-values"}
+	for _, s := range sets {
+		args = append(args, setFlag(s)...)
+	}
+	_, err := c.run(args...)
+	return err
+}

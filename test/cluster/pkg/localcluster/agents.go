@@ -91,3 +91,17 @@ func (c *Config) installAgents(s *State) error {
 	}
 	return nil
 }
+
+// UpgradeAgent runs `helm upgrade` on node's agent release with its values
+// kept and sets changed (e.g. "logging.verbosity=5"): the DaemonSet then
+// replaces the agent's pod, as an operator's upgrade does.
+func (c *Config) UpgradeAgent(node string, sets ...string) error {
+	ch, err := c.chart()
+	if err != nil {
+		return err
+	}
+	if err := ch.Upgrade(c.Kubeconfig(), AgentRelease(node), AgentNamespace, sets...); err != nil {
+		return fmt.Errorf("node %s: upgrade the chart: %w", node, err)
+	}
+	return nil
+}
