@@ -46,6 +46,13 @@ type Config struct {
 	MinShareIsolation string
 	DynamicProfiles   []string
 	MPSRoot           string
+	// Where the MPS control daemons run (mpsdaemons.go).
+	MPSDaemons              string
+	MPSDaemonNamespace      string
+	MPSDaemonImage          string
+	MPSDaemonServiceAccount string
+	MPSDaemonPrivileged     bool
+	MPSDaemonPriorityClass  string
 	// Health policy (pkg/health).
 	HealthXIDPolicy          string
 	HealthWindow             time.Duration
@@ -99,6 +106,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MinShareIsolation, "min-share-isolation", string(isolation.None), "With --sharing=capacity, share only devices whose shares' memory limit is held at least this strongly (the memoryIsolation attribute): none (every device), process (NVIDIA's MPS client limits, which a process can unset) or kernel (a cgroup limit). Devices below it are published whole.")
 	fs.StringVar(&c.MPSRoot, "mps-root", "", "Directory of the MPS control daemons the agent runs (one per claim that configures MPS, one per shared device with capacity shares), each with its pipe directory (mounted into the claim's containers) and its logs (not mounted). Default /var/run/tessera/mps; backend sim: <sim-state-dir>/mps.")
 	fs.StringVar(&c.MPSControl, "mps-control", "", "MPS control program and its leading arguments, space-separated. Default nvidia-cuda-mps-control; backend sim: the stand-in \"tessera-sim mps-control\" from the agent binary's directory, checked at start (the tessera-kubelet-plugin-sim image has it).")
+	fs.StringVar(&c.MPSDaemons, "mps-daemons", MPSDaemonsProcess, "Where the MPS control daemons run: process (detached children of the agent: right where the agent's container shares the host's PID namespace, or the agent runs on the host) or pod (each a pod of this node, created with the agent's credentials, so that it outlives the agent's container and pod; needs --mps-daemon-namespace, --mps-daemon-image and --mps-daemon-service-account).")
+	fs.StringVar(&c.MPSDaemonNamespace, "mps-daemon-namespace", "", "With --mps-daemons=pod, the namespace of the daemon pods. Default $POD_NAMESPACE, the agent's own.")
+	fs.StringVar(&c.MPSDaemonImage, "mps-daemon-image", "", "With --mps-daemons=pod, the daemon pods' image: the agent's own, which holds --mps-control at the same path.")
+	fs.StringVar(&c.MPSDaemonServiceAccount, "mps-daemon-service-account", "", "With --mps-daemons=pod, the daemon pods' service account: one with no rights (its token is not mounted either).")
+	fs.BoolVar(&c.MPSDaemonPrivileged, "mps-daemon-privileged", false, "With --mps-daemons=pod, run the daemon pods privileged: nvml's daemons open the GPU device nodes, which only a privileged container may; the simulator's stand-in needs nothing.")
+	fs.StringVar(&c.MPSDaemonPriorityClass, "mps-daemon-priority-class", "", "With --mps-daemons=pod, the daemon pods' priority class: preempting a daemon kills its clients' CUDA calls.")
 	fs.StringVar(&c.NvidiaSMI, "nvidia-smi", "nvidia-smi", "nvidia-smi binary that sets time-slice intervals (compute-policy), which NVML has no call for (backend nvml).")
 	def := health.DefaultPolicy()
 	fs.StringVar(&c.HealthXIDPolicy, "health-xid-policy", "", "Site overrides of the XID classification, code=Effect,... with Effect Ignore, None, NoSchedule or NoExecute (e.g. 43=NoSchedule). See docs/health.md for the built-in table.")
@@ -144,6 +157,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := isolation.ParseLevel(c.MinShareIsolation); c.MinShareIsolation != "" && err != nil {
 		return fmt.Errorf("--min-share-isolation: %w", err)
+	}
+	if err := c.validateMPSDaemons(); err != nil {
+		return err
 	}
 	if _, err := health.ParseXIDOverrides(nil, c.HealthXIDPolicy); err != nil {
 		return fmt.Errorf("--health-xid-policy: %w", err)

@@ -36,6 +36,9 @@ type Options struct {
 	// MPSRoot holds one directory per MPS daemon, its pipes and logs
 	// ("/var/run/tessera/mps" when empty; created on first use).
 	MPSRoot string
+	// MPSLauncher runs the MPS daemons (nil: as the agent's own detached
+	// children; pkg/mps/daemonpod: as pods of the node).
+	MPSLauncher mps.Launcher
 
 	// HealthPollInterval is how often WatchHealth probes every GPU and
 	// reads its ECC, row-remap and retired-page counters (30 s when zero).
@@ -88,7 +91,7 @@ func New(o Options) (*Backend, error) {
 	if mpsRoot == "" {
 		mpsRoot = defaultMPSRoot
 	}
-	daemons, err := mps.New(mps.Config{Root: mpsRoot, Control: control, Logger: logger})
+	daemons, err := mps.New(mps.Config{Root: mpsRoot, Control: control, Logger: logger, Launcher: o.MPSLauncher})
 	if err != nil {
 		return nil, fmt.Errorf("nvml: %w", err)
 	}
