@@ -47,6 +47,13 @@ type Config struct {
 	LegacyMPSShares   string
 	DynamicProfiles   []string
 	MPSRoot           string
+	// Where the MPS control daemons run (mpsdaemons.go).
+	MPSDaemons              string
+	MPSDaemonNamespace      string
+	MPSDaemonImage          string
+	MPSDaemonServiceAccount string
+	MPSDaemonPrivileged     bool
+	MPSDaemonPriorityClass  string
 	// Health policy (pkg/health).
 	HealthXIDPolicy          string
 	HealthWindow             time.Duration
@@ -101,6 +108,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LegacyMPSShares, "legacy-mps-shares", "share", "With --sharing=capacity, what NVIDIA GPUs whose driver has legacy MPS only (before r615: no MPS v3 namespaces) do: share (every share of such a GPU reaches the one MPS daemon's control pipe, and its claim's status says so) or whole (publish such GPUs whole). The mpsNamespace attribute says which a GPU is.")
 	fs.StringVar(&c.MPSRoot, "mps-root", "", "Directory of the MPS control daemons the agent runs (one per claim that configures MPS, one per shared device with capacity shares), each with its pipe directory (mounted into the claim's containers) and its logs (not mounted). Default /var/run/tessera/mps; backend sim: <sim-state-dir>/mps.")
 	fs.StringVar(&c.MPSControl, "mps-control", "", "MPS control program and its leading arguments, space-separated. Default nvidia-cuda-mps-control; backend sim: the stand-in \"tessera-sim mps-control\" from the agent binary's directory, checked at start (the tessera-kubelet-plugin-sim image has it).")
+	fs.StringVar(&c.MPSDaemons, "mps-daemons", MPSDaemonsProcess, "Where the MPS control daemons run: process (detached children of the agent: right where the agent's container shares the host's PID namespace, or the agent runs on the host) or pod (each a pod of this node, created with the agent's credentials, so that it outlives the agent's container and pod; needs --mps-daemon-namespace, --mps-daemon-image and --mps-daemon-service-account).")
+	fs.StringVar(&c.MPSDaemonNamespace, "mps-daemon-namespace", "", "With --mps-daemons=pod, the namespace of the daemon pods. Default $POD_NAMESPACE, the agent's own.")
+	fs.StringVar(&c.MPSDaemonImage, "mps-daemon-image", "", "With --mps-daemons=pod, the daemon pods' image: the agent's own, which holds --mps-control at the same path.")
+	fs.StringVar(&c.MPSDaemonServiceAccount, "mps-daemon-service-account", "", "With --mps-daemons=pod, the daemon pods' service account: one with no rights (its token is not mounted either).")
+	fs.BoolVar(&c.MPSDaemonPrivileged, "mps-daemon-privileged", false, "With --mps-daemons=pod, run the daemon pods privileged: nvml's daemons open the GPU device nodes, which only a privileged container may; the simulator's stand-in needs nothing.")
+	fs.StringVar(&c.MPSDaemonPriorityClass, "mps-daemon-priority-class", "", "With --mps-daemons=pod, the daemon pods' priority class: preempting a daemon kills its clients' CUDA calls.")
 	fs.StringVar(&c.NvidiaSMI, "nvidia-smi", "nvidia-smi", "nvidia-smi binary that sets time-slice intervals (compute-policy), which NVML has no call for (backend nvml).")
 	def := health.DefaultPolicy()
 	fs.StringVar(&c.HealthXIDPolicy, "health-xid-policy", "", "Site overrides of the XID classification, code=Effect,... with Effect Ignore, None, NoSchedule or NoExecute (e.g. 43=NoSchedule). See docs/health.md for the built-in table.")
@@ -149,6 +162,9 @@ func (c *Config) Validate() error {
 	}
 	if l := c.LegacyMPSShares; l != "" && l != "share" && l != "whole" {
 		return fmt.Errorf("--legacy-mps-shares: %q is neither share nor whole", c.LegacyMPSShares)
+	}
+	if err := c.validateMPSDaemons(); err != nil {
+		return err
 	}
 	if _, err := health.ParseXIDOverrides(nil, c.HealthXIDPolicy); err != nil {
 		return fmt.Errorf("--health-xid-policy: %w", err)

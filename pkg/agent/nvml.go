@@ -8,11 +8,12 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/backend/nvml"
+	"github.com/tessera-gpu/tessera/pkg/mps"
 )
 
 // newNVML opens the one long-lived NVML session; Run closes it on exit.
-func newNVML(c *Config, logger klog.Logger) (backend.Backend, error) {
-	b, err := nvml.New(nvml.Options{SysfsRoot: c.SysfsRoot, Logger: logger, NvidiaSMI: c.NvidiaSMI, MPSControl: strings.Fields(c.MPSControl), MPSRoot: c.MPSRoot, HealthPollInterval: c.HealthPoll})
+func newNVML(c *Config, logger klog.Logger, launcher mps.Launcher) (backend.Backend, error) {
+	b, err := nvml.New(nvml.Options{SysfsRoot: c.SysfsRoot, Logger: logger, NvidiaSMI: c.NvidiaSMI, MPSControl: strings.Fields(c.MPSControl), MPSRoot: c.MPSRoot, MPSLauncher: launcher, HealthPollInterval: c.HealthPoll})
 	if err != nil {
 		return nil, fmt.Errorf("--backend=nvml: %w", err)
 	}

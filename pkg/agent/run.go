@@ -21,12 +21,20 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/driver"
 	"github.com/tessera-gpu/tessera/pkg/host"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
+	"github.com/tessera-gpu/tessera/pkg/mps"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/podresources"
 )
 
-// NewBackend builds the backend the flags name.
+// NewBackend builds the backend the flags name, its MPS daemons (if any)
+// the agent's own children.
 func NewBackend(ctx context.Context, c *Config) (backend.Backend, error) {
+	return newBackend(ctx, c, nil)
+}
+
+// newBackend builds the backend the flags name; launcher runs its MPS
+// daemons (nil: the agent's own children).
+func newBackend(ctx context.Context, c *Config, launcher mps.Launcher) (backend.Backend, error) {
 	logger := klog.FromContext(ctx)
 	switch c.Backend {
 	case "sim":
@@ -43,7 +51,7 @@ func NewBackend(ctx context.Context, c *Config) (backend.Backend, error) {
 			root = sim.MPSRoot(c.SimStateDir)
 		}
 		logger.Info("Publishing SIMULATED GPUs (--backend=sim): nothing here is real hardware", "profile", c.SimProfile, "stateDir", c.SimStateDir)
-		return sim.New(m, c.SimStateDir, sim.WithLogger(logger), sim.WithMPS(root, control))
+		return sim.New(m, c.SimStateDir, sim.WithLogger(logger), sim.WithMPS(root, control), sim.WithMPSLauncher(launcher))
 	case "amd":
 		b, err := amd.New(amd.Options{SysfsRoot: c.SysfsRoot, Logger: logger, HealthPollInterval: c.HealthPoll})
 		if err != nil {
@@ -51,9 +59,9 @@ func NewBackend(ctx context.Context, c *Config) (backend.Backend, error) {
 		}
 		return b, nil
 	case "nvml":
-		return newNVML(c, logger)
+		return newNVML(c, logger, launcher)
 	case "auto":
-		return autoBackend(c, logger)
+		return autoBackend(c, logger, launcher)
 	default:
 		return nil, fmt.Errorf("--backend=%q: unknown backend; want sim, nvml, amd or auto", c.Backend)
 	}
@@ -102,11 +110,11 @@ func checkStandIn(path string) error {
 
 // autoBackend picks nvml when libnvidia-ml loads, else amd when the KFD
 // topology exists, and says which and why.
-func autoBackend(c *Config, logger klog.Logger) (backend.Backend, error) {
+func autoBackend(c *Config, logger klog.Logger, launcher mps.Launcher) (backend.Backend, error) {
 	nvOK, nvWhy := detectNVML()
 	if nvOK {
 		logger.Info("Backend auto-detected", "backend", "nvml", "reason", nvWhy)
-		return newNVML(c, logger)
+		return newNVML(c, logger, launcher)
 	}
 	amdOK, amdWhy := amd.Detect(c.SysfsRoot)
 	if amdOK {
@@ -122,7 +130,25 @@ func autoBackend(c *Config, logger klog.Logger) (backend.Backend, error) {
 
 // Run runs the agent until ctx ends. With DryRun it prints slices and returns.
 func Run(ctx context.Context, c *Config) error {
-	b, err := NewBackend(ctx, c)
+	if c.DryRun {
+		b, err := NewBackend(ctx, c)
+		if err != nil {
+			return err
+		}
+		if closer, ok := b.(io.Closer); ok {
+			defer closer.Close()
+		}
+		return DryRun(ctx, c.driverOptions(b), os.Stdout)
+	}
+	client, err := kubeClient(c)
+	if err != nil {
+		return err
+	}
+	launcher, err := c.mpsLauncher(client, klog.FromContext(ctx))
+	if err != nil {
+		return err
+	}
+	b, err := newBackend(ctx, c, launcher)
 	if err != nil {
 		return err
 	}
@@ -131,13 +157,6 @@ func Run(ctx context.Context, c *Config) error {
 		defer closer.Close()
 	}
 	o := c.driverOptions(b)
-	if c.DryRun {
-		return DryRun(ctx, o, os.Stdout)
-	}
-	client, err := kubeClient(c)
-	if err != nil {
-		return err
-	}
 	bootID, err := bootIDOf(b)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot read boot id; reboots will not be detected")

@@ -283,9 +283,12 @@ func (m *Manager) stopDaemon(ctx context.Context, logger klog.Logger, pipe strin
 	}
 	if _, err := m.send(ctx, pipe, cmdQuit); err != nil {
 		logger.V(2).Info("MPS control daemon did not take quit, killing it", "daemon", st.handle, "err", err)
-	} else if waitGone(ctx, func() bool { return m.run.Alive(ctx, st.handle) }, m.timeout) {
-		return nil
+	} else if !waitGone(ctx, func() bool { return m.run.Alive(ctx, st.handle) }, m.timeout) {
+		logger.V(2).Info("MPS control daemon did not exit after quit, killing it", "daemon", st.handle)
 	}
+	// Even after a clean quit: the launcher removes what it made (a
+	// finished daemon pod stays otherwise); for a gone process it is a
+	// no-op.
 	return m.kill(ctx, logger, st)
 }
 

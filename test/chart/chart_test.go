@@ -137,6 +137,8 @@ var optionSets = [][]string{
 	{"backend=amd", "privileged=false"},
 	{"backend=sim"},
 	{"backend=sim", "sim.profile=l4-4", "sim.stateDir=/srv/sim"},
+	{"mps.daemons=process"},
+	{"backend=sim", "mps.daemonPod.privileged=true", "mps.daemonPod.priorityClassName=mps-critical"},
 	{"partitioning=dynamic"},
 	{"logging.format=json", "logging.verbosity=5"},
 	{"metrics.port=9555"},
@@ -179,11 +181,16 @@ func TestDefaults(t *testing.T) {
 		"DeviceClass/nvidia.gpu.tessera.dev",
 		"DeviceClass/xcp.gpu.tessera.dev",
 		"PodDisruptionBudget/tessera-webhook",
+		"Role/tessera-mps-daemons",
+		"RoleBinding/tessera-mps-daemons",
 		"Secret/tessera-webhook-tls",
 		"Service/tessera-metrics",
 		"Service/tessera-webhook",
 		"ServiceAccount/tessera",
+		"ServiceAccount/tessera-mps-daemon",
+		"ValidatingAdmissionPolicy/tessera-mps-daemons",
 		"ValidatingAdmissionPolicy/tessera-node-slices",
+		"ValidatingAdmissionPolicyBinding/tessera-mps-daemons",
 		"ValidatingAdmissionPolicyBinding/tessera-node-slices",
 		"ValidatingWebhookConfiguration/tessera-webhook",
 	}
@@ -192,7 +199,7 @@ func TestDefaults(t *testing.T) {
 	}
 	for _, o := range objs {
 		switch o.GetKind() {
-		case "ServiceAccount", "DaemonSet", "Service", "Deployment", "Secret":
+		case "ServiceAccount", "DaemonSet", "Service", "Deployment", "Secret", "Role", "RoleBinding":
 			if o.GetNamespace() != ns {
 				t.Errorf("%s/%s in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), ns)
 			}
@@ -215,6 +222,12 @@ func TestDefaults(t *testing.T) {
 	}
 	wantEnv := map[string]string{
 		"NODE_NAME":                          "fieldRef:spec.nodeName",
+		"POD_NAMESPACE":                      "fieldRef:metadata.namespace",
+		"TESSERA_MPS_DAEMONS":                "pod",
+		"TESSERA_MPS_DAEMON_IMAGE":           "ghcr.io/tessera-gpu/tessera-kubelet-plugin:0.1.0",
+		"TESSERA_MPS_DAEMON_SERVICE_ACCOUNT": "tessera-mps-daemon",
+		"TESSERA_MPS_DAEMON_PRIVILEGED":      "true",
+		"TESSERA_MPS_DAEMON_PRIORITY_CLASS":  "system-node-critical",
 		"TESSERA_BACKEND":                    "auto",
 		"TESSERA_SYSFS_ROOT":                 "/",
 		"TESSERA_PARTITIONING":               "static",
@@ -800,9 +813,12 @@ func TestRBACTable(t *testing.T) {
 			documented[group+" "+resource+" "+name+" "+v[1]] = true
 		}
 	}
-	cr := one[rbacv1.ClusterRole](t, render(t), "ClusterRole", "tessera")
+	objs := render(t)
+	cr := one[rbacv1.ClusterRole](t, objs, "ClusterRole", "tessera")
+	// The Role of mps.daemons pod (the default) is in the table too.
+	role := one[rbacv1.Role](t, objs, "Role", "tessera-mps-daemons")
 	granted := map[string]bool{}
-	for _, r := range cr.Rules {
+	for _, r := range append(slices.Clone(cr.Rules), role.Rules...) {
 		rnames := r.ResourceNames
 		if len(rnames) == 0 {
 			rnames = []string{""}
@@ -819,12 +835,12 @@ func TestRBACTable(t *testing.T) {
 	}
 	for k := range granted {
 		if !documented[k] {
-			t.Errorf("the ClusterRole grants %q, which the chart README's RBAC table does not list", k)
+			t.Errorf("the ClusterRole or Role grants %q, which the chart README's RBAC table does not list", k)
 		}
 	}
 	for k := range documented {
 		if !granted[k] {
-			t.Errorf("the chart README's RBAC table lists %q, which the ClusterRole does not grant", k)
+			t.Errorf("the chart README's RBAC table lists %q, which neither the ClusterRole nor the Role grants", k)
 		}
 	}
 	if len(granted) < 8 {

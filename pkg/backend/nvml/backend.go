@@ -38,6 +38,9 @@ type Options struct {
 	// MPSRoot holds one directory per MPS daemon, its pipes and logs
 	// ("/var/run/tessera/mps" when empty; created on first use).
 	MPSRoot string
+	// MPSLauncher runs the MPS daemons (nil: as the agent's own detached
+	// children; pkg/mps/daemonpod: as pods of the node).
+	MPSLauncher mps.Launcher
 
 	// HealthPollInterval is how often WatchHealth probes every GPU and
 	// reads its ECC, row-remap and retired-page counters (30 s when zero).
@@ -98,7 +101,7 @@ func New(o Options) (*Backend, error) {
 	if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS && isolation.MPSNamespaces(nvidia.Vendor{}.Capabilities(), &inventory.GPU{DriverVersion: driverSemver(v)}) {
 		protocol = mps.Protocol3
 	}
-	daemons, err := mps.New(mps.Config{Root: mpsRoot, Control: control, Logger: logger, Protocol: protocol})
+	daemons, err := mps.New(mps.Config{Root: mpsRoot, Control: control, Logger: logger, Launcher: o.MPSLauncher, Protocol: protocol})
 	if err != nil {
 		_ = lib.Shutdown()
 		return nil, fmt.Errorf("nvml: %w", err)

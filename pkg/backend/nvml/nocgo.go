@@ -11,6 +11,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/mps"
 )
 
 // errNoCgo is what every entry point says in a build without cgo: go-nvml
@@ -25,6 +26,8 @@ type Options struct {
 	NvidiaSMI  string
 	MPSControl []string
 	MPSRoot    string
+	// MPSLauncher: as in the cgo build.
+	MPSLauncher mps.Launcher
 
 	HealthPollInterval time.Duration
 }

@@ -39,6 +39,7 @@ type Backend struct {
 	// mpsRoot and mpsControl configure mps (WithMPS); nil mps: no MPS.
 	mpsRoot    string
 	mpsControl []string
+	mpsLaunch  mps.Launcher
 	mps        *mps.Manager
 }
 
@@ -60,6 +61,10 @@ func WithLogger(l klog.Logger) Option { return func(b *Backend) { b.logger = l }
 func WithMPS(root string, control []string) Option {
 	return func(b *Backend) { b.mpsRoot, b.mpsControl = root, slices.Clone(control) }
 }
+
+// WithMPSLauncher runs WithMPS's daemons through l (pkg/mps/daemonpod: as
+// pods of the node) instead of as the agent's own detached children.
+func WithMPSLauncher(l mps.Launcher) Option { return func(b *Backend) { b.mpsLaunch = l } }
 
 // New starts a backend for m that keeps its state in stateDir (created if
 // missing): state.json and the device tree under dev/. Partitions recorded
@@ -95,7 +100,7 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	if b.mpsRoot != "" || b.mpsControl != nil {
-		if b.mps, err = mps.New(mps.Config{Root: b.mpsRoot, Control: b.mpsControl, Logger: b.logger, BootID: b.bootID, Protocol: mpsProtocol(&m.Node)}); err != nil {
+		if b.mps, err = mps.New(mps.Config{Root: b.mpsRoot, Control: b.mpsControl, Logger: b.logger, BootID: b.bootID, Launcher: b.mpsLaunch, Protocol: mpsProtocol(&m.Node)}); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
 	}

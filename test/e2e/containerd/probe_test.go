@@ -27,6 +27,10 @@ type seen struct {
 	opened  map[string]string
 	env     map[string]string
 	mounts  map[string]bool
+	// mpsFiles is what the container sees under its MPS pipe directory,
+	// relative to it; mps the lines of its client session.
+	mpsFiles []string
+	mps      []string
 }
 
 // probeLog waits until the container's probe has printed everything
@@ -47,6 +51,11 @@ func probeLog(t *testing.T, ns, pod, container string) seen {
 	if err != nil {
 		t.Fatalf("log of %s/%s container %s: %v", ns, pod, container, err)
 	}
+	return parseProbe(log)
+}
+
+// parseProbe parses a probe's log.
+func parseProbe(log string) seen {
 	s := seen{devices: map[string]string{}, opened: map[string]string{}, env: map[string]string{}, mounts: map[string]bool{}}
 	sc := bufio.NewScanner(strings.NewReader(log))
 	for sc.Scan() {
@@ -60,6 +69,10 @@ func probeLog(t *testing.T, ns, pod, container string) seen {
 			s.env[k] = v
 		case len(f) >= 2 && f[0] == "mount":
 			s.mounts[f[1]] = true
+		case len(f) == 2 && f[0] == "mpsfile":
+			s.mpsFiles = append(s.mpsFiles, f[1])
+		case len(f) >= 2 && (f[0] == "mps" || f[0] == "mps:"):
+			s.mps = append(s.mps, sc.Text())
 		}
 	}
 	return s

@@ -162,9 +162,12 @@ func runScenario(t *testing.T, ns, name string) *scenario.Scenario {
 // TestAgentRestarts: a node's agent process is killed (the kubelet
 // restarts its container), then its pod is deleted (the DaemonSet makes a
 // new one). Each time the running pods keep their containers, their claims
-// stay prepared, the shares' MPS daemons keep answering, and the new agent
-// prepares a new claim. On the dynamic node the carved partitions are at
-// stake, on the shared node the MPS daemons the agent started.
+// stay prepared, and the new agent prepares a new claim. On the dynamic
+// node the carved partitions are at stake; on the shared node the MPS
+// daemons, which run as pods of their own: each must be the same daemon
+// after (same pod UID, same stand-in instance), with every probe's client
+// session still connected (a probe whose daemon went away exits, and its
+// container's restart fails the comparison of container IDs).
 func TestAgentRestarts(t *testing.T) {
 	for _, tc := range []struct {
 		node, scenario string
@@ -177,7 +180,6 @@ func TestAgentRestarts(t *testing.T) {
 }
 
 func agentRestarts(t *testing.T, node, file string) {
-	ctx := context.Background()
 	ns := namespace(t, "")
 	runScenario(t, ns, file)
 	before := preparedClaims(t, ns)
@@ -187,8 +189,8 @@ func agentRestarts(t *testing.T, node, file string) {
 		}
 	}
 	running := containerIDs(t, ns)
-	pipes := mpsPipes(t, ns)
-	if strings.Contains(file, "shares") && len(pipes) == 0 {
+	mps := mpsState(t, ns, node)
+	if strings.Contains(file, "shares") && len(mps.daemons) == 0 {
 		t.Fatalf("%s: no container mounts an MPS daemon's pipes", file)
 	}
 	check := func(when string) {
@@ -204,18 +206,7 @@ func agentRestarts(t *testing.T, node, file string) {
 		if after := containerIDs(t, ns); fmt.Sprint(after) != fmt.Sprint(running) {
 			t.Errorf("%s: workload containers changed:\n before %v\n after  %v", when, running, after)
 		}
-		for _, pipe := range pipes {
-			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := standin.Send(sctx, pipe, "get_server_list")
-			cancel()
-			if err != nil {
-				t.Errorf("%s: MPS daemon of %s does not answer: %v", when, pipe, err)
-			}
-			// The pid is the daemon's in the agent container's namespace.
-			if st, err := standin.ReadStatus(pipe); err == nil {
-				t.Logf("%s: MPS daemon of %s: pid %d in the agent's namespace", when, filepath.Base(filepath.Dir(pipe)), st.PID)
-			}
-		}
+		mps.same(t, when)
 	}
 
 	check("before")

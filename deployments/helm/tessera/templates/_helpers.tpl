@@ -115,3 +115,42 @@ agent's own node. Helm sees the version, not the gate. */}}
 {{- define "tessera.granularClaimStatus" -}}
 {{- semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version }}
 {{- end }}
+
+{{/* The MPS daemon pods' ServiceAccount, which has no rights. */}}
+{{- define "tessera.mpsDaemonServiceAccountName" -}}
+{{- printf "%s-mps-daemon" (include "tessera.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Whether the agent runs each MPS daemon as a pod (values.yaml mps.daemons). */}}
+{{- define "tessera.mpsDaemonPods" -}}
+{{- if not (has .Values.mps.daemons (list "pod" "process")) }}
+{{- fail (printf "mps.daemons must be pod or process, not %q" .Values.mps.daemons) }}
+{{- end }}
+{{- eq .Values.mps.daemons "pod" }}
+{{- end }}
+
+{{/* Whether the MPS daemon pods run privileged: the value when set, else
+for nvml and auto (values.yaml mps.daemonPod.privileged). */}}
+{{- define "tessera.mpsDaemonPrivileged" -}}
+{{- if kindIs "invalid" .Values.mps.daemonPod.privileged }}
+{{- has .Values.backend (list "nvml" "auto") }}
+{{- else }}
+{{- .Values.mps.daemonPod.privileged }}
+{{- end }}
+{{- end }}
+
+{{/* The MPS root of this install as a CEL string expression, with a
+trailing slash: what the agent's --mps-root comes to. With backend sim it
+is <sim-state-dir>/mps, the state dir defaulting to
+/var/run/tessera/sim/<node>, so it names the node the token is bound to. */}}
+{{- define "tessera.mpsRootCEL" -}}
+{{- if eq .Values.backend "sim" }}
+{{- if .Values.sim.stateDir }}
+{{- printf "'%s/mps/'" (trimSuffix "/" .Values.sim.stateDir) }}
+{{- else }}
+{{- print "'/var/run/tessera/sim/' + variables.nodeName + '/mps/'" }}
+{{- end }}
+{{- else }}
+{{- printf "'%s/'" (trimSuffix "/" .Values.mps.root) }}
+{{- end }}
+{{- end }}

@@ -13,6 +13,14 @@
 // by the cgroup gives ENXIO (no driver behind its numbers). Environment
 // variables every one, mounts every mount point of /proc/self/mountinfo
 // with its root in the source file system; each group sorted.
+//
+// A container given an MPS pipe directory (CUDA_MPS_PIPE_DIRECTORY) also
+// lists what it can see there ("mpsfile control"), and holds a client
+// session with the daemon behind it as a CUDA process would (the MPS
+// stand-in's client, pkg/mps/standin): "mps connected" once it is, and if
+// the daemon or its namespace goes away the probe exits 3, as a CUDA
+// client of a dead MPS server fails, so its container restarts and a test
+// sees it.
 package main
 
 import (
@@ -27,6 +35,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tessera-gpu/tessera/pkg/mps/standin"
 )
 
 func main() {
@@ -41,10 +51,51 @@ func main() {
 	for _, l := range mounts("/proc/self/mountinfo") {
 		fmt.Println(l)
 	}
+	if pipe := os.Getenv("CUDA_MPS_PIPE_DIRECTORY"); pipe != "" {
+		for _, l := range mpsFiles(pipe) {
+			fmt.Println(l)
+		}
+		go mpsSession()
+	}
 	fmt.Println("probe: ready")
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	<-stop
+}
+
+// mpsFiles lists the pipe directory's tree, relative to it.
+func mpsFiles(root string) []string {
+	var out []string
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		out = append(out, "mpsfile "+rel)
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}
+
+// mpsSession runs the stand-in's client session until it ends, its lines
+// prefixed "mps ", and exits 3 when it ends in failure.
+func mpsSession() {
+	code := standin.Main([]string{"client", "--hold"}, strings.NewReader(""), prefixed{"mps "}, prefixed{"mps "})
+	fmt.Printf("mps: session ended with status %d\n", code)
+	if code != 0 {
+		os.Exit(3)
+	}
+}
+
+// prefixed writes each write as a line of stdout with a prefix.
+type prefixed struct{ prefix string }
+
+func (w prefixed) Write(b []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		fmt.Println(w.prefix + l)
+	}
+	return len(b), nil
 }
 
 func devices(root string) []string {
