@@ -97,3 +97,60 @@ func TestMinShareIsolation(t *testing.T) {
 		}
 	}
 }
+
+// TestLegacyMPSShares: where MPS holds shares, each device says whether its
+// shares get MPS v3 namespaces of their own (mpsNamespace); a claim can
+// require it, and --legacy-mps-shares=whole publishes legacy-MPS GPUs
+// whole. The R580 L4 has legacy MPS, the R615 one v3.
+func TestLegacyMPSShares(t *testing.T) {
+	host := isolation.Host{Root: "/sys/fs/cgroup"}
+	assess := func(g *inventory.GPU, p *inventory.Partition) isolation.Assessment {
+		return isolation.Assess(vendors.Capabilities(g.Vendor), g, p, host)
+	}
+	for _, tc := range []struct {
+		profile   string
+		whole     bool
+		namespace bool // the devices' mpsNamespace
+		shared    bool
+	}{
+		{"l4-4", false, false, true}, {"l4-4", true, false, false},
+		{"l4-4-r615", false, true, true}, {"l4-4-r615", true, true, true},
+	} {
+		slices, res := alloctest.PublishSimWith(t, tc.profile, tc.profile, publish.Options{Partitioning: publish.Static,
+			Sharing: publish.SharingCapacity, Isolation: assess, WholeLegacyMPS: tc.whole})
+		for name, e := range res.Devices {
+			if got := e.Shared != nil; got != tc.shared {
+				t.Errorf("%s, whole legacy %v: device %s shared %v, want %v", tc.profile, tc.whole, name, got, tc.shared)
+			}
+		}
+		n := 0
+		for _, s := range slices {
+			for _, d := range s.Spec.Devices {
+				a, ok := d.Attributes["mpsNamespace"]
+				if !ok || a.BoolValue == nil || *a.BoolValue != tc.namespace {
+					t.Errorf("%s: device %s mpsNamespace %+v, want %v", tc.profile, d.Name, a, tc.namespace)
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			t.Fatalf("%s: no devices published", tc.profile)
+		}
+		if tc.whole {
+			continue
+		}
+		// A claim that needs its own namespace fits only the R615 node.
+		classes, err := alloctest.Classes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := alloctest.NewCluster(slices, classes)
+		got, err := c.Allocate(context.Background(), tc.profile, alloctest.Claim("ns", req("gpu.tessera.dev", 1, `device.attributes["gpu.tessera.dev"].mpsNamespace`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got != nil) != tc.namespace {
+			t.Errorf("%s: a claim requiring mpsNamespace allocated %v, want a fit %v", tc.profile, got != nil, tc.namespace)
+		}
+	}
+}

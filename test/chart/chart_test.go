@@ -233,6 +233,7 @@ func TestDefaults(t *testing.T) {
 		"TESSERA_PARTITIONING":               "static",
 		"TESSERA_SHARING":                    "none",
 		"TESSERA_MIN_SHARE_ISOLATION":        "none",
+		"TESSERA_LEGACY_MPS_SHARES":          "share",
 		"TESSERA_KUBE_API_QPS":               "200",
 		"TESSERA_KUBE_API_BURST":             "400",
 		"TESSERA_PLUGIN_DATA_DIR":            "/var/lib/kubelet/plugins/gpu.tessera.dev",
@@ -580,6 +581,14 @@ func TestOptions(t *testing.T) {
 		}
 		if _, err := chart(t).Template(ns, "minShareIsolation=strong"); err == nil || !strings.Contains(err.Error(), "minShareIsolation must be none, process or kernel") {
 			t.Errorf("minShareIsolation=strong: %v", err)
+		}
+		for _, l := range []string{"share", "whole"} {
+			if _, c := daemonSet(t, render(t, "sharing=capacity", "legacyMPSShares="+l)); env(c)["TESSERA_LEGACY_MPS_SHARES"] != l {
+				t.Errorf("legacyMPSShares=%s: TESSERA_LEGACY_MPS_SHARES=%s", l, env(c)["TESSERA_LEGACY_MPS_SHARES"])
+			}
+		}
+		if _, err := chart(t).Template(ns, "legacyMPSShares=never"); err == nil || !strings.Contains(err.Error(), "legacyMPSShares must be share or whole") {
+			t.Errorf("legacyMPSShares=never: %v", err)
 		}
 	})
 	t.Run("logging", func(t *testing.T) {
