@@ -19,6 +19,11 @@ import (
 // directory.
 var ErrNoDaemon = errors.New("no MPS control daemon is running")
 
+// ErrUnknownClient is wrapped by Send's error when the daemon has no
+// session of the client: it never connected, or its namespace was deleted,
+// or another daemon runs now.
+var ErrUnknownClient = errors.New("unknown MPS client")
+
 // pipeBuf is POSIX's PIPE_BUF on Linux: writes up to it are atomic.
 const pipeBuf = 4096
 
@@ -75,7 +80,12 @@ func Send(ctx context.Context, pipeDir, command string) (string, error) {
 	if err := json.Unmarshal(data, &resp); err != nil {
 		return "", fmt.Errorf("answer to %q: %w", command, err)
 	}
-	if resp.Error != "" {
+	switch {
+	case resp.Code == codeNoDaemon:
+		return resp.Output, fmt.Errorf("%s: %w in %s (%s)", command, ErrNoDaemon, pipeDir, resp.Error)
+	case resp.Code == codeUnknownClient:
+		return resp.Output, fmt.Errorf("%w: %s", ErrUnknownClient, resp.Error)
+	case resp.Error != "":
 		return resp.Output, fmt.Errorf("%s: %s", command, resp.Error)
 	}
 	return resp.Output, nil
