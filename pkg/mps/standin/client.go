@@ -19,6 +19,11 @@ import (
 // directory.
 var ErrNoDaemon = errors.New("no MPS control daemon is running")
 
+// ErrUnknownClient is wrapped by Send's error when the daemon has no
+// session of the client: it never connected, or its namespace was deleted,
+// or another daemon runs now.
+var ErrUnknownClient = errors.New("unknown MPS client")
+
 // pipeBuf is POSIX's PIPE_BUF on Linux: writes up to it are atomic.
 const pipeBuf = 4096
 
@@ -67,7 +72,42 @@ func Send(ctx context.Context, pipeDir, command string) (string, error) {
 	if _, err := w.Write(line); err != nil {
 		return "", fmt.Errorf("send %q: %w", command, ctxErr(ctx, err))
 	}
-	data, err := bufio.NewReader(r).ReadBytes('\n')
+	// A daemon that dies before it answers never will, and a client of a
+	// dead daemon must know it sooner than its context ends.
+	gone := make(chan struct{})
+	sent := make(chan struct{})
+	defer close(sent)
+	go func() {
+		t := time.NewTicker(daemonCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-sent:
+				return
+			case <-t.C:
+			}
+			if !serving(w) {
+				close(gone)
+				_ = r.SetReadDeadline(time.Unix(1, 0))
+				return
+			}
+		}
+	}()
+	br := bufio.NewReader(r)
+	data, err := br.ReadBytes('\n')
+	if err != nil && ctx.Err() == nil {
+		select {
+		case <-gone:
+			// An answer written before the daemon went is in the FIFO.
+			_ = r.SetReadDeadline(time.Now().Add(daemonCheck))
+			var rest []byte
+			if rest, err = br.ReadBytes('\n'); err != nil {
+				return "", fmt.Errorf("answer to %q: %w in %s: it went away", command, ErrNoDaemon, pipeDir)
+			}
+			data = append(data, rest...)
+		default:
+		}
+	}
 	if err != nil {
 		return "", fmt.Errorf("answer to %q: %w", command, ctxErr(ctx, err))
 	}
@@ -75,10 +115,42 @@ func Send(ctx context.Context, pipeDir, command string) (string, error) {
 	if err := json.Unmarshal(data, &resp); err != nil {
 		return "", fmt.Errorf("answer to %q: %w", command, err)
 	}
-	if resp.Error != "" {
+	switch {
+	case resp.Code == codeNoDaemon:
+		return resp.Output, fmt.Errorf("%s: %w in %s (%s)", command, ErrNoDaemon, pipeDir, resp.Error)
+	case resp.Code == codeUnknownClient:
+		return resp.Output, fmt.Errorf("%w: %s", ErrUnknownClient, resp.Error)
+	case resp.Error != "":
 		return resp.Output, fmt.Errorf("%s: %s", command, resp.Error)
 	}
 	return resp.Output, nil
+}
+
+// daemonCheck is how often Send checks, while it waits for an answer,
+// that a daemon still reads the FIFO it sent to.
+const daemonCheck = 50 * time.Millisecond
+
+// serving says whether the control FIFO open as w is still at its path and
+// read: a daemon killed leaves it without a reader, a daemon that quit
+// removes it, the next daemon replaces it.
+func serving(w *os.File) bool {
+	open, err := w.Stat()
+	if err != nil {
+		return true
+	}
+	now, err := os.Stat(w.Name())
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	if !os.SameFile(open, now) {
+		return false
+	}
+	probe, err := os.OpenFile(w.Name(), os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return !errors.Is(err, syscall.ENXIO)
+	}
+	probe.Close()
+	return true
 }
 
 // ctxErr prefers ctx's reason to the deadline error it caused.

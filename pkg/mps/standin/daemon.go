@@ -1,7 +1,6 @@
 package standin
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +25,8 @@ type request struct {
 type response struct {
 	Output string `json:"output,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Code, with Error, is what Send wraps: codeNoDaemon, codeUnknownClient.
+	Code string `json:"code,omitempty"`
 }
 
 // Daemon is a stand-in control daemon.
@@ -33,9 +34,36 @@ type Daemon struct {
 	PipeDir, LogDir string
 	// Devices is CUDA_VISIBLE_DEVICES, split.
 	Devices []string
+	// Protocol is 3 for MPS v3 (servers and namespaces), else legacy (2).
+	Protocol int
+	// ConfigFile is the v3 configuration file (-a), or "".
+	ConfigFile string
+	// Now is the clock, time.Now when nil; tests set it.
+	Now func() time.Time
 
-	status Status
-	log    *os.File
+	status  Status
+	log     *os.File
+	reqs    chan incoming
+	done    chan struct{}
+	sockets map[string]*socket // by server/namespace; "" is the admin one
+	clients []*client
+	pidNS   string
+	dirty   bool
+}
+
+// incoming is a request read from one of the daemon's sockets, or that
+// socket's read error.
+type incoming struct {
+	req  request
+	sock *socket
+	err  error
+}
+
+func (d *Daemon) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
 }
 
 // Run serves commands until quit (nil) or the end of ctx (ctx's error). It
@@ -44,6 +72,19 @@ type Daemon struct {
 func (d *Daemon) Run(ctx context.Context) error {
 	if d.PipeDir == "" || d.LogDir == "" {
 		return errors.New("the pipe and log directories must be set (CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY)")
+	}
+	if d.Protocol != 3 {
+		d.Protocol = 2
+	}
+	var cfg *Config
+	if d.ConfigFile != "" {
+		if d.Protocol != 3 {
+			return fmt.Errorf("configuration file %s needs protocol 3 (-p 3)", d.ConfigFile)
+		}
+		var err error
+		if cfg, err = LoadConfig(d.ConfigFile, d.Devices); err != nil {
+			return err
+		}
 	}
 	for _, dir := range []string{d.PipeDir, d.LogDir} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -55,24 +96,30 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("open log: %w", err)
 	}
 	defer d.log.Close()
-	ctl := filepath.Join(d.PipeDir, ControlFIFO)
-	if err := claimFIFO(ctl); err != nil {
-		return err
-	}
+	d.reqs = make(chan incoming)
+	d.done = make(chan struct{})
+	d.sockets = map[string]*socket{}
 	// On quit or SIGTERM nobody may find a FIFO without a reader and take
 	// it for a daemon; after SIGKILL the next daemon replaces it.
-	defer os.Remove(ctl)
-	// Read and write: the daemon holds a writer itself, so it never reads
-	// EOF between clients and the open does not wait for one.
-	f, err := os.OpenFile(ctl, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("open control FIFO: %w", err)
+	defer d.closeSockets()
+	defer close(d.done)
+	if err := d.openSocket("", ""); err != nil {
+		return err
 	}
-	stop := context.AfterFunc(ctx, func() { f.Close() })
-	defer stop()
-	defer f.Close()
 
-	d.status = Status{PID: os.Getpid(), Devices: slices.Clone(d.Devices), DefaultActiveThreadPercentage: 100, Commands: []string{}}
+	d.pidNS = pidNamespace()
+	d.status = Status{
+		PID: os.Getpid(), Protocol: d.Protocol, Instance: newInstance(), Started: d.now(),
+		Devices: slices.Clone(d.Devices), DefaultActiveThreadPercentage: 100, Commands: []string{},
+	}
+	if d.Protocol == 3 {
+		d.status.Servers = map[string]ServerStatus{}
+		if cfg != nil {
+			if err := d.startServers(cfg); err != nil {
+				return err
+			}
+		}
+	}
 	if err := writeStatus(d.PipeDir, &d.status); err != nil {
 		return err
 	}
@@ -81,39 +128,102 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	defer os.Remove(pidFile)
-	d.logf("Starting control daemon, devices %s", strings.Join(d.Devices, ","))
+	d.logf("Starting control daemon, protocol %d, devices %s", d.Protocol, strings.Join(d.Devices, ","))
 
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var req request
-		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
-			d.logf("Malformed request %q: %v", sc.Text(), err)
-			continue
+	// Clients in another PID namespace are dropped by ping age, which only
+	// a request or this tick looks at.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case in := <-d.reqs:
+			if in.err != nil {
+				return fmt.Errorf("reading control FIFO %s: %w", in.sock.path, in.err)
+			}
+			if d.serve(in) {
+				d.logf("Exiting on quit")
+				return nil
+			}
+		case <-ctx.Done():
+			d.logf("Exiting: %v", context.Cause(ctx))
+			return ctx.Err()
+		case <-tick.C:
+			d.prune(d.now())
+			d.save()
 		}
-		out, quit, err := d.handle(req.Command)
-		d.status.Commands = append(d.status.Commands, req.Command)
+	}
+}
+
+// serve runs one request, answers it and says whether it was quit.
+func (d *Daemon) serve(in incoming) (quit bool) {
+	cmd := in.req.Command
+	d.prune(d.now())
+	var out string
+	var err error
+	if !in.sock.live {
+		// Read before its namespace was deleted: nobody serves it now.
+		err = &codedError{code: codeNoDaemon, msg: "namespace " + in.sock.name() + " was deleted"}
+	} else {
+		out, quit, err = d.handle(in.sock, cmd)
+	}
+	// Pings would swamp the record and the log; they change nothing a
+	// reader of either needs.
+	if !isPing(cmd) {
+		d.status.Commands = append(d.status.Commands, cmd)
 		d.status.Quit = quit
-		if werr := writeStatus(d.PipeDir, &d.status); werr != nil && err == nil {
-			err = fmt.Errorf("saving status: %w", werr)
+		d.dirty = true
+		where := ""
+		if !in.sock.admin() {
+			where = " on " + in.sock.name()
 		}
-		resp := response{Output: out}
 		if err != nil {
-			resp.Error = err.Error()
-			d.logf("Cmd: %s: %v", req.Command, err)
+			d.logf("Cmd%s: %s: %v", where, cmd, err)
 		} else {
-			d.logf("Cmd: %s", req.Command)
-		}
-		reply(req.Reply, resp)
-		if quit {
-			d.logf("Exiting on quit")
-			return nil
+			d.logf("Cmd%s: %s", where, cmd)
 		}
 	}
-	if ctx.Err() != nil {
-		d.logf("Exiting: %v", context.Cause(ctx))
-		return ctx.Err()
+	if werr := d.save(); werr != nil && err == nil {
+		err = fmt.Errorf("saving status: %w", werr)
 	}
-	return fmt.Errorf("reading control FIFO: %w", sc.Err())
+	resp := response{Output: out}
+	if err != nil {
+		resp.Error = err.Error()
+		var ce *codedError
+		if errors.As(err, &ce) {
+			resp.Code = ce.code
+		}
+	}
+	reply(in.req.Reply, resp)
+	return quit
+}
+
+// save writes the status when it changed.
+func (d *Daemon) save() error {
+	if !d.dirty {
+		return nil
+	}
+	d.dirty = false
+	d.status.Clients = d.clientStatus()
+	return writeStatus(d.PipeDir, &d.status)
+}
+
+// handle runs one command read from sock and says whether it was quit.
+func (d *Daemon) handle(sock *socket, command string) (out string, quit bool, err error) {
+	f := strings.Fields(command)
+	if len(f) == 0 {
+		return "", false, errors.New("empty command")
+	}
+	if f[0] == moduleClient {
+		out, err := d.clientCommand(sock, f[1:])
+		return out, false, err
+	}
+	if !sock.admin() {
+		return "", false, fmt.Errorf("%q is not allowed on a namespace socket (%s): only client commands are", f[0], sock.name())
+	}
+	if d.Protocol == 3 {
+		return d.handleV3(f)
+	}
+	return d.handleLegacy(f)
 }
 
 // claimFIFO makes the control FIFO at path, replacing one no daemon reads.
@@ -155,12 +265,8 @@ func reply(path string, resp response) {
 
 var memLimit = regexp.MustCompile(`^[0-9]+[MG]$`)
 
-// handle runs one command and says whether it was quit.
-func (d *Daemon) handle(command string) (out string, quit bool, err error) {
-	f := strings.Fields(command)
-	if len(f) == 0 {
-		return "", false, errors.New("empty command")
-	}
+// handleLegacy runs a protocol 2 command and says whether it was quit.
+func (d *Daemon) handleLegacy(f []string) (out string, quit bool, err error) {
 	args := f[1:]
 	nargs := func(n int) error {
 		if len(args) != n {
