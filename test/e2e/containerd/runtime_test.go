@@ -19,7 +19,6 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
-	"github.com/tessera-gpu/tessera/pkg/mps/standin"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
@@ -219,7 +218,7 @@ func agentRestarts(t *testing.T, node, file string) {
 
 	second := agentPod(t, node)
 	zero := int64(0)
-	if err := client.CoreV1().Pods(localcluster.AgentNamespace).Delete(ctx, second.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+	if err := client.CoreV1().Pods(localcluster.AgentNamespace).Delete(context.Background(), second.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	waitAgent(t, node, func(p *corev1.Pod) bool { return p.UID != second.UID }, "a new pod")
