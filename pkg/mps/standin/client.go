@@ -61,7 +61,9 @@ func Send(ctx context.Context, pipeDir, command string) (string, error) {
 	})
 	defer stop()
 
-	line, err := json.Marshal(request{Reply: replyPath, Command: command})
+	// By base name: the daemon finds it beside the socket, wherever it
+	// sees that directory (reply).
+	line, err := json.Marshal(request{Reply: filepath.Base(replyPath), Command: command})
 	if err != nil {
 		return "", err
 	}

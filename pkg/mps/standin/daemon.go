@@ -193,7 +193,7 @@ func (d *Daemon) serve(in incoming) (quit bool) {
 			resp.Code = ce.code
 		}
 	}
-	reply(in.req.Reply, resp)
+	reply(filepath.Dir(in.sock.path), in.req.Reply, resp)
 	return quit
 }
 
@@ -249,11 +249,22 @@ func claimFIFO(path string) error {
 
 // reply answers on the client's FIFO. A client that gave up (its FIFO
 // gone, or no reader) is not the daemon's problem.
-func reply(path string, resp response) {
-	if path == "" {
+//
+// The request names its reply FIFO by base name, in the directory of the
+// socket it came through: the client and the daemon see that directory at
+// different paths (a container mounts a namespace's directory at its own
+// CUDA_MPS_PIPE_DIRECTORY), and a tenant must not make the daemon write
+// anywhere else, so a name with a slash, or what is not a FIFO, gets no
+// answer.
+func reply(sockDir, name string, resp response) {
+	if name == "" || strings.ContainsRune(name, '/') || name == "." || name == ".." {
 		return
 	}
-	w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	path := filepath.Join(sockDir, name)
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+		return
+	}
+	w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return
 	}

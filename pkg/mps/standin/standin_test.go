@@ -3,6 +3,7 @@ package standin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -226,5 +227,50 @@ func TestMainClient(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReplyOnlyBesideTheSocket: a client names its reply FIFO by base name
+// and gets its answer through a directory the daemon sees at another path
+// (as a container sees its namespace's directory); a request naming a path
+// elsewhere, or a file that is no FIFO, gets no answer and the daemon
+// writes nothing there.
+func TestReplyOnlyBesideTheSocket(t *testing.T) {
+	pipe, _ := runDaemon(t, t.Context(), "GPU-a")
+	// The client's view of the pipe directory: another path to it.
+	view := filepath.Join(t.TempDir(), "view")
+	if err := os.Symlink(pipe, view); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Send(t.Context(), view, "get_server_list"); err != nil {
+		t.Fatalf("through another path to the pipe directory: %v", err)
+	}
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notFIFO := filepath.Join(pipe, "plain")
+	if err := os.WriteFile(notFIFO, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(filepath.Join(pipe, ControlFIFO), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{victim, "../" + filepath.Base(victim), "plain"} {
+		line, _ := json.Marshal(request{Reply: r, Command: "get_server_list"})
+		if _, err := w.Write(append(line, '\n')); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	// Requests are served in order: once this one is answered, so were those.
+	if _, err := Send(t.Context(), pipe, "get_server_list"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{victim, notFIFO} {
+		if data, err := os.ReadFile(f); err != nil || string(data) != "keep" {
+			t.Errorf("%s holds %q (%v): the daemon wrote a reply there", f, data, err)
+		}
 	}
 }
