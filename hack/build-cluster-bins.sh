@@ -91,12 +91,14 @@ hash_file() { sha256sum "$1" | cut -c1-64; }
 
 # hash_sources DIR PKG: the Go files of this repository that PKG (of the
 # module in DIR) is built from (names and contents), as the go command lists
-# them; "unlistable" when it cannot (which never matches a stamp).
+# them: the module's own and those of modules replaced by a local directory
+# (the product module, whose packages the probe imports); "unlistable" when
+# it cannot (which never matches a stamp).
 hash_sources() {
 	local dir=$1 pkg=$2 files
 	# shellcheck disable=SC2016 # a Go template, not shell
 	if ! files=$(cd "$dir" && GOWORK=off "$GO" list -deps \
-		-f '{{if and .Module .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}' \
+		-f '{{if and .Module (or .Module.Main (and .Module.Replace (not .Module.Replace.Version)))}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}' \
 		"$pkg" 2>/dev/null); then
 		echo unlistable
 		return

@@ -1,10 +1,13 @@
 package containerd
 
 import (
+	"context"
 	"fmt"
 	"syscall"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/e2eutil"
@@ -34,4 +37,26 @@ func killPid(pid int) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return fmt.Errorf("pid %d survived SIGKILL", pid)
+}
+
+// drain deletes every pod of ns and waits until the kubelet unprepared
+// their claims: the next test on the node finds its devices free.
+func drain(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := map[string]string{}
+	for _, c := range l.Items {
+		if a := c.Status.Allocation; a != nil && len(a.Devices.Results) > 0 {
+			claims[string(c.UID)] = a.Devices.Results[0].Pool
+		}
+	}
+	zero := int64(0)
+	if err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUnprepared(t, claims)
 }

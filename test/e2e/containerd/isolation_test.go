@@ -36,6 +36,12 @@ func TestShareNamespacesIsolated(t *testing.T) {
 		log                            seen
 	}
 	tenants := []*tenant{{ns: namespace(t, "a")}, {ns: namespace(t, "b")}}
+	// Whatever happens, the next test finds the GPU free.
+	t.Cleanup(func() {
+		for _, tn := range tenants {
+			drain(t, tn.ns)
+		}
+	})
 	for _, tn := range tenants {
 		tn.pod = "tenant"
 		sharePod(t, tn.ns, tn.pod, node, pci, "7Gi")

@@ -225,7 +225,10 @@ func agentRestarts(t *testing.T, node, file string) {
 	check("after the agent's pod was replaced")
 
 	// The new agent serves: one more claim, on this node.
-	runOnNode(t, namespace(t, "more"), node)
+	more := namespace(t, "more")
+	runOnNode(t, more, node)
+	drain(t, ns)
+	drain(t, more)
 }
 
 // runOnNode runs a probe pod on node with a claim of one whole GPU and

@@ -75,6 +75,7 @@ func TestUpgradeUnderChurn(t *testing.T) {
 		t.Errorf("after the upgrade: workload containers changed:\n before %v\n after  %v", running, after)
 	}
 	mps.same(t, "after the upgrade")
+	drain(t, ns)
 	b50, b99 := percentiles(base)
 	u50, u99 := percentiles(during)
 	t.Logf("time to Running, %d pods each: without an upgrade p50 %v p99 %v; during one p50 %v p99 %v (ratio %.2f, %.2f); upgrade to the new agent Ready %v",
