@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# gpu-readonly-checks.sh: what Tessera's MPS v3 and kernel-limit code assumes
+# about a real NVIDIA node, printed for a person to compare with
+# docs/sharing.md. Read-only: it starts no MPS daemon, changes no MIG or
+# compute mode, sets no limit. Run it on a GPU machine (no argument).
+set -u
+
+section() { printf '\n== %s\n' "$1"; }
+run() { printf '$ %s\n' "$*"; "$@" 2>&1 | head -n 60; printf '(exit %s)\n' "${PIPESTATUS[0]}"; }
+
+section "driver, MIG mode, compute mode (MPS v3 needs r615+; namespaces per share)"
+run nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,mig.mode.current,compute_mode --format=csv
+
+section "cgroup v2 and the dmem controller (kernel memory limits)"
+run stat -fc %T /sys/fs/cgroup
+run cat /sys/fs/cgroup/cgroup.controllers
+run cat /sys/fs/cgroup/dmem.capacity
+
+section "MPS v3: the control program's own help (no daemon is started)"
+run nvidia-cuda-mps-control -h
+run nvidia-cuda-mps-control -p 3 -h
+
+section "a running MPS daemon, if any (nothing is sent to it)"
+run pgrep -a nvidia-cuda-mps
