@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/pkg/mps/standin"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -190,54 +192,73 @@ func TestCapacityShareOnAMDIsAccountingOnly(t *testing.T) {
 // third's prepare or the second's unprepare stops at every step; after a
 // restart the survivors are prepared, their daemon runs, the stopped one is
 // whole or gone, and once all go the daemon goes too.
+// TestCapacitySharesCrashAtEveryStep: a crash at any step of a share's
+// prepare or unprepare leaves, after a restart, the share prepared once or
+// gone, the others untouched and their daemon running; on an R615 node
+// (MPS v3) the daemon's namespaces are then exactly the prepared shares'.
 func TestCapacitySharesCrashAtEveryStep(t *testing.T) {
 	prepareSteps := []crashStep{stepPrepareStarted, stepSharingApplied, stepSpecWritten, stepPrepareCompleted}
 	unprepareSteps := []crashStep{stepUnprepareStarted, stepSpecRemoved, stepUnprepareFinished}
-	for _, step := range append(prepareSteps, unprepareSteps...) {
-		t.Run(string(step), func(t *testing.T) {
-			e := capacityEnv(t, "l4-4")
-			m, res := e.start(nil)
-			ctx := ctxFor(t)
-			l4 := res.Devices["gpu-0"].GPU.UUID
-			for _, n := range []string{"a", "b"} {
-				if _, err := m.Prepare(ctx, shareClaim(n, "gpu-0", "7Gi", 10)); err != nil {
-					t.Fatal(err)
-				}
+	for _, profile := range []string{"l4-4", "l4-4-r615"} {
+		for _, step := range append(prepareSteps, unprepareSteps...) {
+			t.Run(profile+"/"+string(step), func(t *testing.T) { capacityCrash(t, profile, step, slices.Contains(unprepareSteps, step)) })
+		}
+	}
+}
+
+func capacityCrash(t *testing.T, profile string, step crashStep, unprepare bool) {
+	e := capacityEnv(t, profile)
+	m, res := e.start(nil)
+	ctx := ctxFor(t)
+	l4 := res.Devices["gpu-0"].GPU.UUID
+	for _, n := range []string{"a", "b"} {
+		if _, err := m.Prepare(ctx, shareClaim(n, "gpu-0", "7Gi", 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.crashHook = crashAt(step)
+	victim, survivors := "c", []string{"a", "b"}
+	var err error
+	if unprepare {
+		victim, survivors = "b", []string{"a"}
+		err = m.Unprepare(ctx, "uid-b", "default", "b")
+	} else {
+		_, err = m.Prepare(ctx, shareClaim("c", "gpu-0", "7Gi", 10))
+	}
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("%v, want injected stop", err)
+	}
+	m2, _ := e.start(nil)
+	e.assertConsistent(m2, "uid-"+victim)
+	for _, n := range survivors {
+		if c := m2.Prepared()["uid-"+n]; c.State != checkpoint.PrepareCompleted || !e.hasSpec("uid-"+n) {
+			t.Errorf("share %s after restart: %+v", n, c)
+		}
+	}
+	if running, _ := e.sharedDaemon(l4); !running {
+		t.Fatal("shared daemon not running after restart with shares prepared")
+	}
+	if profile == "l4-4-r615" {
+		var want []string
+		for uid, c := range m2.Prepared() {
+			if c.State == checkpoint.PrepareCompleted {
+				want = append(want, "share-id-"+strings.TrimPrefix(uid, "uid-"))
 			}
-			m.crashHook = crashAt(step)
-			victim, survivors := "c", []string{"a", "b"}
-			var err error
-			if slices.Contains(unprepareSteps, step) {
-				victim, survivors = "b", []string{"a"}
-				err = m.Unprepare(ctx, "uid-b", "default", "b")
-			} else {
-				_, err = m.Prepare(ctx, shareClaim("c", "gpu-0", "7Gi", 10))
-			}
-			if !errors.Is(err, errInjected) {
-				t.Fatalf("%v, want injected stop", err)
-			}
-			m2, _ := e.start(nil)
-			e.assertConsistent(m2, "uid-"+victim)
-			for _, n := range survivors {
-				if c := m2.Prepared()["uid-"+n]; c.State != checkpoint.PrepareCompleted || !e.hasSpec("uid-"+n) {
-					t.Errorf("share %s after restart: %+v", n, c)
-				}
-			}
-			if running, _ := e.sharedDaemon(l4); !running {
-				t.Fatal("shared daemon not running after restart with shares prepared")
-			}
-			for uid, c := range m2.Prepared() {
-				if err := m2.Unprepare(ctx, uid, c.Namespace, c.Name); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if _, known := e.sharedDaemon(l4); known {
-				t.Error("shared daemon left after every share went")
-			}
-			if ds, _ := e.sim.MPSDaemons(ctx); len(ds) != 0 {
-				t.Errorf("daemons left: %+v", ds)
-			}
-		})
+		}
+		if got := e.namespaces(t, l4); !slices.Equal(got, sorted(want)) {
+			t.Errorf("daemon namespaces after restart %v, want the prepared shares' %v", got, sorted(want))
+		}
+	}
+	for uid, c := range m2.Prepared() {
+		if err := m2.Unprepare(ctx, uid, c.Namespace, c.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, known := e.sharedDaemon(l4); known {
+		t.Error("shared daemon left after every share went")
+	}
+	if ds, _ := e.sim.MPSDaemons(ctx); len(ds) != 0 {
+		t.Errorf("daemons left: %+v", ds)
 	}
 }
 
@@ -365,5 +386,74 @@ func TestCapacitySharesOfAMIGInstance(t *testing.T) {
 	}
 	if _, err := m.Prepare(ctx, shareClaim("c", dev, "2Gi", 0)); !errors.Is(err, ErrDeviceInUse) {
 		t.Fatalf("a third share past the instance's 9984Mi: %v", err)
+	}
+}
+
+// namespaces are the MPS v3 namespaces of the shared daemon of device uuid,
+// sorted (the stand-in's status).
+func (e *env) namespaces(t *testing.T, uuid string) []string {
+	t.Helper()
+	st, err := standin.ReadStatus(filepath.Join(e.mpsRoot(), sharedDaemonID(uuid), "pipe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for ns := range st.Servers["tessera"].Namespaces {
+		out = append(out, ns)
+	}
+	return sorted(out)
+}
+
+func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
+
+// TestCapacitySharesNamespaces: on an R615 node (MPS v3) each share of a
+// GPU gets a namespace of its own in the GPU's one daemon, with its limits,
+// and its containers mount that namespace's directory alone, never the
+// daemon's pipe directory with its control pipe; a share's unprepare
+// deletes its namespace and leaves the others'.
+func TestCapacitySharesNamespaces(t *testing.T) {
+	e := capacityEnv(t, "l4-4-r615")
+	m, res := e.start(nil)
+	ctx := ctxFor(t)
+	l4 := res.Devices["gpu-0"].GPU.UUID
+	pipe := filepath.Join(e.mpsRoot(), sharedDaemonID(l4), "pipe")
+	for _, tc := range []struct {
+		name, memory string
+		cus          int64
+		limits       string
+	}{
+		{"a", "7Gi", 0, "pinned_memory_limit=7168M active_thread_percentage=100"},
+		{"b", "4Gi", 29, "pinned_memory_limit=4096M active_thread_percentage=50"},
+	} {
+		devs, err := m.Prepare(ctx, shareClaim(tc.name, "gpu-0", tc.memory, tc.cus))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, mounts := e.containerEdits(devs[0].CDIDeviceIDs)
+		if want := filepath.Join(pipe, "tessera", "share-id-"+tc.name); mounts["/tmp/nvidia-mps"] != want {
+			t.Errorf("share %s mounts %q at /tmp/nvidia-mps, want its namespace's %s", tc.name, mounts["/tmp/nvidia-mps"], want)
+		}
+		st, err := standin.ReadStatus(pipe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Servers["tessera"].Namespaces["share-id-"+tc.name].String(); got != tc.limits {
+			t.Errorf("share %s: namespace %s, want %s", tc.name, got, tc.limits)
+		}
+	}
+	if got := e.namespaces(t, l4); !slices.Equal(got, []string{"share-id-a", "share-id-b"}) {
+		t.Fatalf("namespaces %v", got)
+	}
+	if err := m.Unprepare(ctx, "uid-a", "default", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.namespaces(t, l4); !slices.Equal(got, []string{"share-id-b"}) {
+		t.Errorf("after a's unprepare: namespaces %v, want b's alone", got)
+	}
+	if err := m.Unprepare(ctx, "uid-b", "default", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, known := e.sharedDaemon(l4); known {
+		t.Error("shared daemon left after the last share went")
 	}
 }
