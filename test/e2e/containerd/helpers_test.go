@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/e2eutil"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 )
 
 func namespace(t *testing.T, suffix string) string {
@@ -59,4 +61,20 @@ func drain(t *testing.T, ns string) {
 		t.Fatal(err)
 	}
 	waitUnprepared(t, claims)
+}
+
+// probePod is a probe pod on node whose one container uses a claim of
+// template tmpl, named "gpu".
+func probePod(name, node, tmpl string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			NodeSelector:   map[string]string{"kubernetes.io/hostname": node},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl}},
+			Containers: []corev1.Container{{
+				Name: "probe", Image: localcluster.ProbeImage, ImagePullPolicy: corev1.PullNever,
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}},
+			}},
+		},
+	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/cdi"
 	"github.com/tessera-gpu/tessera/pkg/mps/standin"
-	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
@@ -159,18 +158,7 @@ func sharePod(t *testing.T, ns, name, node, pci, memory string) {
 	if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PodSpec{
-			NodeSelector:   map[string]string{"kubernetes.io/hostname": node},
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl.Name}},
-			Containers: []corev1.Container{{
-				Name: "probe", Image: localcluster.ProbeImage, ImagePullPolicy: corev1.PullNever,
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}},
-			}},
-		},
-	}
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, probePod(name, node, tmpl.Name), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

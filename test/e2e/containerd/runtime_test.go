@@ -245,17 +245,7 @@ func runOnNode(t *testing.T, ns, node string) {
 	if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
-		Spec: corev1.PodSpec{
-			NodeSelector:   map[string]string{"kubernetes.io/hostname": node},
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl.Name}},
-			Containers: []corev1.Container{{
-				Name: "probe", Image: localcluster.ProbeImage, ImagePullPolicy: corev1.PullNever,
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}},
-			}},
-		},
-	}
+	pod := probePod("probe", node, tmpl.Name)
 	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

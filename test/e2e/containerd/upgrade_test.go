@@ -98,19 +98,8 @@ func churn(t *testing.T, ns, node, prefix string, n int, mid func()) []time.Dura
 	tmpl := "share-2gi"
 	for i := range n {
 		name := fmt.Sprintf("%s-%d", prefix, i)
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.PodSpec{
-				NodeSelector:   map[string]string{"kubernetes.io/hostname": node},
-				ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl}},
-				Containers: []corev1.Container{{
-					Name: "probe", Image: localcluster.ProbeImage, ImagePullPolicy: corev1.PullNever,
-					Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}},
-				}},
-			},
-		}
 		created := time.Now()
-		if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, probePod(name, node, tmpl), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		wg.Add(1)
