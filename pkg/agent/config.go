@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
@@ -47,6 +48,8 @@ type Config struct {
 	LegacyMPSShares   string
 	DynamicProfiles   []string
 	MPSRoot           string
+	// PodUID is the agent's pod's UID, for rolling updates with surge.
+	PodUID string
 	// Where the MPS control daemons run (mpsdaemons.go).
 	MPSDaemons              string
 	MPSDaemonNamespace      string
@@ -106,6 +109,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Sharing, "sharing", string(publish.SharingNone), "How devices are shared between claims: none (a device belongs to one claim; pods share it by naming the same claim) or capacity (whole GPUs and static partitions are multi-allocatable: a claim asks memory and compute units and the scheduler keeps their sum within the device; a claim asking none gets the whole device; on NVIDIA each share is enforced through the device's MPS daemon, on AMD it is scheduling-only accounting). GPUs published dynamically are never shared.")
 	fs.StringVar(&c.MinShareIsolation, "min-share-isolation", string(isolation.None), "With --sharing=capacity, share only devices whose shares' memory limit is held at least this strongly (the memoryIsolation attribute): none (every device), process (NVIDIA's MPS client limits, which a process can unset) or kernel (a cgroup limit). Devices below it are published whole.")
 	fs.StringVar(&c.LegacyMPSShares, "legacy-mps-shares", "share", "With --sharing=capacity, what NVIDIA GPUs whose driver has legacy MPS only (before r615: no MPS v3 namespaces) do: share (every share of such a GPU reaches the one MPS daemon's control pipe, and its claim's status says so) or whole (publish such GPUs whole). The mpsNamespace attribute says which a GPU is.")
+	fs.StringVar(&c.PodUID, "pod-uid", "", "The agent's pod's UID (the downward API's metadata.uid). Set, the agent registers with the kubelet under a name of its pod's, beside the agent it replaces in a rolling update with surge, and in standby: the kubelet's calls wait until the old agent exits and this one takes the node's lock over (docs/operating.md). Needs a kubelet of 1.33 or later.")
 	fs.StringVar(&c.MPSRoot, "mps-root", "", "Directory of the MPS control daemons the agent runs (one per claim that configures MPS, one per shared device with capacity shares), each with its pipe directory (mounted into the claim's containers) and its logs (not mounted). Default /var/run/tessera/mps; backend sim: <sim-state-dir>/mps.")
 	fs.StringVar(&c.MPSControl, "mps-control", "", "MPS control program and its leading arguments, space-separated. Default nvidia-cuda-mps-control; backend sim: the stand-in \"tessera-sim mps-control\" from the agent binary's directory, checked at start (the tessera-kubelet-plugin-sim image has it).")
 	fs.StringVar(&c.MPSDaemons, "mps-daemons", MPSDaemonsProcess, "Where the MPS control daemons run: process (detached children of the agent: right where the agent's container shares the host's PID namespace, or the agent runs on the host) or pod (each a pod of this node, created with the agent's credentials, so that it outlives the agent's container and pod; needs --mps-daemon-namespace, --mps-daemon-image and --mps-daemon-service-account).")
@@ -250,4 +254,9 @@ func (c *Config) host(b backend.Backend) isolation.Host {
 		klog.Background().Error(err, "Reading what the node's cgroups offer for GPU memory limits", "root", root)
 	}
 	return h
+}
+
+// pluginOptions name the node's kubelet plugin, for a standby.
+func (c *Config) pluginOptions(client kubernetes.Interface) driver.PluginOptions {
+	return driver.PluginOptions{NodeName: c.NodeName, KubeClient: client, PluginDataDir: c.PluginDataDir, RegistrarDir: c.RegistrarDir, PodUID: c.PodUID}
 }

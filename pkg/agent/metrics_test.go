@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -32,10 +33,10 @@ func TestMetricsAddressFlag(t *testing.T) {
 func TestServeMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if m, err := serveMetrics(ctx, ""); m != nil || err != nil {
+	if m, err := serveMetrics(ctx, "", false); m != nil || err != nil {
 		t.Errorf("empty address: %v, %v; want no metrics", m, err)
 	}
-	if m, err := serveMetrics(ctx, "127.0.0.1:0"); m == nil || err != nil {
+	if m, err := serveMetrics(ctx, "127.0.0.1:0", false); m == nil || err != nil {
 		t.Errorf("free port: %v, %v", m, err)
 	}
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
@@ -43,8 +44,27 @@ func TestServeMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	if _, err := serveMetrics(ctx, taken.Addr().String()); err == nil || !strings.Contains(err.Error(), "--metrics-address") {
+	if _, err := serveMetrics(ctx, taken.Addr().String(), false); err == nil || !strings.Contains(err.Error(), "--metrics-address") {
 		t.Errorf("port in use: %v", err)
+	}
+	// In a handover the port is the agent's before this one (host
+	// network): taken once that one lets it go.
+	m, err := serveMetrics(ctx, taken.Addr().String(), true)
+	if err != nil || m == nil {
+		t.Fatalf("port in use in a handover: %v, %v", m, err)
+	}
+	taken.Close()
+	var served error
+	for range 100 {
+		var resp *http.Response
+		if resp, served = http.Get("http://" + taken.Addr().String() + "/healthz"); served == nil {
+			resp.Body.Close()
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if served != nil {
+		t.Errorf("the port let go was not served: %v", served)
 	}
 }
 

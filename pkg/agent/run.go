@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +22,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend/amd"
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/driver"
+	"github.com/tessera-gpu/tessera/pkg/handover"
 	"github.com/tessera-gpu/tessera/pkg/host"
 	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/mps"
@@ -144,6 +148,35 @@ func Run(ctx context.Context, c *Config) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// With a pod UID (a rolling update with surge), register first, in
+	// standby: the kubelet's calls wait for the takeover below instead of
+	// failing while the agent before this one still holds the node.
+	var standby *driver.Standby
+	if c.PodUID != "" {
+		if standby, err = driver.StartStandby(ctx, c.pluginOptions(client)); err != nil {
+			return err
+		}
+		defer func() {
+			if standby != nil {
+				standby.Stop()
+			}
+		}()
+	}
+	m, err := serveMetrics(ctx, c.MetricsAddress, standby != nil)
+	if err != nil {
+		return err
+	}
+	if standby != nil {
+		m.SetReadiness(standby.Ready)
+	}
+	// Nothing of the node's state is touched before this (pkg/handover).
+	lock, err := handover.Acquire(ctx, filepath.Join(c.PluginDataDir, handover.LockName))
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	launcher, err := c.mpsLauncher(client, klog.FromContext(ctx))
 	if err != nil {
 		return err
@@ -161,18 +194,12 @@ func Run(ctx context.Context, c *Config) error {
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot read boot id; reboots will not be detected")
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	m, err := serveMetrics(ctx, c.MetricsAddress)
-	if err != nil {
-		return err
-	}
 	if c.Profiling {
 		if _, err := serveProfiling(ctx, c.ProfilingAddress); err != nil {
 			return err
 		}
 	}
-	o.KubeClient, o.BootID, o.Metrics = client, bootID, m
+	o.KubeClient, o.BootID, o.Metrics, o.Standby = client, bootID, m, standby
 	o.Fatal = func(err error) { cancel(err) }
 	d, err := driver.New(ctx, o)
 	if err != nil {
@@ -181,6 +208,7 @@ func Run(ctx context.Context, c *Config) error {
 	if err := d.Start(ctx); err != nil {
 		return err
 	}
+	standby = nil // d's now: d.Stop unregisters it
 	defer d.Stop()
 	m.SetReadiness(d.Ready)
 	startAttribution(ctx, c, d, m)
@@ -215,14 +243,34 @@ func startAttribution(ctx context.Context, c *Config, d *driver.Driver, m *metri
 // serveMetrics serves the agent's metrics on addr until ctx ends; with an
 // empty addr there are none (nil records nothing). It binds before the
 // driver starts so that a bad address fails the agent at once.
-func serveMetrics(ctx context.Context, addr string) (*metrics.Metrics, error) {
+//
+// With handover, a port in use is the agent's before this one on the
+// host network (a rolling update): it is taken once that one exits, and
+// meanwhile that agent answers the probes, which is as true of the node.
+func serveMetrics(ctx context.Context, addr string, handover bool) (*metrics.Metrics, error) {
 	if addr == "" {
 		return nil, nil
 	}
 	m := metrics.New()
-	if _, err := metrics.Listen(ctx, addr, m.Handler()); err != nil {
+	_, err := metrics.Listen(ctx, addr, m.Handler())
+	if err == nil {
+		return m, nil
+	}
+	if !handover || !errors.Is(err, syscall.EADDRINUSE) {
 		return nil, fmt.Errorf("--metrics-address: %w", err)
 	}
+	klog.FromContext(ctx).Info("Metrics address in use, by the agent this one replaces; serving it once that one exits", "address", addr)
+	go func() {
+		for ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+			if _, err := metrics.Listen(ctx, addr, m.Handler()); err == nil {
+				return
+			} else if !errors.Is(err, syscall.EADDRINUSE) {
+				klog.FromContext(ctx).Error(err, "Serve metrics")
+				return
+			}
+		}
+	}()
 	return m, nil
 }
 

@@ -65,6 +65,10 @@ type Options struct {
 	// MinShareIsolation: shares only where held at least this strongly
 	// (publish.Options.MinShareIsolation).
 	MinShareIsolation isolation.Level
+	// Standby, when set, is the kubelet plugin this agent registered while
+	// it waited for the node's lock; Start takes it over instead of
+	// registering one.
+	Standby *Standby
 	// WholeLegacyMPS: publish whole the devices whose shares would reach a
 	// shared MPS control pipe (publish.Options.WholeLegacyMPS).
 	WholeLegacyMPS bool

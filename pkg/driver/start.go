@@ -10,7 +10,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/backend"
-	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
@@ -18,25 +17,23 @@ import (
 // starts health monitoring. Stop ends all of it.
 func (d *Driver) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	for _, dir := range []string{d.opts.PluginDataDir, d.opts.RegistrarDir} {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
+	var helper *kubeletplugin.Helper
+	if s := d.opts.Standby; s != nil {
+		// Registered already; its waiting calls are ours from now.
+		helper = s.helper
+		s.gate.set(d)
+	} else {
+		for _, dir := range []string{d.opts.PluginDataDir, d.opts.RegistrarDir} {
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				return fmt.Errorf("start kubelet plugin: %w", err)
+			}
+		}
+		var err error
+		helper, err = kubeletplugin.Start(ctx, d, helperOptions(PluginOptions{NodeName: d.opts.NodeName, KubeClient: d.opts.KubeClient,
+			PluginDataDir: d.opts.PluginDataDir, RegistrarDir: d.opts.RegistrarDir})...)
+		if err != nil {
 			return fmt.Errorf("start kubelet plugin: %w", err)
 		}
-	}
-	opts := []kubeletplugin.Option{
-		kubeletplugin.DriverName(names.DriverName),
-		kubeletplugin.NodeName(d.opts.NodeName),
-		kubeletplugin.KubeClient(d.opts.KubeClient),
-		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDataDir),
-		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistrarDir),
-		// The claims manager serialises what must be (per claim, and
-		// claims with side effects on the node); the rest, and the helper's
-		// claim GETs, run in parallel.
-		kubeletplugin.Serialize(false),
-	}
-	helper, err := kubeletplugin.Start(ctx, d, opts...)
-	if err != nil {
-		return fmt.Errorf("start kubelet plugin: %w", err)
 	}
 	d.helper = helper
 	d.pub.start(helper.PublishResources)

@@ -591,6 +591,22 @@ func TestOptions(t *testing.T) {
 			t.Errorf("legacyMPSShares=never: %v", err)
 		}
 	})
+	t.Run("surgeUpgrades", func(t *testing.T) {
+		ds, c := daemonSet(t, render(t))
+		if u := ds.Spec.UpdateStrategy.RollingUpdate; u == nil || u.MaxUnavailable.String() != "1" || u.MaxSurge != nil {
+			t.Errorf("default update strategy %+v, want maxUnavailable 1", ds.Spec.UpdateStrategy)
+		}
+		if _, ok := env(c)["TESSERA_POD_UID"]; ok {
+			t.Error("TESSERA_POD_UID without surgeUpgrades: the agent would register in standby")
+		}
+		ds, c = daemonSet(t, render(t, "surgeUpgrades=true"))
+		if u := ds.Spec.UpdateStrategy.RollingUpdate; u == nil || u.MaxSurge == nil || u.MaxSurge.String() != "1" || u.MaxUnavailable.String() != "0" {
+			t.Errorf("surgeUpgrades: update strategy %+v, want maxSurge 1, maxUnavailable 0", ds.Spec.UpdateStrategy)
+		}
+		if got := env(c)["TESSERA_POD_UID"]; got != "fieldRef:metadata.uid" {
+			t.Errorf("surgeUpgrades: TESSERA_POD_UID=%q, want the pod's UID", got)
+		}
+	})
 	t.Run("logging", func(t *testing.T) {
 		_, c := daemonSet(t, render(t, "logging.format=json", "logging.verbosity=5"))
 		if want := []string{"-v=5", "--logging-format=json"}; !reflect.DeepEqual(c.Args, want) {

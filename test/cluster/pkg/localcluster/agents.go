@@ -45,10 +45,13 @@ func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 		"cdi":          map[string]any{"dir": c.CDIDir(n.Name), "vendorDirs": []string{c.CDIDir(n.Name)}},
 		// No securityContext value: the agent runs with what the chart
 		// renders for backend sim.
-		"hostNetwork":  true,
-		"metrics":      map[string]any{"port": s.Ports[metricsPort(n.Name)]},
-		"nodeSelector": map[string]string{"kubernetes.io/hostname": n.Name},
-		"logging":      map[string]any{"verbosity": 4},
+		"hostNetwork": true,
+		// Upgrades hand over from agent to agent (docs/operating.md): every
+		// agent here is of this version from the start.
+		"surgeUpgrades": true,
+		"metrics":       map[string]any{"port": s.Ports[metricsPort(n.Name)]},
+		"nodeSelector":  map[string]string{"kubernetes.io/hostname": n.Name},
+		"logging":       map[string]any{"verbosity": 4},
 		"extraEnv": []map[string]string{
 			{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
 			{"name": "KUBERNETES_SERVICE_PORT", "value": strconv.Itoa(s.Ports["apiserver"])},
