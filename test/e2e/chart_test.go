@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,9 +20,12 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/tessera-gpu/tessera/pkg/mps"
+	"github.com/tessera-gpu/tessera/pkg/mps/daemonpod"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
@@ -32,6 +36,8 @@ const (
 	chartNS    = "tessera-system"
 	chartSA    = "tessera" // the chart's ServiceAccount for release "tessera"
 	policyName = "tessera-node-slices"
+	// podPolicyName confines the agent's pods to MPS daemons of its node.
+	podPolicyName = "tessera-mps-daemons"
 	// A driver no DeviceClass selects: the test's slices never reach a claim.
 	testDriver = "chart-test.tessera.dev"
 	testLabel  = "e2e.tessera.dev/chart-test"
@@ -48,7 +54,7 @@ const (
 // serves).
 var (
 	applied = map[string]bool{
-		"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true,
+		"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
 		"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 		"DeviceClass": true,
 	}
@@ -105,6 +111,44 @@ func TestChart(t *testing.T) {
 	// admission judges them as it would the real ones, and the running
 	// agent of node A keeps its pool as it published it.
 	dryRun := []string{metav1.DryRunAll}
+
+	// The agent may create MPS daemon pods (pkg/mps/daemonpod) and nothing
+	// else, only on its own node: server-side dry runs against the real
+	// API server, with the pod the agent's launcher builds from the
+	// chart's flags.
+	t.Run("MPSDaemonPodsOnOwnNodeOnly", func(t *testing.T) {
+		_, c := chartDaemonSet(t, objs)
+		pods := agent.CoreV1().Pods(chartNS)
+		create := func(p *corev1.Pod) error {
+			_, err := pods.Create(ctx, p, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		}
+		other := launcherPod(t, c, nodeB)
+		// The policy may take a moment: until the pod of node B is denied.
+		if err := scenario.Poll(ctx, 30*time.Second, func() (bool, string) {
+			err := create(other)
+			return isPolicyDenial(err), fmt.Sprintf("pod of %s: %v", nodeB, err)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		deniedByPolicy(t, "a daemon pod of another node", create(other), "only pods of its own node")
+		own := launcherPod(t, c, nodeA)
+		if err := create(own); err != nil {
+			t.Fatalf("agent of %s creating its own node's daemon pod, as its launcher builds it: %v", nodeA, err)
+		}
+		hostPID := own.DeepCopy()
+		hostPID.Spec.HostPID = true
+		deniedByPolicy(t, "a daemon pod with hostPID", create(hostPID), "shares no host namespace")
+		image := own.DeepCopy()
+		image.Spec.Containers[0].Image = "registry.example/miner:latest"
+		deniedByPolicy(t, "a daemon pod of another image", create(image), "runs the agent's image")
+		plain := own.DeepCopy()
+		plain.Labels = nil
+		deniedByPolicy(t, "a pod that is no daemon", create(plain), "only MPS daemon pods")
+		if _, err := agent.CoreV1().Pods("default").Create(ctx, own, metav1.CreateOptions{DryRun: dryRun}); !apierrors.IsForbidden(err) {
+			t.Errorf("agent creating a pod in another namespace: %v, want forbidden by RBAC", err)
+		}
+	})
 
 	t.Run("OwnNodeAllowed", func(t *testing.T) {
 		if _, err := slices.Create(ctx, ownSlice("chart-a", nodeA, nodeA), metav1.CreateOptions{DryRun: dryRun}); err != nil {
@@ -433,8 +477,11 @@ func applyChart(t *testing.T, ctx context.Context, objs []*unstructured.Unstruct
 			created = append(created, func() { _ = r.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 		}
 	}
-	if n != 10 {
-		t.Fatalf("applied %d objects of the chart, want 10 (SA, role, binding, policy, policy binding, 5 classes)", n)
+	// Two service accounts (the agent's, the MPS daemons'), the cluster
+	// role and its binding, the daemons' role and its binding, two
+	// policies with their bindings, five classes.
+	if n != 15 {
+		t.Fatalf("applied %d objects of the chart, want 15", n)
 	}
 }
 
@@ -479,7 +526,8 @@ func waitPolicy(t *testing.T, ctx context.Context) {
 
 func isPolicyDenial(err error) bool {
 	return (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) &&
-		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'")
+		(strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'") ||
+			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+podPolicyName+"'"))
 }
 
 // deniedByPolicy fails unless err is the policy's denial with message.
@@ -536,3 +584,48 @@ func eventFor(claim string) *corev1.Event {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// chartDaemonSet is the agent's container of the rendered chart.
+func chartDaemonSet(t *testing.T, objs []*unstructured.Unstructured) (*appsv1.DaemonSet, *corev1.Container) {
+	t.Helper()
+	for _, o := range helmchart.Find(objs, "DaemonSet", "") {
+		var ds appsv1.DaemonSet
+		if err := helmchart.Convert(o, &ds); err != nil {
+			t.Fatal(err)
+		}
+		return &ds, &ds.Spec.Template.Spec.Containers[0]
+	}
+	t.Fatal("the chart renders no DaemonSet")
+	return nil, nil
+}
+
+// launcherPod is the MPS daemon pod the agent's launcher builds on node,
+// with the flags the chart gives the agent (its env), for a daemon under
+// the chart's MPS root.
+func launcherPod(t *testing.T, c *corev1.Container, node string) *corev1.Pod {
+	t.Helper()
+	e := map[string]string{}
+	for _, v := range c.Env {
+		e[v.Name] = v.Value
+	}
+	fc := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
+	l, err := daemonpod.New(daemonpod.Config{Client: fc, Namespace: chartNS, NodeName: node, Image: e["TESSERA_MPS_DAEMON_IMAGE"],
+		ServiceAccount: e["TESSERA_MPS_DAEMON_SERVICE_ACCOUNT"], Privileged: e["TESSERA_MPS_DAEMON_PRIVILEGED"] == "true",
+		PriorityClassName: e["TESSERA_MPS_DAEMON_PRIORITY_CLASS"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := e["TESSERA_MPS_ROOT"] + "/claim-1"
+	h, err := l.Launch(context.Background(), mps.Launch{ID: "claim-1", Argv: []string{"nvidia-cuda-mps-control", "-f"}, Dir: dir,
+		Env: map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-1", "CUDA_MPS_PIPE_DIRECTORY": dir + "/pipe", mps.EnvDaemonID: "claim-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, name, _ := strings.Cut(h.Pod, "/")
+	p, err := fc.CoreV1().Pods(chartNS).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ResourceVersion, p.UID = "", ""
+	return p
+}
