@@ -2,6 +2,8 @@ package driver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -42,9 +44,19 @@ func helperOptions(o PluginOptions) []kubeletplugin.Option {
 		kubeletplugin.Serialize(false),
 	}
 	if o.PodUID != "" {
-		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(o.PodUID)))
+		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(socketUID(o.PodUID))))
 	}
 	return opts
+}
+
+// socketUID is what names this pod's sockets: a hash of its UID, unique
+// between the two agents of a node. Not the UID itself: the helper admits
+// a registration socket path of 108 bytes, one more than a unix socket
+// address holds with its terminating NUL, and under a kubelet root longer
+// than /var/lib/kubelet the UID's name reaches exactly that.
+func socketUID(podUID string) string {
+	sum := sha256.Sum256([]byte(podUID))
+	return hex.EncodeToString(sum[:8])
 }
 
 // Standby is the kubelet plugin of an agent that does not serve the node

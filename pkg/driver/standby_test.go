@@ -39,3 +39,12 @@ func TestStandbyGate(t *testing.T) {
 		t.Errorf("call after the takeover: %p, %v", w, err)
 	}
 }
+
+// TestSocketUID: the name of a pod's sockets is short, stable, and differs
+// between two pods.
+func TestSocketUID(t *testing.T) {
+	a, b := socketUID("9a3f2a79-34db-4150-abb4-3e4b3bfd1010"), socketUID("790e35b3-510a-4065-b710-3dc850ad1860")
+	if len(a) != 16 || a == b || a != socketUID("9a3f2a79-34db-4150-abb4-3e4b3bfd1010") {
+		t.Errorf("socketUID: %q, %q", a, b)
+	}
+}

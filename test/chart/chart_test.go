@@ -303,7 +303,7 @@ func TestDefaults(t *testing.T) {
 		p    *corev1.Probe
 		path string
 	}{"liveness": {c.LivenessProbe, "/healthz"}, "readiness": {c.ReadinessProbe, "/readyz"}} {
-		if p := want.p; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want.path || p.HTTPGet.Port.String() != "metrics" {
+		if p := want.p; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want.path || p.HTTPGet.Port.String() != "9478" {
 			t.Errorf("%s probe %+v: want GET %s on port metrics", name, want.p, want.path)
 		}
 	}
@@ -312,7 +312,7 @@ func TestDefaults(t *testing.T) {
 	}
 
 	svc := one[corev1.Service](t, objs, "Service", "tessera-metrics")
-	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9478 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9478 || svc.Spec.Ports[0].TargetPort.String() != "9478" {
 		t.Errorf("service ports %+v", svc.Spec.Ports)
 	}
 	for k, v := range svc.Spec.Selector {
@@ -605,6 +605,15 @@ func TestOptions(t *testing.T) {
 		}
 		if got := env(c)["TESSERA_POD_UID"]; got != "fieldRef:metadata.uid" {
 			t.Errorf("surgeUpgrades: TESSERA_POD_UID=%q, want the pod's UID", got)
+		}
+		if len(c.Ports) != 1 {
+			t.Errorf("surgeUpgrades on the pod network: ports %+v, want the metrics port", c.Ports)
+		}
+		// On the host network a declared port is a host port, which the
+		// surge pod could not get beside the old one: none is declared.
+		_, c = daemonSet(t, render(t, "surgeUpgrades=true", "hostNetwork=true"))
+		if len(c.Ports) != 0 || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Port.IntValue() != 9478 {
+			t.Errorf("surgeUpgrades on the host network: ports %+v, readiness %+v; want none declared and the probe on 9478", c.Ports, c.ReadinessProbe)
 		}
 	})
 	t.Run("logging", func(t *testing.T) {

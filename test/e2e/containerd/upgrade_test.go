@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
@@ -60,7 +61,7 @@ func TestUpgradeUnderChurn(t *testing.T) {
 	})
 	<-upgraded
 	if upgradeErr != nil {
-		t.Fatal(upgradeErr)
+		t.Fatalf("%v\n%s", upgradeErr, rollout(t, node))
 	}
 	if agentPod(t, node).UID == old.UID {
 		t.Fatal("the upgrade did not replace the agent's pod")
@@ -185,4 +186,26 @@ func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
 		return s[max(0, min(i, len(s)-1))]
 	}
 	return rank(0.50), rank(0.99)
+}
+
+// rollout says where the node's agent DaemonSet's rollout stands: its
+// status and each of its pods on the node, for a failure's message.
+func rollout(t *testing.T, node string) string {
+	t.Helper()
+	ctx := context.Background()
+	out := ""
+	if ds, err := client.AppsV1().DaemonSets(localcluster.AgentNamespace).Get(ctx, localcluster.AgentRelease(node), metav1.GetOptions{}); err == nil {
+		out += fmt.Sprintf("DaemonSet %s: generation %d, status %+v\n", ds.Name, ds.Generation, ds.Status)
+	}
+	l, err := client.CoreV1().Pods(localcluster.AgentNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return out + err.Error()
+	}
+	for _, p := range l.Items {
+		if !isAgent(&p) {
+			continue
+		}
+		out += fmt.Sprintf("pod %s (uid %s): phase %s, deleted %v, ready %v, conditions %+v\n", p.Name, p.UID, p.Status.Phase, p.DeletionTimestamp != nil, podReady(&p), p.Status.Conditions)
+	}
+	return out
 }
