@@ -18,6 +18,9 @@ import (
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
+// upgrades counts the upgrades this test made in the cluster.
+var upgrades int
+
 // TestUpgradeUnderChurn: `helm upgrade` of the shared node's agent (a flag
 // change, so the DaemonSet replaces the agent's pod) while pods holding
 // shares of its L4s are created and deleted. No pod fails; the pods that
@@ -47,8 +50,10 @@ func TestUpgradeUnderChurn(t *testing.T) {
 		go func() {
 			defer close(upgraded)
 			start := time.Now()
-			// TESSERA_HEALTH_POLL changes: a new pod template.
-			if upgradeErr = cluster.UpgradeAgent(node, "health.poll=31s"); upgradeErr != nil {
+			// TESSERA_HEALTH_POLL changes: a new pod template (another
+			// each time the test runs in this cluster).
+			upgrades++
+			if upgradeErr = cluster.UpgradeAgent(node, fmt.Sprintf("health.poll=%ds", 30+upgrades)); upgradeErr != nil {
 				return
 			}
 			// Not waitAgent: this is not the test's goroutine.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -70,8 +71,18 @@ func Namespace(t *testing.T, client kubernetes.Interface, suffix string) string 
 		name += "-" + suffix
 	}
 	name = strings.Trim(name, "-")
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// A test run again in the same cluster (go test -count=N) gets a new
+	// namespace: the first run's is left for its objects to be looked at.
+	base := name
+	for i := 2; ; i++ {
+		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsAlreadyExists(err) || i > 99 {
+			t.Fatal(err)
+		}
+		name = fmt.Sprintf("%s-%d", base, i)
 	}
 	if err := localcluster.WaitPodsAdmitted(ctx, client, name); err != nil {
 		t.Fatal(err)
