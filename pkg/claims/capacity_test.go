@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -245,8 +246,9 @@ func capacityCrash(t *testing.T, profile string, step crashStep, unprepare bool)
 				want = append(want, "share-id-"+strings.TrimPrefix(uid, "uid-"))
 			}
 		}
-		if got := e.namespaces(t, l4); !slices.Equal(got, sorted(want)) {
-			t.Errorf("daemon namespaces after restart %v, want the prepared shares' %v", got, sorted(want))
+		slices.Sort(want)
+		if got := e.namespaces(t, l4); !slices.Equal(got, want) {
+			t.Errorf("daemon namespaces after restart %v, want the prepared shares' %v", got, want)
 		}
 	}
 	for uid, c := range m2.Prepared() {
@@ -397,14 +399,8 @@ func (e *env) namespaces(t *testing.T, uuid string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for ns := range st.Servers["tessera"].Namespaces {
-		out = append(out, ns)
-	}
-	return sorted(out)
+	return slices.Sorted(maps.Keys(st.Servers["tessera"].Namespaces))
 }
-
-func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
 
 // TestCapacitySharesNamespaces: on an R615 node (MPS v3) each share of a
 // GPU gets a namespace of its own in the GPU's one daemon, with its limits,

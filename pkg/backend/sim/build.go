@@ -85,15 +85,6 @@ func build(f *fileMachine, lines lineIndex, fallbackName, nodeName string) (*Mac
 	return &b.m, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // parseMemory reads bytes or a Kubernetes quantity (80Gi, 81559Mi).
 func (b *builder) parseMemory(path, s string) int64 {
 	if s == "" {
@@ -116,7 +107,7 @@ func (b *builder) parseMemory(path, s string) int64 {
 }
 
 func (b *builder) engines(path string, e map[string]int64) map[string]int64 {
-	for _, k := range sortedKeys(e) {
+	for _, k := range slices.Sorted(maps.Keys(e)) {
 		if e[k] < 0 {
 			b.errorf(path+"."+k, "%d must not be negative", e[k])
 		}
@@ -125,7 +116,7 @@ func (b *builder) engines(path string, e map[string]int64) map[string]int64 {
 }
 
 func (b *builder) profileTables() {
-	for _, name := range sortedKeys(b.f.ProfileTables) {
+	for _, name := range slices.Sorted(maps.Keys(b.f.ProfileTables)) {
 		rows := b.f.ProfileTables[name]
 		base := "profileTables." + name
 		if len(rows) == 0 {
@@ -180,7 +171,7 @@ func (b *builder) profileTables() {
 }
 
 func (b *builder) gpuTypes() {
-	for _, name := range sortedKeys(b.f.GPUTypes) {
+	for _, name := range slices.Sorted(maps.Keys(b.f.GPUTypes)) {
 		t := b.f.GPUTypes[name]
 		path := "gpuTypes." + name
 		spec := &gpuTypeSpec{}
@@ -263,7 +254,7 @@ func (b *builder) partitioning(path string, g *inventory.GPU, p *filePartitionin
 	}
 	table, ok := b.tables[p.Profiles]
 	if !ok {
-		b.errorf(path+".profiles", "profile table %q does not exist (profileTables has: %v)", p.Profiles, sortedKeys(b.tables))
+		b.errorf(path+".profiles", "profile table %q does not exist (profileTables has: %v)", p.Profiles, slices.Sorted(maps.Keys(b.tables)))
 		return out
 	}
 	for i, pr := range table {
@@ -304,7 +295,7 @@ func (b *builder) gpus() {
 			continue
 		}
 		if !ok {
-			b.errorf(path+".type", "GPU type %q does not exist (gpuTypes has: %v)", e.Type, sortedKeys(b.f.GPUTypes))
+			b.errorf(path+".type", "GPU type %q does not exist (gpuTypes has: %v)", e.Type, slices.Sorted(maps.Keys(b.f.GPUTypes)))
 			continue
 		}
 		count := 1

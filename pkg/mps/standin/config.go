@@ -3,10 +3,10 @@ package standin
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -116,7 +116,7 @@ func ParseConfig(text string, devices []string) (*Config, error) {
 		return nil, fmt.Errorf("schema_version %q is not %q", f.SchemaVersion, ConfigSchemaVersion)
 	}
 	cfg := &Config{Servers: map[string]ServerConfig{}}
-	for _, name := range sortedKeys(f.Servers) {
+	for _, name := range slices.Sorted(maps.Keys(f.Servers)) {
 		fs := f.Servers[name]
 		key := "servers." + name
 		if err := checkServerName(name); err != nil {
@@ -138,7 +138,7 @@ func ParseConfig(text string, devices []string) (*Config, error) {
 		if s.Limits, err = parseLimits(fs.PinnedMemoryLimit, fs.ActiveThreadPercentage); err != nil {
 			return nil, fmt.Errorf("%s.%w", key, err)
 		}
-		for _, ns := range sortedKeys(fs.Namespaces) {
+		for _, ns := range slices.Sorted(maps.Keys(fs.Namespaces)) {
 			nkey := key + ".namespaces." + ns
 			if err := checkNamespaceName(ns); err != nil {
 				return nil, fmt.Errorf("%s: %w", nkey, err)
@@ -253,13 +253,4 @@ func checkDevice(devices []string, dev string) error {
 		return nil
 	}
 	return fmt.Errorf("device %q is not visible to the daemon (CUDA_VISIBLE_DEVICES=%s)", dev, strings.Join(devices, ","))
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -2,11 +2,14 @@ package standin
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+
+	"encoding/json"
 	"path/filepath"
 )
 
@@ -127,7 +130,7 @@ func (d *Daemon) closeSocket(key string) error {
 // closeSockets removes every FIFO the daemon made; their directories stay,
 // for a next daemon to serve where clients' mounts point.
 func (d *Daemon) closeSockets() {
-	for _, key := range sortedKeys(d.sockets) {
+	for _, key := range slices.Sorted(maps.Keys(d.sockets)) {
 		_ = d.closeSocket(key)
 	}
 }

@@ -12,10 +12,10 @@ import (
 // startServers serves the configuration's servers: each its listener, its
 // default namespace and its configured namespaces.
 func (d *Daemon) startServers(cfg *Config) error {
-	for _, name := range sortedKeys(cfg.Servers) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
 		sc := cfg.Servers[name]
 		s := ServerStatus{AllowedDevices: sc.AllowedDevices, Limits: sc.Limits, Namespaces: maps.Clone(sc.Namespaces)}
-		for _, ns := range append([]string{"", DefaultNamespace}, sortedKeys(sc.Namespaces)...) {
+		for _, ns := range append([]string{"", DefaultNamespace}, slices.Sorted(maps.Keys(sc.Namespaces))...) {
 			if err := d.openSocket(name, ns); err != nil {
 				return fmt.Errorf("server %s: %w", name, err)
 			}
@@ -42,7 +42,7 @@ func (d *Daemon) handleV3(f []string) (out string, quit bool, err error) {
 		if _, err := parseFlags(command, f[2:]); err != nil {
 			return "", false, err
 		}
-		return strings.Join(sortedKeys(d.status.Servers), "\n"), false, nil
+		return strings.Join(slices.Sorted(maps.Keys(d.status.Servers)), "\n"), false, nil
 	case command == moduleNamespace+" create":
 		return "", false, d.namespaceCreate(command, f[2:])
 	case command == moduleNamespace+" delete":
@@ -52,7 +52,7 @@ func (d *Daemon) handleV3(f []string) (out string, quit bool, err error) {
 		if err != nil {
 			return "", false, err
 		}
-		return strings.Join(slices.Sorted(slices.Values(append(sortedKeys(s.Namespaces), DefaultNamespace))), "\n"), false, nil
+		return strings.Join(slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(s.Namespaces)), DefaultNamespace))), "\n"), false, nil
 	case command == moduleNamespace+" get":
 		s, fl, err := d.server(command, f[2:], []string{flagName})
 		if err != nil {
@@ -85,7 +85,7 @@ func (d *Daemon) server(command string, args []string, required []string, option
 	}
 	s, ok := d.status.Servers[fl[flagServer]]
 	if !ok {
-		return ServerStatus{}, nil, fmt.Errorf("%s: no server %q (servers: %s)", command, fl[flagServer], strings.Join(sortedKeys(d.status.Servers), ","))
+		return ServerStatus{}, nil, fmt.Errorf("%s: no server %q (servers: %s)", command, fl[flagServer], strings.Join(slices.Sorted(maps.Keys(d.status.Servers)), ","))
 	}
 	return s, fl, nil
 }
