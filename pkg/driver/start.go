@@ -3,7 +3,6 @@ package driver
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -23,16 +22,11 @@ func (d *Driver) Start(ctx context.Context) error {
 		helper = s.helper
 		s.gate.set(d)
 	} else {
-		for _, dir := range []string{d.opts.PluginDataDir, d.opts.RegistrarDir} {
-			if err := os.MkdirAll(dir, 0o750); err != nil {
-				return fmt.Errorf("start kubelet plugin: %w", err)
-			}
-		}
 		var err error
-		helper, err = kubeletplugin.Start(ctx, d, helperOptions(PluginOptions{NodeName: d.opts.NodeName, KubeClient: d.opts.KubeClient,
-			PluginDataDir: d.opts.PluginDataDir, RegistrarDir: d.opts.RegistrarDir})...)
+		helper, err = startPlugin(ctx, d, PluginOptions{NodeName: d.opts.NodeName, KubeClient: d.opts.KubeClient,
+			PluginDataDir: d.opts.PluginDataDir, RegistrarDir: d.opts.RegistrarDir})
 		if err != nil {
-			return fmt.Errorf("start kubelet plugin: %w", err)
+			return err
 		}
 	}
 	d.helper = helper
