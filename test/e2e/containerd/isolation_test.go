@@ -10,8 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/cdi"
@@ -143,22 +141,8 @@ func hasClientIn(st *standin.Status, ns string) bool {
 // pci on node.
 func sharePod(t *testing.T, ns, name, node, pci, memory string) {
 	t.Helper()
-	ctx := context.Background()
-	tmpl := &resourceapi.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
-			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
-				DeviceClassName: "nvidia.gpu.tessera.dev",
-				Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-					Expression: fmt.Sprintf(`device.attributes["resource.kubernetes.io"].pciBusID == %q`, pci)}}},
-				Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(memory)}},
-			}}},
-		}}},
-	}
-	if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, probePod(name, node, tmpl.Name), metav1.CreateOptions{}); err != nil {
+	shareTemplate(t, ns, name, memory, fmt.Sprintf(`device.attributes["resource.kubernetes.io"].pciBusID == %q`, pci))
+	if _, err := client.CoreV1().Pods(ns).Create(context.Background(), probePod(name, node, name), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

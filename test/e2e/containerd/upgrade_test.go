@@ -9,8 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
@@ -38,7 +36,7 @@ func TestUpgradeUnderChurn(t *testing.T) {
 	mps := mpsState(t, ns, node)
 
 	churnNS := namespace(t, "churn")
-	shareTemplate(t, churnNS, "share-2gi", "2Gi")
+	shareTemplate(t, churnNS, "share-2gi", "2Gi", `device.attributes["gpu.tessera.dev"].model == "L4"`)
 	const pods = 10
 	base := churn(t, churnNS, node, "base", pods, nil)
 
@@ -158,25 +156,6 @@ func untilRunning(ctx context.Context, ns, name string, created time.Time) (time
 		time.Sleep(50 * time.Millisecond)
 	}
 	return 0, "not Running after 180s: " + last
-}
-
-// shareTemplate creates a claim template of memory of an L4.
-func shareTemplate(t *testing.T, ns, name, memory string) {
-	t.Helper()
-	req := resourceapi.ExactDeviceRequest{
-		DeviceClassName: "nvidia.gpu.tessera.dev",
-		Selectors:       []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["gpu.tessera.dev"].model == "L4"`}}},
-		Capacity:        &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(memory)}},
-	}
-	tmpl := &resourceapi.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
-			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &req}},
-		}}},
-	}
-	if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(context.Background(), tmpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // percentiles are the p50 and p99 (nearest rank) of ds.
