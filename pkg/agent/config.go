@@ -50,6 +50,9 @@ type Config struct {
 	MPSRoot           string
 	// PodUID is the agent's pod's UID, for rolling updates with surge.
 	PodUID string
+	// DrainTimeout bounds how long a stopping agent finishes the kubelet's
+	// calls in flight.
+	DrainTimeout time.Duration
 	// Where the MPS control daemons run (mpsdaemons.go).
 	MPSDaemons              string
 	MPSDaemonNamespace      string
@@ -110,6 +113,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MinShareIsolation, "min-share-isolation", string(isolation.None), "With --sharing=capacity, share only devices whose shares' memory limit is held at least this strongly (the memoryIsolation attribute): none (every device), process (NVIDIA's MPS client limits, which a process can unset) or kernel (a cgroup limit). Devices below it are published whole.")
 	fs.StringVar(&c.LegacyMPSShares, "legacy-mps-shares", "share", "With --sharing=capacity, what NVIDIA GPUs whose driver has legacy MPS only (before r615: no MPS v3 namespaces) do: share (every share of such a GPU reaches the one MPS daemon's control pipe, and its claim's status says so) or whole (publish such GPUs whole). The mpsNamespace attribute says which a GPU is.")
 	fs.StringVar(&c.PodUID, "pod-uid", "", "The agent's pod's UID (the downward API's metadata.uid). Set, the agent registers with the kubelet under a name of its pod's, beside the agent it replaces in a rolling update with surge, and in standby: the kubelet's calls wait until the old agent exits and this one takes the node's lock over (docs/operating.md). Needs a kubelet of 1.33 or later.")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", driver.DefaultDrainTimeout, "How long a stopping agent (SIGTERM: an upgrade, a drain) lets the kubelet's prepares and unprepares in flight finish, refusing new ones, before it unregisters. Keep it below the pod's termination grace period (the chart's 30 s); a prepare still running then is rolled back by the next agent.")
 	fs.StringVar(&c.MPSRoot, "mps-root", "", "Directory of the MPS control daemons the agent runs (one per claim that configures MPS, one per shared device with capacity shares), each with its pipe directory (mounted into the claim's containers) and its logs (not mounted). Default /var/run/tessera/mps; backend sim: <sim-state-dir>/mps.")
 	fs.StringVar(&c.MPSControl, "mps-control", "", "MPS control program and its leading arguments, space-separated. Default nvidia-cuda-mps-control; backend sim: the stand-in \"tessera-sim mps-control\" from the agent binary's directory, checked at start (the tessera-kubelet-plugin-sim image has it).")
 	fs.StringVar(&c.MPSDaemons, "mps-daemons", MPSDaemonsProcess, "Where the MPS control daemons run: process (detached children of the agent: right where the agent's container shares the host's PID namespace, or the agent runs on the host) or pod (each a pod of this node, created with the agent's credentials, so that it outlives the agent's container and pod; needs --mps-daemon-namespace, --mps-daemon-image and --mps-daemon-service-account).")
@@ -182,6 +186,9 @@ func (c *Config) Validate() error {
 	if c.HealthCorrectedThreshold < 0 {
 		return fmt.Errorf("--health-corrected-threshold: %d is negative", c.HealthCorrectedThreshold)
 	}
+	if c.DrainTimeout < 0 {
+		return fmt.Errorf("--drain-timeout: %s is negative", c.DrainTimeout)
+	}
 	if c.AttributionPoll < 0 {
 		return fmt.Errorf("--attribution-poll: %s is negative", c.AttributionPoll)
 	}
@@ -237,6 +244,7 @@ func (c *Config) driverOptions(b backend.Backend) driver.Options {
 		Host:              c.host(b),
 		MinShareIsolation: isolation.Level(c.MinShareIsolation),
 		WholeLegacyMPS:    c.LegacyMPSShares == "whole",
+		DrainTimeout:      c.DrainTimeout,
 	}
 }
 

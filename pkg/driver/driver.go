@@ -85,6 +85,9 @@ type Options struct {
 	// SharingCheck is how often the MPS daemons of prepared claims are
 	// checked and started again if one died; 30s when zero.
 	SharingCheck time.Duration
+	// DrainTimeout is how long Stop lets the kubelet's calls in flight
+	// finish (DefaultDrainTimeout when zero).
+	DrainTimeout time.Duration
 }
 
 // Driver implements kubeletplugin.DRAPlugin.
@@ -104,6 +107,8 @@ type Driver struct {
 	// when it returned.
 	healthStop context.CancelFunc
 	healthDone chan struct{}
+	// calls are the kubelet's calls in flight, which Stop drains.
+	calls inflight
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -112,6 +117,9 @@ var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 func (o Options) withDefaults() Options {
 	if o.CheckpointPath == "" {
 		o.CheckpointPath = o.PluginDataDir + "/checkpoint.json"
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = DefaultDrainTimeout
 	}
 	if o.Health.Window <= 0 {
 		o.Health = health.DefaultPolicy()
@@ -198,6 +206,10 @@ func (d *Driver) Published() *publish.Result { return d.pub.Published() }
 // PrepareResourceClaims prepares each claim on its own: one claim's failure
 // is reported for that claim and does not stop the others.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, cs []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	if err := d.calls.enter(); err != nil {
+		return nil, err
+	}
+	defer d.calls.leave()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(cs))
 	for _, c := range cs {
 		start := time.Now()
@@ -225,6 +237,10 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cs []*resourceapi.Re
 
 // UnprepareResourceClaims unprepares each claim on its own.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, cs []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	if err := d.calls.enter(); err != nil {
+		return nil, err
+	}
+	defer d.calls.leave()
 	out := make(map[types.UID]error, len(cs))
 	for _, c := range cs {
 		start := time.Now()

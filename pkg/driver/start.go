@@ -72,7 +72,16 @@ func (d *Driver) Start(ctx context.Context) error {
 // Stop unregisters from the kubelet. Published slices stay: a restarting
 // agent takes them over, and deleting them would make pending pods
 // unschedulable for the length of the restart.
+//
+// Calls in flight finish first (up to Options.DrainTimeout) and later ones
+// are refused, so that no prepare is cut off half-way.
 func (d *Driver) Stop() {
+	start := time.Now()
+	if left := d.calls.drain(d.opts.DrainTimeout); left > 0 {
+		klog.Background().Info("Stopping with kubelet calls still in flight; the next agent rolls back what they left", "calls", left, "waited", d.opts.DrainTimeout)
+	} else if took := time.Since(start); took > 10*time.Millisecond {
+		klog.Background().Info("Kubelet calls in flight finished before stopping", "waited", took)
+	}
 	if d.helper != nil {
 		d.helper.Stop()
 	}
