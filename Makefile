@@ -23,7 +23,7 @@ RUNTIME     ?=
 FAKE_BINS := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl fake-runtime helm
 
 .PHONY: all build test unit vet e2e e2e-containerd bench bench-prepare bench-scheduler dry-run clean \
-	check-build-deps cluster-bins cluster-bins-fake cluster-up cluster-down demo \
+	check-build-deps cluster-bins cluster-bins-fake previous-agent cluster-up cluster-down demo \
 	release-pin-images release-krew release-check
 
 all: build
@@ -86,8 +86,13 @@ e2e: build cluster-bins-fake
 # e2e-containerd: test/e2e/containerd against a local cluster of containerd
 # nodes, the agents installed by the chart; after e2e, not beside it (two
 # clusters at once would share two cores).
-e2e-containerd: build cluster-bins
+e2e-containerd: build cluster-bins previous-agent
 	$(TEST_GO) test -count=1 -timeout=20m ./e2e/containerd/
+
+# previous-agent: the agent, stand-in and chart of the commit the downgrade
+# test rolls back to (hack/build-previous-agent.sh), reused while unchanged.
+previous-agent:
+	hack/build-previous-agent.sh
 
 cluster-up: build $(if $(filter containerd,$(RUNTIME)),cluster-bins,cluster-bins-fake)
 	$(TEST_GO) run ./cluster/cmd/localcluster up --repo=.. $(if $(NODES),--nodes=$(NODES)) $(if $(RUNTIME),--runtime=$(RUNTIME))

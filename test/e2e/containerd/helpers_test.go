@@ -85,14 +85,25 @@ func probePod(name, node, tmpl string) *corev1.Pod {
 // GPU that the CEL expression selects.
 func shareTemplate(t *testing.T, ns, name, memory, expression string) {
 	t.Helper()
+	claimTemplate(t, ns, name, "nvidia.gpu.tessera.dev", expression, memory)
+}
+
+// claimTemplate creates, in ns, a claim template of one device of class
+// that the CEL expression selects; with memory, of that much of it (a
+// capacity share).
+func claimTemplate(t *testing.T, ns, name, class, expression, memory string) {
+	t.Helper()
+	req := &resourceapi.ExactDeviceRequest{
+		DeviceClassName: class,
+		Selectors:       []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expression}}},
+	}
+	if memory != "" {
+		req.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(memory)}}
+	}
 	tmpl := &resourceapi.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
-			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
-				DeviceClassName: "nvidia.gpu.tessera.dev",
-				Selectors:       []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expression}}},
-				Capacity:        &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(memory)}},
-			}}},
+			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: req}},
 		}}},
 	}
 	if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(context.Background(), tmpl, metav1.CreateOptions{}); err != nil {

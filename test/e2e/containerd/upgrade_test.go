@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,58 +20,69 @@ import (
 // upgrades counts the upgrades this test made in the cluster.
 var upgrades int
 
-// TestUpgradeUnderChurn: `helm upgrade` of the shared node's agent (a flag
-// change, so the DaemonSet replaces the agent's pod) while pods holding
-// shares of its L4s are created and deleted. No pod fails; the pods that
-// ran before keep their containers, their claims stay prepared and their
-// MPS daemons (pods of their own) keep running with every client session;
-// and the time a new pod takes to run during the upgrade is measured
-// against the same churn without one. The churn's pods are probes, each
-// holding an MPS session of its own: one whose daemon went away would exit.
+// churnKind is one kind of pod of a churn: a probe on node with a claim of
+// template tmpl (in the churn's namespace).
+type churnKind struct{ name, node, tmpl string }
+
+// churnKinds creates, in ns, the templates of the chaos test's kinds of
+// claim on the upgraded nodes: a capacity share of an L4 on the shared
+// node, and on the dynamic node 1g.10gb and 3g.40gb slices carved at
+// prepare and a whole H100. Only the given nodes' kinds are returned.
+func churnKinds(t *testing.T, ns string, on ...string) []churnKind {
+	t.Helper()
+	shared, dynamic := nodes[2].Name, nodes[1].Name
+	shareTemplate(t, ns, "share-2gi", "2Gi", `device.attributes["gpu.tessera.dev"].model == "L4"`)
+	claimTemplate(t, ns, "mig-1g", "mig.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].profile == "1g.10gb"`, "")
+	claimTemplate(t, ns, "mig-3g", "mig.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].profile == "3g.40gb"`, "")
+	claimTemplate(t, ns, "whole-h100", "nvidia.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].model == "H100"`, "")
+	all := []churnKind{
+		{"share", shared, "share-2gi"},
+		{"mig1g", dynamic, "mig-1g"},
+		{"h100", dynamic, "whole-h100"},
+		{"mig3g", dynamic, "mig-3g"},
+	}
+	var out []churnKind
+	for _, k := range all {
+		if slices.Contains(on, k.node) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// TestUpgradeUnderChurn: `helm upgrade` of the shared and the dynamic
+// node's agents at once (a flag change, so each DaemonSet replaces its
+// agent's pod) while pods of the chaos test's kinds on those nodes
+// (capacity shares of L4s, MIG slices carved at prepare, whole H100s) are
+// created and deleted. No pod fails; the pods that ran before keep their
+// containers, their claims stay prepared and their MPS daemons (pods of
+// their own) keep running with every client session; and the time a new
+// pod takes to run during the upgrade is measured against the same churn
+// without one. The churn's pods are probes; one holding a share holds an
+// MPS session of its own, and one whose daemon went away would exit.
 func TestUpgradeUnderChurn(t *testing.T) {
-	node := nodes[2].Name
+	shared, dynamic := nodes[2].Name, nodes[1].Name
 	ns := namespace(t, "")
 	runScenario(t, ns, "14-gpu-shares-l4.yaml")
+	runScenario(t, ns, "09-dynamic-mig.yaml")
 	before := preparedClaims(t, ns)
 	running := containerIDs(t, ns)
-	mps := mpsState(t, ns, node)
+	mps := mpsState(t, ns, shared)
 
 	churnNS := namespace(t, "churn")
-	shareTemplate(t, churnNS, "share-2gi", "2Gi", `device.attributes["gpu.tessera.dev"].model == "L4"`)
-	const pods = 10
-	base := churn(t, churnNS, node, "base", pods, nil)
+	kinds := churnKinds(t, churnNS, shared, dynamic)
+	const pods = 12
+	base := churn(t, churnNS, "base", pods, kinds, nil)
 
-	old := agentPod(t, node)
-	var upgradeErr error
-	var upgradeTook time.Duration
-	upgraded := make(chan struct{})
-	during := churn(t, churnNS, node, "upgrade", pods, func() {
-		go func() {
-			defer close(upgraded)
-			start := time.Now()
-			// TESSERA_HEALTH_POLL changes: a new pod template (another
-			// each time the test runs in this cluster).
-			upgrades++
-			if upgradeErr = cluster.UpgradeAgent(node, fmt.Sprintf("health.poll=%ds", 30+upgrades)); upgradeErr != nil {
-				return
-			}
-			// Not waitAgent: this is not the test's goroutine.
-			upgradeErr = scenario.Poll(context.Background(), 120*time.Second, func() (bool, string) {
-				p, msg := readyAgent(node)
-				return p != nil && p.UID != old.UID, "waiting for the upgraded agent: " + msg
-			})
-			upgradeTook = time.Since(start)
-		}()
+	upgraded := map[string]time.Duration{}
+	during := churn(t, churnNS, "upgrade", pods, kinds, func() {
+		// TESSERA_HEALTH_POLL changes: a new pod template (another each
+		// time the test runs in this cluster).
+		upgrades++
+		upgraded = rollOut(t, fmt.Sprintf("health.poll=%ds", 30+upgrades), cluster.UpgradeAgent, shared, dynamic)
 	})
-	<-upgraded
-	if upgradeErr != nil {
-		t.Fatalf("%v\n%s", upgradeErr, rollout(t, node))
-	}
-	if agentPod(t, node).UID == old.UID {
-		t.Fatal("the upgrade did not replace the agent's pod")
-	}
 	for uid := range before {
-		if st, ok := checkpointClaims(t, node)[uid]; !ok || st != checkpoint.PrepareCompleted {
+		if st, ok := checkpointClaims(t, before[uid])[uid]; !ok || st != checkpoint.PrepareCompleted {
 			t.Errorf("after the upgrade: claim %s in checkpoint state %q, want %q", uid, st, checkpoint.PrepareCompleted)
 		}
 	}
@@ -81,15 +93,118 @@ func TestUpgradeUnderChurn(t *testing.T) {
 	drain(t, ns)
 	b50, b99 := percentiles(base)
 	u50, u99 := percentiles(during)
-	t.Logf("time to Running, %d pods each: without an upgrade p50 %v p99 %v; during one p50 %v p99 %v (ratio %.2f, %.2f); upgrade to the new agent Ready %v",
-		pods, b50, b99, u50, u99, float64(u50)/float64(b50), float64(u99)/float64(b99), upgradeTook)
+	t.Logf("time to Running, %d pods each (%d kinds): without an upgrade p50 %v p99 %v; during one p50 %v p99 %v (ratio %.2f, %.2f); upgraded agents Ready after %v",
+		pods, len(kinds), b50, b99, u50, u99, float64(u50)/float64(b50), float64(u99)/float64(b99), upgraded)
 }
 
-// churn creates n probe pods with a claim of template share-2gi on node,
-// one every 300ms, calls mid (if any) after the second, waits for each to
-// run and deletes it. Every pod must run; it returns each one's time from
-// creation to Running.
-func churn(t *testing.T, ns, node, prefix string, n int, mid func()) []time.Duration {
+// TestDowngradeUnderChurn: the dynamic node's agent is rolled back to the
+// agent of the commit before handovers and MPS daemon pods
+// (hack/build-previous-agent.sh: its own chart and image) while slices and
+// whole GPUs of that node come and go, then forward again the way
+// docs/operating.md says: first without surgeUpgrades (the earlier agent
+// takes no lock, so it must be gone before the next one starts), then with
+// it. No pod fails, the pods that ran before keep their containers and
+// their claims stay prepared through all three, and each one's time to
+// Running is measured against the same churn without a rollout.
+func TestDowngradeUnderChurn(t *testing.T) {
+	node := nodes[1].Name
+	ns := namespace(t, "")
+	runScenario(t, ns, "09-dynamic-mig.yaml")
+	before := preparedClaims(t, ns)
+	running := containerIDs(t, ns)
+	churnNS := namespace(t, "churn")
+	kinds := churnKinds(t, churnNS, node)
+	const pods = 9
+	kept := func(when string) {
+		t.Helper()
+		for uid := range before {
+			if st, ok := checkpointClaims(t, node)[uid]; !ok || st != checkpoint.PrepareCompleted {
+				t.Errorf("%s: claim %s in checkpoint state %q, want %q", when, uid, st, checkpoint.PrepareCompleted)
+			}
+		}
+		if after := containerIDs(t, ns); fmt.Sprint(after) != fmt.Sprint(running) {
+			t.Errorf("%s: workload containers changed:\n before %v\n after  %v", when, running, after)
+		}
+	}
+	base := churn(t, churnNS, "base", pods, kinds, nil)
+	var took [3]map[string]time.Duration
+	down := churn(t, churnNS, "down", pods, kinds, func() {
+		took[0] = rollOut(t, "", cluster.DowngradeAgent, node)
+	})
+	if img := agentPod(t, node).Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+localcluster.PreviousImageTag) {
+		t.Fatalf("after the downgrade the agent runs %s, want the %s image", img, localcluster.PreviousImageTag)
+	}
+	kept("after the downgrade")
+	back := churn(t, churnNS, "back", pods, kinds, func() {
+		took[1] = rollOut(t, "surgeUpgrades=false", func(node string, sets ...string) error {
+			return cluster.UpgradeAgent(node, append(sets, "image.tag="+localcluster.ImageTag, "sim.image.tag="+localcluster.ImageTag)...)
+		}, node)
+	})
+	kept("after the upgrade back")
+	surge := churn(t, churnNS, "surge", pods, kinds, func() {
+		took[2] = rollOut(t, "surgeUpgrades=true", cluster.UpgradeAgent, node)
+	})
+	if img := agentPod(t, node).Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+localcluster.ImageTag) {
+		t.Fatalf("after the upgrade back the agent runs %s, want the %s image", img, localcluster.ImageTag)
+	}
+	kept("after surge upgrades are on again")
+	drain(t, ns)
+	line := func(what string, ds []time.Duration) string {
+		p50, p99 := percentiles(ds)
+		return fmt.Sprintf("%s p50 %v p99 %v", what, p50, p99)
+	}
+	t.Logf("time to Running, %d pods each (%d kinds): %s; %s; %s; %s; agent Ready after the downgrade %v, the upgrade back %v, surge on %v",
+		pods, len(kinds), line("without a rollout", base), line("downgrade", down), line("upgrade back", back), line("surge on", surge),
+		took[0][node], took[1][node], took[2][node])
+}
+
+// rollOut runs apply (UpgradeAgent or DowngradeAgent) with set (if any) on
+// each node at once, and waits until every node's agent is a new pod and
+// Ready; it returns how long each took. It runs beside a churn, off the
+// test's goroutine, so it fails the test only through t.Errorf.
+func rollOut(t *testing.T, set string, apply func(node string, sets ...string) error, nodes ...string) map[string]time.Duration {
+	var sets []string
+	if set != "" {
+		sets = append(sets, set)
+	}
+	took := map[string]time.Duration{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, node := range nodes {
+		old, msg := readyAgent(node)
+		if old == nil {
+			t.Errorf("node %s before the rollout: %s", node, msg)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			err := apply(node, sets...)
+			if err == nil {
+				err = scenario.Poll(context.Background(), 120*time.Second, func() (bool, string) {
+					p, msg := readyAgent(node)
+					return p != nil && p.UID != old.UID, "waiting for the new agent: " + msg
+				})
+			}
+			if err != nil {
+				t.Errorf("node %s: %v\n%s", node, err, rollout(t, node))
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			took[node] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	return took
+}
+
+// churn creates n probe pods, one every 300ms, of each kind in turn,
+// calls mid (if any) after the second, waits for each to run and deletes
+// it; mid runs beside the churn, which waits for it. Every pod must run;
+// it returns each one's time from creation to Running.
+func churn(t *testing.T, ns, prefix string, n int, kinds []churnKind, mid func()) []time.Duration {
 	t.Helper()
 	ctx := context.Background()
 	var (
@@ -98,11 +213,15 @@ func churn(t *testing.T, ns, node, prefix string, n int, mid func()) []time.Dura
 		fails []string
 		wg    sync.WaitGroup
 	)
-	tmpl := "share-2gi"
+	midDone := make(chan struct{})
+	if mid == nil {
+		close(midDone)
+	}
 	for i := range n {
-		name := fmt.Sprintf("%s-%d", prefix, i)
+		k := kinds[i%len(kinds)]
+		name := fmt.Sprintf("%s-%s-%d", prefix, k.name, i)
 		created := time.Now()
-		if _, err := client.CoreV1().Pods(ns).Create(ctx, probePod(name, node, tmpl), metav1.CreateOptions{}); err != nil {
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, probePod(name, k.node, k.tmpl), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		wg.Add(1)
@@ -120,11 +239,15 @@ func churn(t *testing.T, ns, node, prefix string, n int, mid func()) []time.Dura
 			_ = client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		}()
 		if i == 1 && mid != nil {
-			mid()
+			go func() {
+				defer close(midDone)
+				mid()
+			}()
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
 	wg.Wait()
+	<-midDone
 	for _, f := range fails {
 		t.Errorf("churn pod %s", f)
 	}

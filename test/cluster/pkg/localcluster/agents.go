@@ -108,3 +108,24 @@ func (c *Config) UpgradeAgent(node string, sets ...string) error {
 	}
 	return nil
 }
+
+// DowngradeAgent runs `helm upgrade` on node's agent release to the earlier
+// commit's chart and agent (Config.PreviousAgent, image tag
+// PreviousImageTag), its values kept and sets changed, as an operator's
+// rollback to the version before does. UpgradeAgent with image.tag and
+// sim.image.tag ImageTag goes back.
+func (c *Config) DowngradeAgent(node string, sets ...string) error {
+	if !c.hasPreviousAgent() {
+		return fmt.Errorf("node %s: no earlier agent in %s (hack/build-previous-agent.sh builds it)", node, c.PreviousAgent)
+	}
+	ch, err := c.chart()
+	if err != nil {
+		return err
+	}
+	ch.Dir = filepath.Join(c.PreviousAgent, "chart")
+	sets = append([]string{"image.tag=" + PreviousImageTag, "sim.image.tag=" + PreviousImageTag}, sets...)
+	if err := ch.Upgrade(c.Kubeconfig(), AgentRelease(node), AgentNamespace, sets...); err != nil {
+		return fmt.Errorf("node %s: downgrade the chart: %w", node, err)
+	}
+	return nil
+}

@@ -97,6 +97,11 @@ type Config struct {
 	// Runtime is the nodes' container runtime: RuntimeFake (the default) or
 	// RuntimeContainerd.
 	Runtime string
+	// PreviousAgent is hack/build-previous-agent.sh's output: an earlier
+	// commit's agent, stand-in and chart. Where it holds them, a
+	// containerd cluster imports that agent as PreviousImageTag, for
+	// DowngradeAgent.
+	PreviousAgent string
 }
 
 // The container runtimes of the local cluster's nodes.
@@ -130,6 +135,7 @@ func ForRepo(repo string) *Config {
 		WebhookBin:    filepath.Join(repo, "bin/tessera-webhook"),
 		Chart:         filepath.Join(repo, "deployments/helm/tessera"),
 		DeviceClasses: filepath.Join(repo, "deployments/deviceclasses/deviceclasses.yaml"),
+		PreviousAgent: filepath.Join(repo, "_output/previous-agent"),
 		Nodes:         DefaultNodes,
 	}
 }

@@ -23,6 +23,9 @@ const (
 	AgentSimImageRepository = "tessera.local/tessera-kubelet-plugin-sim"
 	// WebhookImageRepository: tessera-webhook, the chart's Deployment.
 	WebhookImageRepository = "tessera.local/tessera-webhook"
+	// PreviousImageTag is the tag of the sim agent image of an earlier
+	// commit (Config.PreviousAgent), for downgrades.
+	PreviousImageTag = "previous"
 	// ProbeImage is the workload image: it prints the devices, environment
 	// and mounts its container got, then waits (test/cluster/cmd/probe).
 	ProbeImage = "tessera.local/probe:dev"
@@ -74,7 +77,12 @@ func (sp imageSpec) args(archive string) []string {
 func (c *Config) imageSpecs() []imageSpec {
 	const plugin, sim = "/usr/bin/tessera-kubelet-plugin", "/usr/bin/tessera-sim"
 	agent := c.PluginBin + "=" + plugin
-	return []imageSpec{
+	var previous []imageSpec
+	if c.hasPreviousAgent() {
+		previous = append(previous, imageSpec{AgentSimImageRepository + ":" + PreviousImageTag, "tessera-kubelet-plugin-sim-previous.tar", plugin,
+			[]string{filepath.Join(c.PreviousAgent, "tessera-kubelet-plugin") + "=" + plugin, filepath.Join(c.PreviousAgent, "tessera-sim") + "=" + sim}})
+	}
+	return append(previous, []imageSpec{
 		{AgentImageRepository + ":" + ImageTag, "tessera-kubelet-plugin.tar", plugin, []string{agent}},
 		// The sim backend runs its MPS stand-in from the agent binary's
 		// directory.
@@ -83,5 +91,19 @@ func (c *Config) imageSpecs() []imageSpec {
 		{WebhookImageRepository + ":" + ImageTag, "tessera-webhook.tar", "/usr/bin/tessera-webhook", []string{c.WebhookBin + "=/usr/bin/tessera-webhook"}},
 		{ProbeImage, "probe.tar", "/usr/bin/probe", []string{c.bin("probe") + "=/usr/bin/probe"}},
 		{PauseImage, "pause.tar", "/pause", []string{c.bin("pause") + "=/pause"}},
+	}...)
+}
+
+// hasPreviousAgent: Config.PreviousAgent holds an agent, its stand-in and
+// its chart.
+func (c *Config) hasPreviousAgent() bool {
+	if c.PreviousAgent == "" {
+		return false
 	}
+	for _, f := range []string{"tessera-kubelet-plugin", "tessera-sim", "chart/Chart.yaml"} {
+		if _, err := os.Stat(filepath.Join(c.PreviousAgent, f)); err != nil {
+			return false
+		}
+	}
+	return true
 }
