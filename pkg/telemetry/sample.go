@@ -69,7 +69,7 @@ func (s *Sample) Clear(f Field) {
 }
 
 // Get returns a field's value and whether it is known.
-func (s *Sample) Get(f Field) (float64, bool) {
+func (s Sample) Get(f Field) (float64, bool) {
 	if !s.Has(f) {
 		return 0, false
 	}
@@ -77,7 +77,7 @@ func (s *Sample) Get(f Field) (float64, bool) {
 }
 
 // Has reports whether a field is known.
-func (s *Sample) Has(f Field) bool { return f < numFields && s.known&(1<<f) != 0 }
+func (s Sample) Has(f Field) bool { return f < numFields && s.known&(1<<f) != 0 }
 
 // Empty reports whether no field is known.
-func (s *Sample) Empty() bool { return s.known == 0 }
+func (s Sample) Empty() bool { return s.known == 0 }
