@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -109,5 +110,48 @@ func TestTelemetrySharedGPUHasNoPod(t *testing.T) {
 		if s.Has("tessera_gpu_utilization_ratio", "pod", pod) {
 			t.Errorf("the shared GPU's utilization is labelled with %s", pod)
 		}
+	}
+}
+
+// BenchmarkTelemetry: one telemetry poll of a simulated DGX H100 (8 GPUs,
+// one loaded), and one poll with one scrape of /metrics; scrape-only
+// without telemetry is the baseline the scrape's share is read against.
+func BenchmarkTelemetry(b *testing.B) {
+	n := launch(b, &node{profile: "dgx-h100", metrics: metrics.New(), poll: time.Hour})
+	gpu := n.driver.Published().Devices["gpu-0"].GPU.UUID
+	if err := sim.SetLoad(filepath.Join(n.dir, "sim"), gpu, sim.Load{UtilizationPercent: 70, MemoryUsedBytes: 30 << 30}); err != nil {
+		b.Fatal(err)
+	}
+	tp := &telemetry.Poller{Read: n.backend.ReadTelemetry, Interval: time.Hour}
+	h := n.metrics.Handler()
+	scrape := func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		if w.Code != 200 {
+			b.Fatalf("scrape: %d", w.Code)
+		}
+	}
+	b.Run("scrape-without-telemetry", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			scrape()
+		}
+	})
+	n.metrics.SetTelemetrySource(func() []metrics.DeviceTelemetry { return n.driver.Telemetry(tp.Current(), nil) })
+	b.Run("poll", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tp.Poll(n.ctx)
+		}
+	})
+	b.Run("poll+scrape", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tp.Poll(n.ctx)
+			scrape()
+		}
+	})
+	if got := len(tp.Current().Samples); got != 8 {
+		b.Errorf("%d samples, want 8", got)
 	}
 }
