@@ -24,6 +24,9 @@ type gpuReadings struct {
 	// ret per call name (SUCCESS when absent)
 	ret   map[string]nvml.Return
 	calls map[string]int
+	// all counts every NVML call of the GPU and its MIG devices that a
+	// poll makes, the lookups (UUIDs, MIG mode and handles) too.
+	all int
 }
 
 const (
@@ -38,6 +41,7 @@ const (
 
 func (r *gpuReadings) answer(call string) nvml.Return {
 	r.calls[call]++
+	r.all++
 	if ret, ok := r.ret[call]; ok {
 		return ret
 	}
@@ -66,14 +70,21 @@ func (r *gpuReadings) install(t *testing.T, d *server.Device) {
 		}
 		return r.clock, r.answer(tcClock)
 	}
+	uuid, migMode, maxMIG := d.GetUUIDFunc, d.GetMigModeFunc, d.GetMaxMigDeviceCountFunc
+	d.GetUUIDFunc = func() (string, nvml.Return) { r.all++; return uuid() }
+	d.GetMigModeFunc = func() (int, int, nvml.Return) { r.all++; return migMode() }
+	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { r.all++; return maxMIG() }
 	handle := d.GetMigDeviceHandleByIndexFunc
 	d.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		r.all++
 		dev, ret := handle(i)
 		if ret != nvml.SUCCESS {
 			return dev, ret
 		}
 		md := dev.(*mock.Device)
 		a, _ := md.GetAttributes()
+		migUUID := md.GetUUIDFunc
+		md.GetUUIDFunc = func() (string, nvml.Return) { r.all++; return migUUID() }
 		md.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
 			total := a.MemorySizeMB * mib
 			return nvml.Memory{Total: total, Used: total / 4, Free: total - total/4}, r.answer(tcMIGMem)
@@ -119,6 +130,7 @@ func telemetryMachine(t *testing.T) (*Backend, []*gpuReadings, []string) {
 	}
 	for _, g := range r {
 		clear(g.calls) // what Discover asked
+		g.all = 0
 	}
 	// After Discover, which needs the GPU's memory to name its profiles.
 	r[1].ret = map[string]nvml.Return{tcUtil: nvml.ERROR_NOT_SUPPORTED, tcMemory: nvml.ERROR_NO_PERMISSION, tcTemp: nvml.ERROR_UNKNOWN}
@@ -180,6 +192,15 @@ func TestReadTelemetry(t *testing.T) {
 			}
 		}
 	}
+	// Every call a poll makes: a whole GPU its UUID, six readings and its
+	// MIG mode (8); a MIG GPU those, the MIG device count, seven handle
+	// lookups and each MIG device's UUID and memory (8+1+7+2*2 = 20).
+	for i, want := range []int{8, 20} {
+		if got := r[i].all; got != want*polls {
+			t.Errorf("GPU %d: %d NVML calls in %d polls, want %d per poll", i, got, polls, want)
+		}
+	}
+	t.Logf("NVML calls per poll: whole GPU %d, MIG GPU with 2 instances %d", r[0].all/polls, r[1].all/polls)
 	if r[0].calls[tcMIGMem] != 0 || r[1].calls[tcMIGMem] != 2*polls {
 		t.Errorf("MIG memory calls: %d on the whole GPU, %d on the MIG GPU; want 0 and %d", r[0].calls[tcMIGMem], r[1].calls[tcMIGMem], 2*polls)
 	}
