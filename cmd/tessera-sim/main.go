@@ -3,6 +3,7 @@
 //
 //	tessera-sim mps-control [-f]   stand-in for nvidia-cuda-mps-control (pkg/mps/standin)
 //	tessera-sim inject ...         a GPU fault for a simulated node's agent (pkg/backend/sim/inject)
+//	tessera-sim load ...           a device's workload, for its telemetry (pkg/backend/sim/workload)
 //	tessera-sim reboot ...         a simulated node's reboot: new boot id, its MPS daemons gone (pkg/backend/sim)
 package main
 
@@ -13,6 +14,7 @@ import (
 	"sort"
 
 	"github.com/tessera-gpu/tessera/pkg/backend/sim/inject"
+	"github.com/tessera-gpu/tessera/pkg/backend/sim/workload"
 	"github.com/tessera-gpu/tessera/pkg/mps/standin"
 )
 
@@ -27,6 +29,9 @@ var subcommands = map[string]subcommand{
 	"mps-control": {"stand-in for nvidia-cuda-mps-control: -f runs the daemon, no flags sends stdin's commands", standin.Main},
 	"inject": {"record a GPU fault (--xid, --ecc-sbe, --ecc-dbe, --lost) or its clearing (--clear) in a simulated node's state", func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return inject.Main(args, stdout, stderr)
+	}},
+	"load": {"set what runs on a simulated device (--util, --memory) or make it idle (--clear), for its telemetry", func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+		return workload.Main(args, stdout, stderr)
 	}},
 	"reboot": {"reboot a simulated node (--state-dir) while its agent is down: a new boot id, its MPS daemons killed", func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return reboot(args, stdout, stderr)

@@ -21,6 +21,7 @@ func TestRun(t *testing.T) {
 		{name: "help", args: []string{"help"}, status: 0, stderr: "usage: tessera-sim"},
 		{name: "unknown subcommand", args: []string{"fly"}, status: 2, stderr: `unknown subcommand "fly"`},
 		{name: "subcommand's own usage error", args: []string{"mps-control", "-d"}, status: 2, stderr: "unsupported arguments"},
+		{name: "load without a state dir", args: []string{"load", "--util=5"}, status: 2, stderr: "--state-dir and --device are required"},
 		{name: "reboot without a state dir", args: []string{"reboot"}, status: 2, stderr: "--state-dir is required"},
 	}
 	for _, tt := range tests {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	resourceapi "k8s.io/api/resource/v1"
@@ -191,5 +192,43 @@ func TestMinShareIsolationFlag(t *testing.T) {
 	c.MinShareIsolation = "process"
 	if err := c.Validate(); err != nil && strings.Contains(err.Error(), "--min-share-isolation") {
 		t.Errorf("--min-share-isolation=process: %v", err)
+	}
+}
+
+// TestTelemetryPollFlag: 10 s by default, from the environment too, and a
+// negative one is refused at start, naming the flag; 0 (off) is valid.
+func TestTelemetryPollFlag(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  map[string]string
+		want time.Duration
+		err  string
+	}{
+		{want: 10 * time.Second},
+		{args: []string{"--telemetry-poll=30s"}, want: 30 * time.Second},
+		{env: map[string]string{"TESSERA_TELEMETRY_POLL": "2s"}, want: 2 * time.Second},
+		{args: []string{"--telemetry-poll=0"}, want: 0},
+		{args: []string{"--telemetry-poll=-1s"}, err: "--telemetry-poll: -1s is negative"},
+	}
+	for _, tc := range tests {
+		var c Config
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		c.AddFlags(fs)
+		if err := fs.Parse(append([]string{"--node-name=n"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ApplyEnv(fs, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Validate()
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || c.TelemetryPoll != tc.want {
+			t.Errorf("%v %v: %v, %v; want %v", tc.args, tc.env, c.TelemetryPoll, err, tc.want)
+		}
 	}
 }

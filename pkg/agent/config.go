@@ -19,6 +19,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/isolation"
 	"github.com/tessera-gpu/tessera/pkg/podresources"
 	"github.com/tessera-gpu/tessera/pkg/publish"
+	"github.com/tessera-gpu/tessera/pkg/telemetry"
 )
 
 // Config holds the agent's flags. Every flag can also be set through an
@@ -70,6 +71,9 @@ type Config struct {
 	// Attribution of devices to pods (pkg/podresources).
 	AttributionPoll    time.Duration
 	PodResourcesSocket string
+	// TelemetryPoll is how often the backend's device telemetry is read
+	// (pkg/telemetry); 0 turns it off.
+	TelemetryPoll time.Duration
 }
 
 // DefaultMetricsAddress is on by default so that the chart's metrics Service
@@ -130,6 +134,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.HealthPoll, "health-poll", 30*time.Second, "How often the nvml and amd backends read error counters (ECC totals, remapped rows, retired pages, RAS) and probe GPUs that stopped answering; XID and ECC events arrive as they happen.")
 	fs.DurationVar(&c.AttributionPoll, "attribution-poll", 10*time.Second, "How often the kubelet's PodResources API is asked which pod and container use which device, for tessera_device_allocation_info (pod and namespace names of every tenant on the metrics port: protect it, docs/metrics.md). 0 disables it.")
 	fs.StringVar(&c.PodResourcesSocket, "pod-resources-socket", podresources.DefaultSocket, "The kubelet's PodResources socket (<kubelet root>/pod-resources/kubelet.sock), for --attribution-poll.")
+	fs.DurationVar(&c.TelemetryPoll, "telemetry-poll", telemetry.DefaultInterval, "How often the backend's device telemetry (memory, utilization, temperature, power, SM clock) is read for the tessera_gpu_* metrics, on its own timer, never on a scrape (docs/metrics.md). 0 disables it.")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", DefaultMetricsAddress, "host:port serving Prometheus /metrics and /healthz. Empty disables them. A port in use stops the agent at start.")
 	fs.BoolVar(&c.Profiling, "profiling", false, "Serve Go's /debug/pprof on --profiling-address, for profiling the agent where it runs: kubectl port-forward to the agent's pod, then go tool pprof http://127.0.0.1:9479/debug/pprof/profile?seconds=30.")
 	fs.StringVar(&c.ProfilingAddress, "profiling-address", DefaultProfilingAddress, "host:port of --profiling's /debug/pprof; the host must be a loopback address (pprof has no authentication).")
@@ -191,6 +196,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AttributionPoll < 0 {
 		return fmt.Errorf("--attribution-poll: %s is negative", c.AttributionPoll)
+	}
+	if c.TelemetryPoll < 0 {
+		return fmt.Errorf("--telemetry-poll: %s is negative", c.TelemetryPoll)
 	}
 	if c.Profiling {
 		if err := loopbackOnly(c.ProfilingAddress); err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/mps"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/podresources"
+	"github.com/tessera-gpu/tessera/pkg/telemetry"
 )
 
 // NewBackend builds the backend the flags name, its MPS daemons (if any)
@@ -211,7 +212,8 @@ func Run(ctx context.Context, c *Config) error {
 	standby = nil // d's now: d.Stop unregisters it
 	defer d.Stop()
 	m.SetReadiness(d.Ready)
-	startAttribution(ctx, c, d, m)
+	pods := startAttribution(ctx, c, d, m)
+	startTelemetry(ctx, c, b, d, m, pods)
 	<-ctx.Done()
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
 		return cause
@@ -231,12 +233,35 @@ func bootIDOf(b backend.Backend) (string, error) {
 // startAttribution polls the kubelet's PodResources API for
 // tessera_device_allocation_info, on its own interval, never on a scrape.
 // Without metrics there is nothing to poll for.
-func startAttribution(ctx context.Context, c *Config, d *driver.Driver, m *metrics.Metrics) {
+// It returns the poller, nil when there is none, for startTelemetry's
+// holder labels.
+func startAttribution(ctx context.Context, c *Config, d *driver.Driver, m *metrics.Metrics) *podresources.Poller {
 	if m == nil || c.AttributionPoll == 0 {
-		return
+		return nil
 	}
 	p := &podresources.Poller{Socket: c.PodResourcesSocket, Driver: names.DriverName, Interval: c.AttributionPoll, Failed: m.PodResourcesFailed}
 	m.SetAllocationSource(func() []metrics.DeviceAllocation { return d.Attribution(p.Current()) })
+	go p.Run(ctx)
+	return p
+}
+
+// startTelemetry polls the backend's device telemetry for the tessera_gpu_*
+// gauges, on its own interval, never on a scrape; a device's one holder
+// comes from the attribution poll (pods), when there is one. Without
+// metrics, or a backend that reads no telemetry, there is nothing to poll.
+func startTelemetry(ctx context.Context, c *Config, b backend.Backend, d *driver.Driver, m *metrics.Metrics, pods *podresources.Poller) {
+	tr, ok := b.(backend.TelemetryReader)
+	if m == nil || c.TelemetryPoll == 0 || !ok {
+		return
+	}
+	p := &telemetry.Poller{Read: tr.ReadTelemetry, Interval: c.TelemetryPoll, Failed: m.TelemetryPollFailed}
+	m.SetTelemetrySource(func() []metrics.DeviceTelemetry {
+		var allocs []podresources.Allocation
+		if pods != nil {
+			allocs = pods.Current()
+		}
+		return d.Telemetry(p.Current(), allocs)
+	})
 	go p.Run(ctx)
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/telemetry"
 )
 
 // Backend discovers a node's accelerators, carves and destroys partitions,
@@ -79,4 +80,14 @@ type BootIDer interface {
 // for every GPU it partitions dynamically; it returns how many it destroyed.
 type StrayCleaner interface {
 	DestroyStray(ctx context.Context, gpuUUID string) (int, error)
+}
+
+// TelemetryReader is implemented by backends that can read their devices'
+// live telemetry (memory, utilization, temperature, power, clock). The
+// agent's telemetry.Poller calls ReadTelemetry on its own interval, never
+// on a scrape. It returns one sample per device it could read, keyed by
+// the UUID Discover gives the device; a field the hardware does not report
+// stays unknown, and it fails only when it could read nothing at all.
+type TelemetryReader interface {
+	ReadTelemetry(ctx context.Context) ([]telemetry.Sample, error)
 }

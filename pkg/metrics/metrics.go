@@ -48,6 +48,8 @@ type Metrics struct {
 	capacity           *capacityCollector
 	allocation         *allocationCollector
 	podResourcesErrors prometheus.Counter
+	telemetry          *telemetryCollector
+	telemetryFailures  prometheus.Counter
 	mpsRestarts        prometheus.Counter
 	staleReleased      *prometheus.CounterVec
 	taints             *prometheus.GaugeVec
@@ -103,6 +105,11 @@ func New() *Metrics {
 			Namespace: namespace, Name: "pod_resources_errors_total",
 			Help: "Polls of the kubelet's PodResources API that failed (socket missing, kubelet restarting); tessera_device_allocation_info keeps the last answer for a few of them.",
 		}),
+		telemetry: newTelemetryCollector(),
+		telemetryFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "telemetry_poll_failures_total",
+			Help: "Telemetry polls of the backend that read nothing (the tessera_gpu_* gauges keep the last poll's readings for a few of them).",
+		}),
 		taints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "gpu_taints",
 			Help: "GPUs with a health condition, by the taint key it publishes (on the GPU and its partitions) and its effect.",
@@ -126,7 +133,7 @@ func New() *Metrics {
 		m.prepareDuration, m.unprepareDuration, m.prepareErrors, m.unprepareErrors,
 		m.published, m.partitionDuration, m.healthEvents, m.orphans, m.prepared,
 		m.sharing, m.capacity, m.mpsRestarts, m.taints, m.unhealthy, m.staleReleased,
-		m.allocation, m.podResourcesErrors,
+		m.allocation, m.podResourcesErrors, m.telemetry, m.telemetryFailures,
 	)
 	// Series that exist from the start, so a dashboard shows 0 rather than
 	// "no data" and increase() counts the first event.

@@ -147,6 +147,7 @@ var optionSets = [][]string{
 	{"hostNetwork=true"},
 	{"kubeletDir=/var/lib/k0s/kubelet"},
 	{"attribution.poll=0"},
+	{"telemetry.poll=0"},
 	{"serviceAccount.name=gpu-agent"},
 	{"image.repository=registry.example/tessera", "image.tag=dev", "image.pullPolicy=Always"},
 	{"sysfsRoot=/host", "kubeAPI.qps=20", "kubeAPI.burst=40"},
@@ -694,6 +695,22 @@ func TestOptions(t *testing.T) {
 		_, c := daemonSet(t, render(t, "attribution.poll=2s"))
 		if got := env(c)["TESSERA_ATTRIBUTION_POLL"]; got != "2s" {
 			t.Errorf("attribution.poll=2s: TESSERA_ATTRIBUTION_POLL=%q", got)
+		}
+	})
+	t.Run("telemetry", func(t *testing.T) {
+		for _, tc := range []struct {
+			set  []string
+			want string
+		}{
+			{nil, "10s"},
+			{[]string{"telemetry.poll=30s"}, "30s"},
+			{[]string{"telemetry.poll=0"}, "0"},
+			{[]string{"metrics.enabled=false"}, "0"},
+		} {
+			_, c := daemonSet(t, render(t, tc.set...))
+			if got := env(c)["TESSERA_TELEMETRY_POLL"]; got != tc.want {
+				t.Errorf("%v: TESSERA_TELEMETRY_POLL=%q, want %q", tc.set, got, tc.want)
+			}
 		}
 	})
 	t.Run("image", func(t *testing.T) {

@@ -116,6 +116,17 @@ type fxMachine struct {
 	driver  string
 	xgmiBW  func(a, b int) (mbps, weight int) // card indices; intra-card handled separately
 	pciDirs bool
+	// tel, when set, gives the cards telemetry files (telemetry.go).
+	tel *fxTelemetry
+}
+
+// fxTelemetry is a machine's telemetry files: card i is i*10+5 % busy at
+// (40+i) °C, holds 1/(i+2) of its VRAM and draws 100+10i W.
+type fxTelemetry struct {
+	powerFile string // power1_average, or power1_input (newer kernels, RDNA3)
+	capW      int
+	sclkMHz   int
+	noHwmon   map[int]bool // cards without a hwmon directory
 }
 
 func fixtureMachines() []fxMachine {
@@ -141,8 +152,10 @@ func fixtureMachines() []fxMachine {
 	}
 	return []fxMachine{
 		{name: "mi300x-8-spx", cpus: 2, cards: mi300(1, "SPX", "NPS1"), driver: "6.12.12", pciDirs: true,
-			xgmiBW: func(a, b int) (int, int) { return 64000, 15 }},
+			xgmiBW: func(a, b int) (int, int) { return 64000, 15 },
+			tel:    &fxTelemetry{powerFile: "power1_average", capW: 750, sclkMHz: 2100}},
 		{name: "mi300x-8-cpx", cpus: 2, cards: mi300(8, "CPX", "NPS4"), driver: "6.12.12", pciDirs: true,
+			tel: &fxTelemetry{powerFile: "power1_average", capW: 750, sclkMHz: 2100},
 			// Partitioned cards: KFD knows no link count across cards (real
 			// MI308X capture: max_bandwidth 0, weight 41).
 			xgmiBW: func(a, b int) (int, int) { return 0, 41 }},
@@ -156,13 +169,15 @@ func fixtureMachines() []fxMachine {
 				}
 				return 0, 30 // reached through another GCD
 			}},
-		{name: "mi210-pcie", cpus: 2, driver: "6.7.0", pciDirs: true, cards: []fxCard{
-			{bus: 0x63, root: 0x60, numa: 0, deviceID: 0x740f, gfx: 90010, simdPerCU: 4, cusPerNode: 104, memPerNode: 68702699520, xccPerNode: 1, parts: 1, uniqueID: 0x1901d3a8b1c2e6a6},
-			{bus: 0xe3, root: 0xe0, numa: 1, deviceID: 0x740f, gfx: 90010, simdPerCU: 4, cusPerNode: 104, memPerNode: 68702699520, xccPerNode: 1, parts: 1, uniqueID: 0x1901d3a8b1c2e7b7},
-		}},
-		{name: "w7900", cpus: 1, driver: "", pciDirs: true, cards: []fxCard{
-			{bus: 0x03, root: 0x00, numa: -1, deviceID: 0x7448, gfx: 110000, simdPerCU: 2, cusPerNode: 96, memPerNode: 48 << 30, xccPerNode: 1, parts: 1, uniqueID: 0x6f1e2d3c4b5a6978},
-		}},
+		{name: "mi210-pcie", cpus: 2, driver: "6.7.0", pciDirs: true,
+			tel: &fxTelemetry{powerFile: "power1_average", capW: 300, sclkMHz: 1700, noHwmon: map[int]bool{1: true}}, cards: []fxCard{
+				{bus: 0x63, root: 0x60, numa: 0, deviceID: 0x740f, gfx: 90010, simdPerCU: 4, cusPerNode: 104, memPerNode: 68702699520, xccPerNode: 1, parts: 1, uniqueID: 0x1901d3a8b1c2e6a6},
+				{bus: 0xe3, root: 0xe0, numa: 1, deviceID: 0x740f, gfx: 90010, simdPerCU: 4, cusPerNode: 104, memPerNode: 68702699520, xccPerNode: 1, parts: 1, uniqueID: 0x1901d3a8b1c2e7b7},
+			}},
+		{name: "w7900", cpus: 1, driver: "", pciDirs: true,
+			tel: &fxTelemetry{powerFile: "power1_input", capW: 295, sclkMHz: 2495}, cards: []fxCard{
+				{bus: 0x03, root: 0x00, numa: -1, deviceID: 0x7448, gfx: 110000, simdPerCU: 2, cusPerNode: 96, memPerNode: 48 << 30, xccPerNode: 1, parts: 1, uniqueID: 0x6f1e2d3c4b5a6978},
+			}},
 	}
 }
 
@@ -280,7 +295,28 @@ func (m fxMachine) write(dir string) error {
 				w.file(pciPath+"/available_memory_partition", c.availMemory+"\n")
 			}
 			w.link(fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0", c.bus), "../../../../"+pciPath)
+			if m.tel != nil {
+				m.tel.write(w, pciPath, g.card, c)
+			}
 		}
 	}
 	return w.err
+}
+
+// write lays out card i's telemetry files under its PCI directory; its
+// hwmon is hwmon<i+2> (hwmon0 and 1 are the CPUs' on a host).
+func (tel *fxTelemetry) write(w *fxWriter, pciPath string, i int, c fxCard) {
+	total := c.memPerNode * int64(c.parts)
+	w.file(pciPath+"/gpu_busy_percent", fmt.Sprintf("%d\n", i*10+5))
+	w.file(pciPath+"/mem_info_vram_total", fmt.Sprintf("%d\n", total))
+	w.file(pciPath+"/mem_info_vram_used", fmt.Sprintf("%d\n", total/int64(i+2)))
+	if tel.noHwmon[i] {
+		return
+	}
+	hw := fmt.Sprintf("%s/hwmon/hwmon%d", pciPath, i+2)
+	w.file(hw+"/name", "amdgpu\n")
+	w.file(hw+"/temp1_input", fmt.Sprintf("%d\n", (40+i)*1000))
+	w.file(hw+"/"+tel.powerFile, fmt.Sprintf("%d\n", (100+10*i)*1000000))
+	w.file(hw+"/power1_cap", fmt.Sprintf("%d\n", tel.capW*1000000))
+	w.file(hw+"/freq1_input", fmt.Sprintf("%d\n", tel.sclkMHz*1000000))
 }

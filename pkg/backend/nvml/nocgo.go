@@ -12,6 +12,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/backend"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/mps"
+	"github.com/tessera-gpu/tessera/pkg/telemetry"
 )
 
 // errNoCgo is what every entry point says in a build without cgo: go-nvml
@@ -36,8 +37,9 @@ type Options struct {
 type Backend struct{}
 
 var (
-	_ backend.Backend      = (*Backend)(nil)
-	_ backend.StrayCleaner = (*Backend)(nil)
+	_ backend.Backend         = (*Backend)(nil)
+	_ backend.StrayCleaner    = (*Backend)(nil)
+	_ backend.TelemetryReader = (*Backend)(nil)
 )
 
 // New fails: this build has no NVML.
@@ -72,3 +74,4 @@ func (*Backend) DeleteMPSNamespace(context.Context, string, string) error { retu
 func (*Backend) MPSDaemons(context.Context) ([]backend.MPSDaemonState, error) {
 	return nil, errNoCgo
 }
+func (*Backend) ReadTelemetry(context.Context) ([]telemetry.Sample, error) { return nil, errNoCgo }

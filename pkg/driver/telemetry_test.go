@@ -1,0 +1,157 @@
+package driver
+
+import (
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/metrics"
+	"github.com/tessera-gpu/tessera/pkg/metrics/metricstest"
+	"github.com/tessera-gpu/tessera/pkg/names"
+	"github.com/tessera-gpu/tessera/pkg/podresources"
+	"github.com/tessera-gpu/tessera/pkg/podresources/podresourcestest"
+	"github.com/tessera-gpu/tessera/pkg/publish"
+	"github.com/tessera-gpu/tessera/pkg/telemetry"
+)
+
+// telemetry polls the simulator's telemetry and the PodResources server
+// once each and scrapes, as the agent wires them.
+func (n *node) telemetry(srv *podresourcestest.Server, uses ...podresourcestest.Use) metricstest.Snapshot {
+	n.t.Helper()
+	srv.Set(podresourcestest.Response(uses...))
+	pr := &podresources.Poller{Socket: srv.Socket, Driver: names.DriverName, Interval: time.Hour}
+	pr.Poll(n.ctx)
+	tp := &telemetry.Poller{Read: n.backend.ReadTelemetry, Interval: time.Hour}
+	tp.Poll(n.ctx)
+	n.metrics.SetTelemetrySource(func() []metrics.DeviceTelemetry { return n.driver.Telemetry(tp.Current(), pr.Current()) })
+	return metricstest.Scrape(n.t, n.metrics.Handler())
+}
+
+// A whole GPU held by one pod carries it; a MIG instance is its own
+// device, with its own memory; the GPU of the MIG instance is named by
+// its GPU name and holds nobody's labels.
+func TestTelemetryLabels(t *testing.T) {
+	n := launch(t, &node{profile: "dgx-h100-mig", metrics: metrics.New()})
+	pub := n.driver.Published()
+	var whole, mig string
+	for _, name := range pub.Order {
+		e := pub.Devices[name]
+		switch {
+		case whole == "" && e.Partition == nil && e.Carve == nil:
+			whole = name
+		case mig == "" && e.Partition != nil && e.Partition.Kind == inventory.PartitionMIG:
+			mig = name
+		}
+	}
+	if whole == "" || mig == "" {
+		t.Fatalf("dgx-h100-mig publishes no whole GPU (%q) or no MIG instance (%q)", whole, mig)
+	}
+	gpuUUID, part := pub.Devices[whole].GPU.UUID, pub.Devices[mig].Partition
+	migGPU, _ := names.ParentGPU(mig)
+	dir := filepath.Join(n.dir, "sim")
+	if err := sim.SetLoad(dir, gpuUUID, sim.Load{UtilizationPercent: 50, MemoryUsedBytes: 8 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.SetLoad(dir, part.UUID, sim.Load{UtilizationPercent: 100, MemoryUsedBytes: 2 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	s := n.telemetry(podresourcestest.Start(t), use("train-0", "train", whole), use("infer-0", "infer", mig))
+	checks := []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"tessera_gpu_utilization_ratio", []string{"node", "node-1", "device", whole, "uuid", gpuUUID, "namespace", "team-a", "pod", "train-0"}, 0.5},
+		{"tessera_gpu_memory_used_bytes", []string{"device", whole, "pod", "train-0"}, 8 << 30},
+		{"tessera_gpu_power_watts", []string{"device", whole, "pod", "train-0"}, 70 + 630*0.5},
+		{"tessera_gpu_memory_used_bytes", []string{"device", mig, "uuid", part.UUID, "pod", "infer-0"}, 2 << 30},
+		{"tessera_gpu_memory_total_bytes", []string{"device", mig, "uuid", part.UUID}, float64(part.MemoryBytes)},
+		{"tessera_gpu_memory_used_bytes", []string{"device", migGPU, "uuid", pub.Devices[mig].GPU.UUID, "pod", ""}, 2 << 30},
+	}
+	for _, c := range checks {
+		if !s.Has(c.name, c.labels...) {
+			t.Errorf("no %s%v in\n%v", c.name, c.labels, s[c.name])
+			continue
+		}
+		if got := s.Value(c.name, c.labels...); got < c.want-1e-9 || got > c.want+1e-9 {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	inv, err := n.backend.Discover(n.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := len(inv.GPUs)
+	for _, g := range inv.GPUs {
+		want += len(g.Partitions)
+	}
+	if got := len(s["tessera_gpu_memory_total_bytes"].GetMetric()); got != want {
+		t.Errorf("%d memory series, want one per GPU and partition (%d)", got, want)
+	}
+}
+
+// Two pods sharing a GPU: the GPU's numbers are nobody's in particular.
+func TestTelemetrySharedGPUHasNoPod(t *testing.T) {
+	n := launch(t, &node{profile: "l4-4", sharing: publish.SharingCapacity, mps: true, metrics: metrics.New()})
+	a, b := n.addShareClaim("a", "gpu-0", "7Gi"), n.addShareClaim("b", "gpu-0", "7Gi")
+	for uid, r := range n.prepare(a, b).Claims {
+		if r.GetError() != "" {
+			t.Fatalf("prepare %s: %s", uid, r.GetError())
+		}
+	}
+	s := n.telemetry(podresourcestest.Start(t), use("pod-a", "a", "gpu-0"), use("pod-b", "b", "gpu-0"))
+	if !s.Has("tessera_gpu_utilization_ratio", "device", "gpu-0", "namespace", "", "pod", "") {
+		t.Errorf("no pod-less series of the shared gpu-0 in\n%v", s["tessera_gpu_utilization_ratio"])
+	}
+	for _, pod := range []string{"pod-a", "pod-b"} {
+		if s.Has("tessera_gpu_utilization_ratio", "pod", pod) {
+			t.Errorf("the shared GPU's utilization is labelled with %s", pod)
+		}
+	}
+}
+
+// BenchmarkTelemetry: one telemetry poll of a simulated DGX H100 (8 GPUs,
+// one loaded), and one poll with one scrape of /metrics; scrape-only
+// without telemetry is the baseline the scrape's share is read against.
+func BenchmarkTelemetry(b *testing.B) {
+	n := launch(b, &node{profile: "dgx-h100", metrics: metrics.New(), poll: time.Hour})
+	gpu := n.driver.Published().Devices["gpu-0"].GPU.UUID
+	if err := sim.SetLoad(filepath.Join(n.dir, "sim"), gpu, sim.Load{UtilizationPercent: 70, MemoryUsedBytes: 30 << 30}); err != nil {
+		b.Fatal(err)
+	}
+	tp := &telemetry.Poller{Read: n.backend.ReadTelemetry, Interval: time.Hour}
+	h := n.metrics.Handler()
+	scrape := func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		if w.Code != 200 {
+			b.Fatalf("scrape: %d", w.Code)
+		}
+	}
+	b.Run("scrape-without-telemetry", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			scrape()
+		}
+	})
+	n.metrics.SetTelemetrySource(func() []metrics.DeviceTelemetry { return n.driver.Telemetry(tp.Current(), nil) })
+	b.Run("poll", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tp.Poll(n.ctx)
+		}
+	})
+	b.Run("poll+scrape", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tp.Poll(n.ctx)
+			scrape()
+		}
+	})
+	if got := len(tp.Current().Samples); got != 8 {
+		b.Errorf("%d samples, want 8", got)
+	}
+}
