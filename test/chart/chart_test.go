@@ -249,6 +249,7 @@ func TestDefaults(t *testing.T) {
 		"TESSERA_HEALTH_POLL":                "30s",
 		"TESSERA_ATTRIBUTION_POLL":           "10s",
 		"TESSERA_POD_RESOURCES_SOCKET":       "/var/lib/kubelet/pod-resources/kubelet.sock",
+		"TESSERA_TELEMETRY_POLL":             "10s",
 	}
 	if got := env(c); !reflect.DeepEqual(got, wantEnv) {
 		t.Errorf("env\n%v\nwant\n%v", got, wantEnv)
