@@ -42,6 +42,7 @@ func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 		"sharing":      n.SharingOf(),
 		"kubeletDir":   c.KubeletRoot(n.Name),
 		"attribution":  map[string]any{"poll": AttributionPoll},
+		"telemetry":    map[string]any{"poll": TelemetryPoll},
 		"cdi":          map[string]any{"dir": c.CDIDir(n.Name), "vendorDirs": []string{c.CDIDir(n.Name)}},
 		// No securityContext value: the agent runs with what the chart
 		// renders for backend sim.

@@ -168,6 +168,10 @@ func (c *Config) PodResourcesSocket(node string) string {
 // see a pod's tessera_device_allocation_info within seconds.
 const AttributionPoll = "2s"
 
+// TelemetryPoll is every node's --telemetry-poll: short, so a test sees
+// `tessera-sim load` on the metrics within seconds.
+const TelemetryPoll = "1s"
+
 // PluginDataDir is the node plugin's socket and checkpoint directory.
 func (c *Config) PluginDataDir(node string) string {
 	return filepath.Join(c.KubeletRoot(node), "plugins", "gpu.tessera.dev")

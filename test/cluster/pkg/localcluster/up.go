@@ -417,6 +417,7 @@ func (c *Config) StartPluginWithKubeconfig(s *State, n Node, kubeconfig string) 
 		// pod's tessera_device_allocation_info come and go in seconds.
 		"--pod-resources-socket="+c.PodResourcesSocket(n.Name),
 		"--attribution-poll="+AttributionPoll,
+		"--telemetry-poll="+TelemetryPoll,
 		"--v=4",
 	)
 	return err
