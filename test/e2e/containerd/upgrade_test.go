@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
@@ -21,13 +22,26 @@ import (
 var upgrades int
 
 // churnKind is one kind of pod of a churn: a probe on node with a claim of
-// template tmpl (in the churn's namespace).
+// template tmpl (in the churn's namespace), or with no tmpl a legacy pod
+// asking for nvidia.com/gpu: 1 (DRA extended-resource mapping).
 type churnKind struct{ name, node, tmpl string }
+
+// pod is a probe pod of the kind.
+func (k churnKind) pod(name string) *corev1.Pod {
+	if k.tmpl != "" {
+		return probePod(name, k.node, k.tmpl)
+	}
+	p := probePod(name, k.node, "")
+	p.Spec.ResourceClaims = nil
+	p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}
+	return p
+}
 
 // churnKinds creates, in ns, the templates of the chaos test's kinds of
 // claim on the upgraded nodes: a capacity share of an L4 on the shared
 // node, and on the dynamic node 1g.10gb and 3g.40gb slices carved at
-// prepare and a whole H100. Only the given nodes' kinds are returned.
+// prepare, a whole H100 and a legacy nvidia.com/gpu pod. Only the given
+// nodes' kinds are returned.
 func churnKinds(t *testing.T, ns string, on ...string) []churnKind {
 	t.Helper()
 	shared, dynamic := nodes[2].Name, nodes[1].Name
@@ -40,6 +54,7 @@ func churnKinds(t *testing.T, ns string, on ...string) []churnKind {
 		{"mig1g", dynamic, "mig-1g"},
 		{"h100", dynamic, "whole-h100"},
 		{"mig3g", dynamic, "mig-3g"},
+		{"legacy", dynamic, ""},
 	}
 	var out []churnKind
 	for _, k := range all {
@@ -53,7 +68,8 @@ func churnKinds(t *testing.T, ns string, on ...string) []churnKind {
 // TestUpgradeUnderChurn: `helm upgrade` of the shared and the dynamic
 // node's agents at once (a flag change, so each DaemonSet replaces its
 // agent's pod) while pods of the chaos test's kinds on those nodes
-// (capacity shares of L4s, MIG slices carved at prepare, whole H100s) are
+// (capacity shares of L4s, MIG slices carved at prepare, whole H100s,
+// legacy nvidia.com/gpu pods) are
 // created and deleted. No pod fails; the pods that ran before keep their
 // containers, their claims stay prepared and their MPS daemons (pods of
 // their own) keep running with every client session; and the time a new
@@ -71,7 +87,7 @@ func TestUpgradeUnderChurn(t *testing.T) {
 
 	churnNS := namespace(t, "churn")
 	kinds := churnKinds(t, churnNS, shared, dynamic)
-	const pods = 12
+	const pods = 15
 	base := churn(t, churnNS, "base", pods, kinds, nil)
 
 	upgraded := map[string]time.Duration{}
@@ -114,7 +130,7 @@ func TestDowngradeUnderChurn(t *testing.T) {
 	running := containerIDs(t, ns)
 	churnNS := namespace(t, "churn")
 	kinds := churnKinds(t, churnNS, node)
-	const pods = 9
+	const pods = 12
 	kept := func(when string) {
 		t.Helper()
 		for uid := range before {
@@ -221,7 +237,7 @@ func churn(t *testing.T, ns, prefix string, n int, kinds []churnKind, mid func()
 		k := kinds[i%len(kinds)]
 		name := fmt.Sprintf("%s-%s-%d", prefix, k.name, i)
 		created := time.Now()
-		if _, err := client.CoreV1().Pods(ns).Create(ctx, probePod(name, k.node, k.tmpl), metav1.CreateOptions{}); err != nil {
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, k.pod(name), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		wg.Add(1)
