@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -265,9 +266,20 @@ func TestPrometheusRule(t *testing.T) {
 		if name != "tessera" {
 			name += "-tessera"
 		}
-		if _, groups := groupsOf(t, objs, name); !reflect.DeepEqual(groups, fileGroups(t, data, tc.job)) {
+		_, groups := groupsOf(t, objs, name)
+		if !reflect.DeepEqual(groups, fileGroups(t, data, tc.job)) {
 			t.Errorf("release %s, %s: the groups are not the file's with job %q", tc.release, tc.values, tc.job)
 		}
+		// What the operator hands Prometheus is a valid rules file.
+		js, err := json.Marshal(map[string]any{"groups": groups})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rendered := filepath.Join(t.TempDir(), "rendered.rules.json")
+		if err := os.WriteFile(rendered, js, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		promtool(t, rulesDir, "check", "rules", "--lint=all", "--lint-fatal", rendered)
 		if tc.release != "tessera" || !strings.Contains(tc.values, "job:") {
 			if len(helmchart.Find(objs, "Service", tc.job)) != 1 {
 				t.Errorf("release %s: no metrics Service %s: %v", tc.release, tc.job, kinds(objs))
