@@ -23,7 +23,7 @@ RUNTIME     ?=
 FAKE_BINS := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl fake-runtime helm
 
 .PHONY: all build test unit vet e2e e2e-containerd bench bench-prepare bench-scheduler dry-run clean \
-	check-build-deps cluster-bins cluster-bins-fake previous-agent cluster-up cluster-down demo \
+	check-build-deps cluster-bins cluster-bins-fake previous-agent promtool cluster-up cluster-down demo \
 	release-pin-images release-krew release-check
 
 all: build
@@ -78,9 +78,9 @@ cluster-bins: check-build-deps
 cluster-bins-fake:
 	hack/build-cluster-bins.sh $(FAKE_BINS)
 
-# e2e: the test module's own unit tests, then test/e2e against a local
-# cluster of fake-runtime nodes.
-e2e: build cluster-bins-fake
+# e2e: the test module's own unit tests (test/chart's rules tests run
+# promtool), then test/e2e against a local cluster of fake-runtime nodes.
+e2e: build cluster-bins-fake promtool
 	$(TEST_GO) test -count=1 -timeout=40m $$($(GO) list ./... | grep -v /e2e/containerd)
 
 # e2e-containerd: test/e2e/containerd against a local cluster of containerd
@@ -93,6 +93,12 @@ e2e-containerd: build cluster-bins previous-agent
 # test rolls back to (hack/build-previous-agent.sh), reused while unchanged.
 previous-agent:
 	hack/build-previous-agent.sh
+
+# promtool: Prometheus's promtool of test/cluster/prometheus's pin
+# (hack/build-promtool.sh), for the chart's rules tests; reused while
+# unchanged.
+promtool:
+	hack/build-promtool.sh
 
 cluster-up: build $(if $(filter containerd,$(RUNTIME)),cluster-bins,cluster-bins-fake)
 	$(TEST_GO) run ./cluster/cmd/localcluster up --repo=.. $(if $(NODES),--nodes=$(NODES)) $(if $(RUNTIME),--runtime=$(RUNTIME))

@@ -131,6 +131,7 @@ var optionSets = [][]string{
 	{"deviceClasses.mig=false"},
 	{"deviceClasses.xcp=false"},
 	{"serviceMonitor.enabled=true"},
+	{"prometheusRule.enabled=true", "prometheusRule.force=true", "prometheusRule.labels.release=prom"},
 	{"networkPolicy.enabled=true"},
 	{"networkPolicy.enabled=true", "hostNetwork=true"},
 	{"backend=nvml"},

@@ -30,6 +30,18 @@ type Chart struct {
 	Dir  string // the chart directory
 	// KubeVersion overrides the package's KubeVersion when set.
 	KubeVersion string
+	// APIVersions are API versions the render assumes the cluster serves
+	// beyond helm's own (--api-versions), such as monitoring.coreos.com/v1.
+	APIVersions []string
+}
+
+// apiVersionFlags: --api-versions for each of APIVersions.
+func (c *Chart) apiVersionFlags() []string {
+	var flags []string
+	for _, v := range c.APIVersions {
+		flags = append(flags, "--api-versions", v)
+	}
+	return flags
 }
 
 func (c *Chart) kubeVersion() string {
@@ -84,7 +96,7 @@ func setFlag(s string) []string {
 
 // Lint runs `helm lint --strict` with the given --set values.
 func (c *Chart) Lint(sets ...string) (string, error) {
-	args := []string{"lint", "--strict", c.Dir, "--kube-version", c.kubeVersion()}
+	args := append([]string{"lint", "--strict", c.Dir, "--kube-version", c.kubeVersion()}, c.apiVersionFlags()...)
 	for _, s := range sets {
 		args = append(args, setFlag(s)...)
 	}
@@ -104,7 +116,8 @@ func (c *Chart) Template(namespace string, sets ...string) ([]byte, error) {
 
 // template renders release in namespace for KubeVersion, with more flags.
 func (c *Chart) template(release, namespace string, flags ...string) ([]byte, error) {
-	return c.run(append([]string{"template", release, c.Dir, "--namespace", namespace, "--kube-version", c.kubeVersion()}, flags...)...)
+	args := append([]string{"template", release, c.Dir, "--namespace", namespace, "--kube-version", c.kubeVersion()}, c.apiVersionFlags()...)
+	return c.run(append(args, flags...)...)
 }
 
 // TemplateOnCluster renders the chart as release in namespace the way an
