@@ -239,7 +239,7 @@ func startAttribution(ctx context.Context, c *Config, d *driver.Driver, m *metri
 	if m == nil || c.AttributionPoll == 0 {
 		return nil
 	}
-	p := &podresources.Poller{Socket: c.PodResourcesSocket, Driver: names.DriverName, Interval: c.AttributionPoll, Failed: m.PodResourcesFailed}
+	p := podresources.NewPoller(c.PodResourcesSocket, names.DriverName, c.AttributionPoll, m.PodResourcesFailed)
 	m.SetAllocationSource(func() []metrics.DeviceAllocation { return d.Attribution(p.Current()) })
 	go p.Run(ctx)
 	return p
@@ -254,7 +254,7 @@ func startTelemetry(ctx context.Context, c *Config, b backend.Backend, d *driver
 	if m == nil || c.TelemetryPoll == 0 || !ok {
 		return
 	}
-	p := &telemetry.Poller{Read: tr.ReadTelemetry, Interval: c.TelemetryPoll, Failed: m.TelemetryPollFailed}
+	p := telemetry.NewPoller(tr.ReadTelemetry, c.TelemetryPoll, m.TelemetryPollFailed)
 	m.SetTelemetrySource(func() []metrics.DeviceTelemetry {
 		var allocs []podresources.Allocation
 		if pods != nil {

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"github.com/tessera-gpu/tessera/pkg/poll"
 	"strconv"
 	"testing"
 	"time"
@@ -14,13 +15,21 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
+// pollPods polls a PodResources server answering uses once, as the agent
+// polls the kubelet.
+func (n *node) pollPods(srv *podresourcestest.Server, uses ...podresourcestest.Use) *podresources.Poller {
+	n.t.Helper()
+	srv.Set(podresourcestest.Response(uses...))
+	p := podresources.NewPoller(srv.Socket, names.DriverName, time.Hour, nil)
+	p.Poll(n.ctx)
+	return p
+}
+
 // attribution polls a PodResources server answering uses and exports
 // what the agent joins from it, as the agent wires them.
 func (n *node) attribution(srv *podresourcestest.Server, uses ...podresourcestest.Use) metricstest.Snapshot {
 	n.t.Helper()
-	srv.Set(podresourcestest.Response(uses...))
-	p := &podresources.Poller{Socket: srv.Socket, Driver: names.DriverName, Interval: time.Hour}
-	p.Poll(n.ctx)
+	p := n.pollPods(srv, uses...)
 	n.metrics.SetAllocationSource(func() []metrics.DeviceAllocation { return n.driver.Attribution(p.Current()) })
 	return metricstest.Scrape(n.t, n.metrics.Handler())
 }
@@ -145,7 +154,7 @@ func TestAttributionFollowsThePoll(t *testing.T) {
 		}
 	}
 	srv := podresourcestest.Start(t)
-	p := &podresources.Poller{Socket: srv.Socket, Driver: names.DriverName, Interval: time.Hour, Failed: n.metrics.PodResourcesFailed}
+	p := podresources.NewPoller(srv.Socket, names.DriverName, time.Hour, n.metrics.PodResourcesFailed)
 	n.metrics.SetAllocationSource(func() []metrics.DeviceAllocation { return n.driver.Attribution(p.Current()) })
 	scrape := func() metricstest.Snapshot { return metricstest.Scrape(t, n.metrics.Handler()) }
 	series := func(s metricstest.Snapshot) int { return len(s["tessera_device_allocation_info"].GetMetric()) }
@@ -161,7 +170,7 @@ func TestAttributionFollowsThePoll(t *testing.T) {
 		t.Errorf("pod-a ended, one poll later: %v", s["tessera_device_allocation_info"])
 	}
 	srv.Stop()
-	for i := 1; i <= podresources.KeepFailed; i++ {
+	for i := 1; i <= poll.KeepFailed; i++ {
 		p.Poll(n.ctx)
 		s := scrape()
 		if !s.Has("tessera_device_allocation_info", "pod", "pod-b") {
@@ -171,6 +180,6 @@ func TestAttributionFollowsThePoll(t *testing.T) {
 	}
 	p.Poll(n.ctx)
 	if s := scrape(); series(s) != 0 {
-		t.Errorf("after %d failed polls: %v, want none", podresources.KeepFailed+1, s["tessera_device_allocation_info"])
+		t.Errorf("after %d failed polls: %v, want none", poll.KeepFailed+1, s["tessera_device_allocation_info"])
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/telemetry"
 )
 
-// Telemetry labels a telemetry snapshot's samples for the tessera_gpu_*
+// Telemetry labels the latest telemetry samples for the tessera_gpu_*
 // gauges: each sample's UUID becomes the device it belongs to (the
 // published device, or for a partition carved at prepare the claim's
 // device in the checkpoint, as Attribution finds them), and a device that
@@ -15,8 +15,8 @@ import (
 // pod. A GPU whose partitions are published, not itself, is named by
 // its GPU name (gpu-3). A sample of a device the agent knows neither way
 // is left out: it has no name to give it.
-func (d *Driver) Telemetry(snap *telemetry.Snapshot, allocs []podresources.Allocation) []metrics.DeviceTelemetry {
-	if snap == nil || len(snap.Samples) == 0 {
+func (d *Driver) Telemetry(samples []telemetry.Sample, allocs []podresources.Allocation) []metrics.DeviceTelemetry {
+	if len(samples) == 0 {
 		return nil
 	}
 	pub := d.Published()
@@ -52,8 +52,8 @@ func (d *Driver) Telemetry(snap *telemetry.Snapshot, allocs []podresources.Alloc
 		pool = pub.Pool
 	}
 	holders := holdersByDevice(allocs, pool)
-	out := make([]metrics.DeviceTelemetry, 0, len(snap.Samples))
-	for _, s := range snap.Samples {
+	out := make([]metrics.DeviceTelemetry, 0, len(samples))
+	for _, s := range samples {
 		name := device[s.UUID]
 		if name == "" {
 			continue

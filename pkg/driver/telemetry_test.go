@@ -11,7 +11,6 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/metrics"
 	"github.com/tessera-gpu/tessera/pkg/metrics/metricstest"
 	"github.com/tessera-gpu/tessera/pkg/names"
-	"github.com/tessera-gpu/tessera/pkg/podresources"
 	"github.com/tessera-gpu/tessera/pkg/podresources/podresourcestest"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/pkg/telemetry"
@@ -21,10 +20,8 @@ import (
 // once each and scrapes, as the agent wires them.
 func (n *node) telemetry(srv *podresourcestest.Server, uses ...podresourcestest.Use) metricstest.Snapshot {
 	n.t.Helper()
-	srv.Set(podresourcestest.Response(uses...))
-	pr := &podresources.Poller{Socket: srv.Socket, Driver: names.DriverName, Interval: time.Hour}
-	pr.Poll(n.ctx)
-	tp := &telemetry.Poller{Read: n.backend.ReadTelemetry, Interval: time.Hour}
+	pr := n.pollPods(srv, uses...)
+	tp := telemetry.NewPoller(n.backend.ReadTelemetry, time.Hour, nil)
 	tp.Poll(n.ctx)
 	n.metrics.SetTelemetrySource(func() []metrics.DeviceTelemetry { return n.driver.Telemetry(tp.Current(), pr.Current()) })
 	return metricstest.Scrape(n.t, n.metrics.Handler())
@@ -122,7 +119,7 @@ func BenchmarkTelemetry(b *testing.B) {
 	if err := sim.SetLoad(filepath.Join(n.dir, "sim"), gpu, sim.Load{UtilizationPercent: 70, MemoryUsedBytes: 30 << 30}); err != nil {
 		b.Fatal(err)
 	}
-	tp := &telemetry.Poller{Read: n.backend.ReadTelemetry, Interval: time.Hour}
+	tp := telemetry.NewPoller(n.backend.ReadTelemetry, time.Hour, nil)
 	h := n.metrics.Handler()
 	scrape := func() {
 		w := httptest.NewRecorder()
@@ -151,7 +148,7 @@ func BenchmarkTelemetry(b *testing.B) {
 			scrape()
 		}
 	})
-	if got := len(tp.Current().Samples); got != 8 {
+	if got := len(tp.Current()); got != 8 {
 		b.Errorf("%d samples, want 8", got)
 	}
 }

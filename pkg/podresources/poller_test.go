@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/podresources"
 	"github.com/tessera-gpu/tessera/pkg/podresources/podresourcestest"
+	"github.com/tessera-gpu/tessera/pkg/poll"
 )
 
 var (
@@ -59,7 +60,7 @@ func TestListNoSocket(t *testing.T) {
 func TestPollerReplacesTheSet(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	srv := podresourcestest.Start(t)
-	p := &podresources.Poller{Socket: srv.Socket, Driver: names.DriverName, Interval: time.Hour}
+	p := podresources.NewPoller(srv.Socket, names.DriverName, time.Hour, nil)
 	if got := p.Current(); got != nil {
 		t.Fatalf("before a poll: %v", got)
 	}
@@ -82,12 +83,12 @@ func TestPollerFailures(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	srv := podresourcestest.Start(t)
 	failed := 0
-	p := &podresources.Poller{Socket: srv.Socket, Driver: names.DriverName, Interval: 100 * time.Millisecond, Failed: func() { failed++ }}
+	p := podresources.NewPoller(srv.Socket, names.DriverName, 100*time.Millisecond, func() { failed++ })
 	srv.Set(podresourcestest.Response(train))
 	p.Poll(ctx)
 	want := []podresources.Allocation{alloc(train)}
 	srv.Stop()
-	for i := 1; i <= podresources.KeepFailed; i++ {
+	for i := 1; i <= poll.KeepFailed; i++ {
 		p.Poll(ctx)
 		if got := p.Current(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("after %d failed polls: %+v, want the last good set", i, got)
@@ -95,17 +96,17 @@ func TestPollerFailures(t *testing.T) {
 	}
 	p.Poll(ctx)
 	if got := p.Current(); got != nil {
-		t.Errorf("after %d failed polls: %+v, want none", podresources.KeepFailed+1, got)
+		t.Errorf("after %d failed polls: %+v, want none", poll.KeepFailed+1, got)
 	}
-	if failed != podresources.KeepFailed+1 {
-		t.Errorf("%d failures counted, want %d", failed, podresources.KeepFailed+1)
+	if failed != poll.KeepFailed+1 {
+		t.Errorf("%d failures counted, want %d", failed, poll.KeepFailed+1)
 	}
 	srv.Restart(t)
 	p.Poll(ctx)
 	if got := p.Current(); !reflect.DeepEqual(got, want) {
 		t.Errorf("kubelet back: %+v, want %+v", got, want)
 	}
-	if failed != podresources.KeepFailed+1 {
+	if failed != poll.KeepFailed+1 {
 		t.Errorf("a good poll counted as a failure: %d", failed)
 	}
 }
@@ -116,7 +117,7 @@ func TestPollerRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(tctx)
 	srv := podresourcestest.Start(t)
 	srv.Set(podresourcestest.Response(train))
-	p := &podresources.Poller{Socket: srv.Socket, Driver: names.DriverName, Interval: 10 * time.Millisecond}
+	p := podresources.NewPoller(srv.Socket, names.DriverName, 10*time.Millisecond, nil)
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
 	deadline := time.Now().Add(10 * time.Second)

@@ -3,7 +3,7 @@
 // the poller that reads them on an interval of its own.
 //
 // A backend that can read telemetry implements backend.TelemetryReader.
-// The Poller calls it every Interval and keeps the latest Snapshot behind
+// The Poller (pkg/poll) calls it every Interval and keeps the latest readings behind
 // an atomic pointer, so a Prometheus scrape reads memory only: it never
 // waits on NVML or sysfs, and a slow or hung GPU costs the scrape nothing.
 package telemetry
