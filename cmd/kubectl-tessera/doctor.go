@@ -2,11 +2,10 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tessera-gpu/tessera/pkg/inspect/agents"
 	"github.com/tessera-gpu/tessera/pkg/inspect/doctor"
 )
 
@@ -41,7 +40,7 @@ resourceclaims, nodes, events and pods, and get on pods/proxy.`,
   # the local cluster prints each node's metrics URL; doctor asks /readyz there
   kubectl tessera doctor gpu-h100 --metrics-url gpu-h100=http://127.0.0.1:39123/metrics`,
 		RunE: func(cmd *cobra.Command, nodes []string) error {
-			urls, err := parseMetricsURLs(metricsURLs)
+			urls, err := agents.ParseURLs(metricsURLs)
 			if err != nil {
 				return err
 			}
@@ -73,20 +72,4 @@ resourceclaims, nodes, events and pods, and get on pods/proxy.`,
 	cmd.Flags().StringVar(&selector, "agent-selector", doctor.DefaultAgentSelector,
 		"label selector of the agent pods (the chart's DaemonSet), in all namespaces")
 	return cmd
-}
-
-// parseMetricsURLs reads NODE=URL pairs.
-func parseMetricsURLs(pairs []string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, p := range pairs {
-		node, u, ok := strings.Cut(p, "=")
-		if !ok || node == "" || u == "" {
-			return nil, fmt.Errorf("--metrics-url %q: want NODE=URL", p)
-		}
-		if _, err := doctor.ReadyzURL(u); err != nil {
-			return nil, fmt.Errorf("--metrics-url %q: %w", p, err)
-		}
-		out[node] = u
-	}
-	return out, nil
 }

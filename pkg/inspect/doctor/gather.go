@@ -13,17 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tessera-gpu/tessera/pkg/inspect/agents"
 	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
-// DefaultAgentSelector selects the agent pods of the chart's DaemonSet
-// (deployments/helm/tessera, templates/_helpers.tpl tessera.selectorLabels;
-// the webhook's pods are component webhook).
-const DefaultAgentSelector = "app.kubernetes.io/name=tessera,app.kubernetes.io/component=kubelet-plugin"
-
-// DefaultMetricsPort is the agent's --metrics-address port (and the chart's
-// metrics.port), used when its pod does not name a "metrics" port.
-const DefaultMetricsPort = 9478
+// DefaultAgentSelector selects the agent pods of the chart's DaemonSet.
+const DefaultAgentSelector = agents.DefaultSelector
 
 // Options says what Gather reads and how it asks the
 // agents.
@@ -208,18 +203,9 @@ func agentPods(ctx context.Context, c kubernetes.Interface, o Options, targets [
 	if !needPods {
 		return pods, ""
 	}
-	selector := o.AgentSelector
-	if selector == "" {
-		selector = DefaultAgentSelector
-	}
-	pl, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	all, err := agents.ListPods(ctx, c, o.AgentSelector)
 	if err != nil {
 		return pods, err.Error()
 	}
-	for _, p := range pl.Items {
-		if p.Spec.NodeName != "" {
-			pods[p.Spec.NodeName] = append(pods[p.Spec.NodeName], p)
-		}
-	}
-	return pods, ""
+	return all, ""
 }

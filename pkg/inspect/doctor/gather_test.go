@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	restclient "k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/tessera-gpu/tessera/pkg/inspect/agents"
 )
 
 // rawResponse is what the API server's pod proxy answers.
@@ -43,7 +45,7 @@ func agentPod(node string) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			NodeName: node,
 			Containers: []corev1.Container{{Name: "tessera-kubelet-plugin",
-				Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: DefaultMetricsPort}}}},
+				Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: agents.DefaultMetricsPort}}}},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7"},
 	}
@@ -202,24 +204,5 @@ func TestGatherDoctorInputBroken(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
-	}
-}
-
-func TestReadyzURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"http://127.0.0.1:40001/metrics":  "http://127.0.0.1:40001/readyz",
-		"http://127.0.0.1:40001/metrics/": "http://127.0.0.1:40001/readyz",
-		"http://127.0.0.1:40001":          "http://127.0.0.1:40001/readyz",
-		"127.0.0.1:40001":                 "http://127.0.0.1:40001/readyz",
-		"https://n1:9478/readyz":          "https://n1:9478/readyz",
-		"http://proxy/agents/n1/metrics":  "http://proxy/agents/n1/readyz",
-	} {
-		got, err := ReadyzURL(in)
-		if err != nil || got != want {
-			t.Errorf("ReadyzURL(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	if _, err := ReadyzURL("http:///metrics"); err == nil {
-		t.Error("no error for a URL without a host")
 	}
 }
