@@ -63,12 +63,12 @@ func newRoot() *cobra.Command {
 		Use:   "kubectl-tessera",
 		Short: "Inspect the GPUs the Tessera DRA driver (" + names.DriverName + ") publishes",
 		Long: "Inspect the GPUs the Tessera DRA driver (" + names.DriverName + ") publishes.\n\n" +
-			"Reads ResourceSlices and ResourceClaims (in all namespaces; --namespace does not filter) and never writes to the cluster.",
+			"Reads ResourceSlices and ResourceClaims (in all namespaces; --namespace filters only top pods), and the agents' metrics for top; never writes to the cluster.",
 		SilenceUsage: true,
 		Annotations:  map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl tessera"},
 	}
 	src.config.AddFlags(root.PersistentFlags())
-	root.AddCommand(newInventory(src), newTopo(src), newExplain(src), newDoctor(src))
+	root.AddCommand(newInventory(src), newTopo(src), newExplain(src), newDoctor(src), newTop(src))
 	return root
 }
 
