@@ -8,8 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
@@ -22,11 +20,7 @@ import (
 // L4 and returns the claim's UID.
 func sharePod(t *testing.T, ns, name, node string) string {
 	t.Helper()
-	return claimPod(t, ns, name, node, resourceapi.ExactDeviceRequest{
-		DeviceClassName: "nvidia.gpu.tessera.dev",
-		Selectors:       []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["gpu.tessera.dev"].model == "L4"`}}},
-		Capacity:        &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("7Gi")}},
-	})
+	return claimPod(t, ns, name, node, shareRequest("7Gi"))
 }
 
 // TestNodeReboot: both nodes whose claims change the hardware reboot at

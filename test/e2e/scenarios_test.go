@@ -79,6 +79,17 @@ var checks = map[string]func(t *testing.T, pods map[string]got){
 	"09-dynamic-mig.yaml":        checkDynamicMIG,
 	"10-time-sliced-t4.yaml":     checkTimeSliced,
 	"11-mps-two-containers.yaml": checkMPS,
+	"15-gpus-at-work.yaml": func(t *testing.T, pods map[string]got) {
+		expectDevices(t, pods["trainer"], 1, func(d resourceapi.Device) bool { return str(d, "model") == "H100" && str(d, "type") == "gpu" })
+		expectDevices(t, pods["notebook"], 1, func(d resourceapi.Device) bool { return str(d, "profile") == "1g.10gb" })
+		for _, p := range []string{"chat", "embed"} {
+			expectDevices(t, pods[p], 1, func(d resourceapi.Device) bool { return str(d, "model") == "L4" })
+			if n := pods[p].placement.Node; n != "gpu-l4-shared" {
+				t.Errorf("%s: an 8Gi share on %s, want the capacity-shared node", p, n)
+			}
+		}
+		expectDevices(t, pods["mi300x-job"], 1, func(d resourceapi.Device) bool { return str(d, "model") == "MI300X" })
+	},
 }
 
 // outcome is what a scenario's pods and objects ended up as, for checks

@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 
@@ -77,20 +75,31 @@ func run() error {
 		return err
 	}
 	sort.Strings(files)
+	// The kubectl plugin (bin/kubectl-tessera; on PATH it is `kubectl
+	// tessera`) explains a pod that stays Pending, and shows the fleet
+	// at work while the last scenario's pods run.
+	p := plugin{root: root, c: c}
 	failed := 0
+	sawFinale := false
 	for _, f := range files {
-		if err := show(ctx, c, client, f); err != nil {
+		var whileRunning func([]*scenario.Placement) error
+		if filepath.Base(f) == finaleFile {
+			whileRunning = func(pl []*scenario.Placement) error {
+				sawFinale = true
+				return finale(ctx, p, pl)
+			}
+		}
+		if err := show(ctx, c, client, p, f, whileRunning); err != nil {
 			failed++
 			fmt.Printf("  FAILED: %v\n", err)
 		}
 	}
-	// The fleet as the kubectl plugin shows it (bin/kubectl-tessera, on
-	// PATH it is `kubectl tessera`).
-	for _, args := range [][]string{{"inventory"}, {"topo", "gpu-h100"}, {"topo", "gpu-mi300x"}} {
-		fmt.Printf("\n== kubectl tessera %s\n", strings.Join(args, " "))
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "bin/kubectl-tessera"), append(args, "--kubeconfig="+c.Kubeconfig())...)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
+	views := [][]string{{"topo", "gpu-h100"}, {"topo", "gpu-mi300x"}}
+	if !sawFinale {
+		views = append([][]string{{"inventory"}}, views...)
+	}
+	for _, args := range views {
+		if err := p.show(ctx, args); err != nil {
 			failed++
 			fmt.Printf("  FAILED: %v\n", err)
 		}
@@ -117,7 +126,10 @@ func prepareNamespace(ctx context.Context, client kubernetes.Interface) error {
 	})
 }
 
-func show(ctx context.Context, c *localcluster.Config, client kubernetes.Interface, path string) error {
+// show runs one scenario: applies it, waits for each pod's expected
+// outcome, describes where the running pods landed, calls whileRunning
+// (if set) with their placements, and deletes it all.
+func show(ctx context.Context, c *localcluster.Config, client kubernetes.Interface, p plugin, path string, whileRunning func([]*scenario.Placement) error) error {
 	sc, err := scenario.Load(path)
 	if err != nil {
 		return err
@@ -145,27 +157,31 @@ func show(ctx context.Context, c *localcluster.Config, client kubernetes.Interfa
 		fmt.Printf("  %s refused at admission; the API server says:\n    %s\n", what, sc.Rejected[what])
 	}
 	var running []string
-	for _, p := range sc.Pods {
+	for _, pod := range sc.Pods {
 		switch {
-		case scenario.ExpectsUnschedulable(p):
-			msg, err := scenario.WaitUnschedulable(ctx, client, namespace, p.Name, 60*time.Second)
+		case scenario.ExpectsUnschedulable(pod):
+			msg, err := scenario.WaitUnschedulable(ctx, client, namespace, pod.Name, 60*time.Second)
 			if err != nil {
 				return err
 			}
-			fmt.Printf("  pod %s stays Pending; the scheduler says:\n    %s\n", p.Name, msg)
-		case scenario.ExpectsPrepareFailure(p):
-			msg, err := scenario.WaitPrepareFailed(ctx, client, namespace, p.Name, 60*time.Second)
+			fmt.Printf("  pod %s stays Pending; the scheduler says:\n    %s\n", pod.Name, msg)
+			if err := p.show(ctx, []string{"explain", "pod/" + pod.Name, "-n", namespace}); err != nil {
+				return err
+			}
+		case scenario.ExpectsPrepareFailure(pod):
+			msg, err := scenario.WaitPrepareFailed(ctx, client, namespace, pod.Name, 60*time.Second)
 			if err != nil {
 				return err
 			}
-			fmt.Printf("  pod %s is scheduled but its node refuses the claim; the kubelet's event says:\n    %s\n", p.Name, msg)
+			fmt.Printf("  pod %s is scheduled but its node refuses the claim; the kubelet's event says:\n    %s\n", pod.Name, msg)
 		default:
-			running = append(running, p.Name)
+			running = append(running, pod.Name)
 		}
 	}
 	if err := scenario.WaitRunning(ctx, client, namespace, running, 90*time.Second); err != nil {
 		return err
 	}
+	var placements []*scenario.Placement
 	for _, name := range running {
 		pl, err := scenario.Describe(ctx, client, namespace, name, c.RecordDir)
 		if err != nil {
@@ -173,6 +189,10 @@ func show(ctx context.Context, c *localcluster.Config, client kubernetes.Interfa
 		}
 		pl.Print(os.Stdout)
 		printTimeSlices(c, pl)
+		placements = append(placements, pl)
+	}
+	if whileRunning != nil {
+		return whileRunning(placements)
 	}
 	return nil
 }
