@@ -805,7 +805,7 @@ func TestValuesDocumented(t *testing.T) {
 }
 
 // freeForm: maps whose keys are the user's (documented as one value).
-var freeForm = map[string]bool{"resources": true, "probes.liveness": true, "probes.readiness": true, "updateStrategy": true, "webhook.resources": true}
+var freeForm = map[string]bool{"resources": true, "probes.liveness": true, "probes.readiness": true, "updateStrategy": true, "webhook.resources": true, "dashboard.labels": true}
 
 // inFreeForm: line i is a setting inside a free-form block (a probe's
 // settings, resources, updateStrategy), which the block's comment covers.
