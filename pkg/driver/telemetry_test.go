@@ -1,10 +1,13 @@
 package driver
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
+
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/backend/sim"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
@@ -150,5 +153,99 @@ func BenchmarkTelemetry(b *testing.B) {
 	})
 	if got := len(tp.Current()); got != 8 {
 		b.Errorf("%d samples, want 8", got)
+	}
+}
+
+// BenchmarkMetrics64Claims: a node with 64 claims prepared, each its own
+// pod's: the telemetry poll, the attribution poll and one scrape of
+// /metrics with both, and the scrape's size (metrics-bytes; the goal is
+// under 100 KiB). l4-4 with --sharing=capacity holds 64 shares (16 of 1Gi
+// per L4); a DGX H100 cannot hold 64 claims of its own (8 GPUs, 56 MIG
+// instances of 1g.10gb in static MIG), so dgx-h100-mig holds 56.
+func BenchmarkMetrics64Claims(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		node    *node
+		devices func(n *node) []string
+	}{
+		{"l4-4-capacity-64", &node{profile: "l4-4", sharing: publish.SharingCapacity, mps: true}, func(*node) []string {
+			var ds []string
+			for i := range 64 {
+				ds = append(ds, names.GPU(i%4))
+			}
+			return ds
+		}},
+		{"dgx-h100-mig-56", &node{profile: "dgx-h100-mig"}, func(n *node) []string {
+			var ds []string
+			for _, name := range n.driver.Published().Order {
+				if e := n.driver.Published().Devices[name]; e.Partition != nil {
+					ds = append(ds, name)
+				}
+			}
+			return ds
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			tc.node.metrics, tc.node.poll = metrics.New(), time.Hour
+			n := launch(b, tc.node)
+			srv := podresourcestest.Start(b)
+			var claims []*drapbv1.Claim
+			var uses []podresourcestest.Use
+			for i, dev := range tc.devices(n) {
+				name := fmt.Sprintf("c%d", i)
+				var c *drapbv1.Claim
+				share := ""
+				if tc.node.sharing == publish.SharingCapacity {
+					c, share = n.addShareClaim(name, dev, "1Gi"), "share-"+name
+				} else {
+					c = n.addClaim(name, dev)
+				}
+				claims = append(claims, c)
+				uses = append(uses, podresourcestest.Use{Namespace: "team", Pod: "pod-" + name, Container: "main", ClaimNamespace: "default",
+					Claim: name, Driver: names.DriverName, Pool: "node-1", Device: dev, ShareID: share})
+			}
+			for uid, r := range n.prepare(claims...).Claims {
+				if r.GetError() != "" {
+					b.Fatalf("prepare %s: %s", uid, r.GetError())
+				}
+			}
+			pr := n.pollPods(srv, uses...)
+			tp := telemetry.NewPoller(n.backend.ReadTelemetry, time.Hour, nil)
+			tp.Poll(n.ctx)
+			n.metrics.SetAllocationSource(func() []metrics.DeviceAllocation { return n.driver.Attribution(pr.Current()) })
+			n.metrics.SetTelemetrySource(func() []metrics.DeviceTelemetry { return n.driver.Telemetry(tp.Current(), pr.Current()) })
+			h := n.metrics.Handler()
+			scrape := func() int {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+				if w.Code != 200 {
+					b.Fatalf("scrape: %d", w.Code)
+				}
+				return w.Body.Len()
+			}
+			if s := metricstest.Scrape(b, h); len(s["tessera_device_allocation_info"].GetMetric()) != len(claims) {
+				b.Fatalf("%d allocation series, want %d", len(s["tessera_device_allocation_info"].GetMetric()), len(claims))
+			}
+			size := scrape()
+			b.Run("telemetry-poll", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					tp.Poll(n.ctx)
+				}
+			})
+			b.Run("attribution-poll", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					pr.Poll(n.ctx)
+				}
+			})
+			b.Run("scrape", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					scrape()
+				}
+				b.ReportMetric(float64(size), "metrics-bytes")
+			})
+		})
 	}
 }

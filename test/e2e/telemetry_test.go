@@ -97,7 +97,7 @@ func TestTelemetryFollowsLoad(t *testing.T) {
 	checkTop(t, s, ns, func(p top.Pod) (string, bool) {
 		for _, h := range hs {
 			if h.pod == p.Pod {
-				want := topWant{node: h.node, device: h.dev, util: "-", used: h.memory, allowed: h.allowed}
+				want := topWant{node: h.node, device: h.dev, used: h.memory, allowed: h.allowed}
 				if h.util != 0 {
 					want.util = fmt.Sprintf("%g%%", h.util)
 				}
