@@ -57,6 +57,7 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 	set := resourceapi.CounterSet{Name: name, Counters: plan.all()}
 	withheld := withhold(set.Counters, plan, g, held)
 	avail := free(plan, g)
+	usable := make([]bool, pt.MemorySlices) // slices a placement that fits covers
 	var items []item
 	if !pt.ModeChangeNeedsReset || !pt.Enabled {
 		d, err := wholeGPUDevice(name, g, f)
@@ -86,11 +87,15 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 			if len(profiles) > 0 && !slices.Contains(profiles, pr.Name) && e.Partition == nil {
 				continue
 			}
+			fit := fits(use, avail)
+			if fit {
+				markSlices(usable, pl)
+			}
 			items = append(items, item{dev: d, entry: e, group: groupPlacement, parent: rank, mem: pr.MemoryBytes, stranded: stranded(pt, pl), damage: damage(pt, pr, pl), start: pl.Start,
-				blocked: e.Partition != nil || !fits(use, avail)})
+				blocked: e.Partition != nil || !fit})
 		}
 	}
-	ms := memorySlices(plan, g, avail, profiles)
+	ms := memorySlices(g, avail, usable)
 	return set, items, withheld, &ms, nil
 }
 

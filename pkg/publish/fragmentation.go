@@ -1,8 +1,6 @@
 package publish
 
 import (
-	"slices"
-
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
@@ -16,39 +14,27 @@ type MemorySlices struct {
 	Total, Free, Unusable int
 }
 
-// memorySlices counts g's free memory slices and those of them no
-// placement of the published profiles (all when profiles is empty) that
-// fits in avail covers; the whole GPU covers all when nothing is carved.
-func memorySlices(plan *counterPlan, g *inventory.GPU, avail map[string]int64, profiles []string) MemorySlices {
+// markSlices marks the memory slices placement pl covers.
+func markSlices(usable []bool, pl inventory.Placement) {
+	for k := pl.Start; k < pl.Start+pl.Size && k < len(usable); k++ {
+		usable[k] = true
+	}
+}
+
+// memorySlices counts g's free memory slices (avail, what no partition
+// takes) and those of them no published placement that fits covers
+// (usable, marked while the placements were built); the whole GPU covers
+// all while nothing is carved.
+func memorySlices(g *inventory.GPU, avail map[string]int64, usable []bool) MemorySlices {
 	pt := g.Partitioning
 	s := MemorySlices{Total: pt.MemorySlices}
-	usable := make([]bool, pt.MemorySlices)
-	for i := range pt.Profiles {
-		pr := &pt.Profiles[i]
-		if len(profiles) > 0 && !slices.Contains(profiles, pr.Name) {
-			continue
-		}
-		for _, pl := range pr.Placements {
-			if !fits(plan.consumption(pr, pl), avail) {
-				continue
-			}
-			for k := pl.Start; k < pl.Start+pl.Size && k < len(usable); k++ {
-				usable[k] = true
-			}
-		}
-	}
-	if len(g.Partitions) == 0 && (!pt.ModeChangeNeedsReset || !pt.Enabled) {
-		// The whole GPU is published and free.
-		for k := range usable {
-			usable[k] = true
-		}
-	}
+	whole := len(g.Partitions) == 0 && (!pt.ModeChangeNeedsReset || !pt.Enabled)
 	for k := range pt.MemorySlices {
 		if avail[memorySliceCounter(k)] <= 0 {
 			continue
 		}
 		s.Free++
-		if !usable[k] {
+		if !whole && !usable[k] {
 			s.Unusable++
 		}
 	}
