@@ -372,7 +372,7 @@ func (c *Config) startNode(s *State, p *pki, n Node, images []image) error {
 		"--node-labels=tessera.dev/simulated=" + n.Profile + ",tessera.dev/partitioning=" + n.PartitioningOf() + ",tessera.dev/sharing=" + n.SharingOf() + ",tessera.dev/runtime=" + c.RuntimeOf(),
 		"--v=2",
 	}
-	if _, err := c.start(s, "kubelet-"+n.Name, c.bin("kubelet"), args...); err != nil {
+	if err := c.startKubelet(s, "kubelet-"+n.Name, c.bin("kubelet"), args...); err != nil {
 		return err
 	}
 	if c.RuntimeOf() == RuntimeContainerd {
@@ -482,8 +482,7 @@ func (c *Config) StopKubelet(s *State, node string) (Proc, error) {
 
 // StartKubelet starts a kubelet StopKubelet stopped, with its arguments.
 func (c *Config) StartKubelet(s *State, p Proc) error {
-	_, err := c.start(s, p.Name, p.Args[0], p.Args[1:]...)
-	return err
+	return c.startKubelet(s, p.Name, p.Args[0], p.Args[1:]...)
 }
 
 // kill SIGKILLs the recorded process name (and its group), waits until it
