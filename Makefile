@@ -23,7 +23,7 @@ RUNTIME     ?=
 FAKE_BINS := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl fake-runtime helm
 
 .PHONY: all build test unit vet e2e e2e-containerd bench bench-prepare bench-scheduler dry-run clean \
-	check-build-deps cluster-bins cluster-bins-fake previous-agent promtool cluster-up cluster-down demo \
+	check-build-deps cluster-bins cluster-bins-fake previous-agent prometheus cluster-up cluster-down demo \
 	release-pin-images release-krew release-check
 
 all: build
@@ -79,8 +79,9 @@ cluster-bins-fake:
 	hack/build-cluster-bins.sh $(FAKE_BINS)
 
 # e2e: the test module's own unit tests (test/chart's rules tests run
-# promtool), then test/e2e against a local cluster of fake-runtime nodes.
-e2e: build cluster-bins-fake promtool
+# promtool), then test/e2e against a local cluster of fake-runtime nodes
+# (one test scrapes its agents with a real Prometheus).
+e2e: build cluster-bins-fake prometheus
 	$(TEST_GO) test -count=1 -timeout=40m $$($(GO) list ./... | grep -v /e2e/containerd)
 
 # e2e-containerd: test/e2e/containerd against a local cluster of containerd
@@ -94,11 +95,11 @@ e2e-containerd: build cluster-bins previous-agent
 previous-agent:
 	hack/build-previous-agent.sh
 
-# promtool: Prometheus's promtool of test/cluster/prometheus's pin
-# (hack/build-promtool.sh), for the chart's rules tests; reused while
-# unchanged.
-promtool:
-	hack/build-promtool.sh
+# prometheus: Prometheus's server and promtool of test/cluster/prometheus's
+# pin (hack/build-prometheus.sh), for the chart's rules and dashboard tests
+# and the e2e test that scrapes the agents; reused while unchanged.
+prometheus:
+	hack/build-prometheus.sh
 
 cluster-up: build $(if $(filter containerd,$(RUNTIME)),cluster-bins,cluster-bins-fake)
 	$(TEST_GO) run ./cluster/cmd/localcluster up --repo=.. $(if $(NODES),--nodes=$(NODES)) $(if $(RUNTIME),--runtime=$(RUNTIME))

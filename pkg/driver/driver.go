@@ -198,6 +198,7 @@ func (d *Driver) built(ctx context.Context, res *publish.Result) {
 		}
 	}
 	d.opts.Metrics.SetPublished(publishedCounts(res))
+	d.opts.Metrics.SetMemorySlices(memorySlices(res))
 }
 
 // Published returns the devices built last.

@@ -19,6 +19,16 @@ func publishedCounts(res *publish.Result) map[metrics.DeviceKey]int {
 	return out
 }
 
+// memorySlices converts a build's dynamic GPUs' memory slices for
+// tessera_mig_free_memory_slices and tessera_mig_unusable_memory_slices.
+func memorySlices(res *publish.Result) map[string]metrics.MemorySlices {
+	out := make(map[string]metrics.MemorySlices, len(res.Slices))
+	for dev, s := range res.Slices {
+		out[dev] = metrics.MemorySlices{Free: s.Free, Unusable: s.Unusable}
+	}
+	return out
+}
+
 // withholds reports whether res withholds any partition from the scheduler.
 func withholds(res *publish.Result) bool {
 	for _, m := range res.Modes {

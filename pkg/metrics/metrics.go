@@ -53,6 +53,8 @@ type Metrics struct {
 	mpsRestarts        prometheus.Counter
 	staleReleased      *prometheus.CounterVec
 	taints             *prometheus.GaugeVec
+	freeSlices         *prometheus.GaugeVec
+	unusableSlices     *prometheus.GaugeVec
 	unhealthy          prometheus.Gauge
 	ready              atomic.Pointer[func(context.Context) error]
 }
@@ -114,6 +116,14 @@ func New() *Metrics {
 			Namespace: namespace, Name: "gpu_taints",
 			Help: "GPUs with a health condition, by the taint key it publishes (on the GPU and its partitions) and its effect.",
 		}, []string{"key", "effect"}),
+		freeSlices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "mig_free_memory_slices",
+			Help: "Memory slices of a dynamically partitioned GPU that no MIG partition takes.",
+		}, []string{"device"}),
+		unusableSlices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "mig_unusable_memory_slices",
+			Help: "Free memory slices of a dynamically partitioned GPU that no placement of a published profile can use now (fragmentation): the partitions that exist leave every placement over them short of slices or compute.",
+		}, []string{"device"}),
 		unhealthy: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "gpus_unhealthy",
 			Help: "GPUs reported Unhealthy to the kubelet (a NoExecute or NoSchedule condition other than degradation).",
@@ -132,7 +142,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.prepareDuration, m.unprepareDuration, m.prepareErrors, m.unprepareErrors,
 		m.published, m.partitionDuration, m.healthEvents, m.orphans, m.prepared,
-		m.sharing, m.capacity, m.mpsRestarts, m.taints, m.unhealthy, m.staleReleased,
+		m.sharing, m.capacity, m.mpsRestarts, m.taints, m.unhealthy, m.staleReleased, m.freeSlices, m.unusableSlices,
 		m.allocation, m.podResourcesErrors, m.telemetry, m.telemetryFailures,
 	)
 	// Series that exist from the start, so a dashboard shows 0 rather than

@@ -48,6 +48,9 @@ type Result struct {
 	Order []string
 	// Modes says how each partitionable GPU was published, in name order.
 	Modes []GPUMode
+	// Slices are each dynamic GPU's memory slices (by GPU device name):
+	// free, and free but of no use to any published profile now.
+	Slices map[string]MemorySlices
 }
 
 // group is a device's place in publishing order (the package doc's rules).
@@ -104,8 +107,15 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 		var its []item
 		if dyn {
 			var set resourceapi.CounterSet
-			set, its, mode.Withheld, err = dynamicDevices(name, g, fabrics[gi], rank[gi], opts.Held, opts.Profiles)
+			var ms *MemorySlices
+			set, its, mode.Withheld, ms, err = dynamicDevices(name, g, fabrics[gi], rank[gi], opts.Held, opts.Profiles)
 			counterSets = append(counterSets, set)
+			if ms != nil {
+				if res.Slices == nil {
+					res.Slices = map[string]MemorySlices{}
+				}
+				res.Slices[name] = *ms
+			}
 		} else {
 			its, err = staticDevices(name, g, fabrics[gi], rank[gi], opts)
 		}

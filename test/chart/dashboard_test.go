@@ -128,8 +128,8 @@ func TestDashboard(t *testing.T) {
 
 // fleetSeries are the agents' series of two nodes as a Prometheus scraping
 // them with the chart's ServiceMonitor has them: node-a, NVIDIA, with a
-// whole H100 ml/train-0 holds and an H100 in MIG mode whose 3g.40gb
-// instance ml/mig-job holds, one GPU tainted after an XID; node-b, AMD, an
+// whole H100 ml/train-0 holds and a dynamic H100 whose 3g.40gb instance
+// ml/mig-job holds (one of its free memory slices unusable), one GPU tainted after an XID; node-b, AMD, an
 // MI300X two serve pods share.
 var fleetSeries = []struct{ series, values string }{
 	{`tessera_published_devices{node="node-a",vendor="nvidia",model="H100",type="gpu"}`, "2x20"},
@@ -153,6 +153,8 @@ var fleetSeries = []struct{ series, values string }{
 	{`tessera_gpu_temperature_celsius{node="node-a",device="gpu-1",uuid="GPU-a1"}`, "40x20"},
 	{`tessera_gpu_memory_used_bytes{node="node-a",device="gpu-1-mig-3g-40gb-0",uuid="MIG-a1",namespace="ml",pod="mig-job"}`, "8589934592x20"},
 	{`tessera_gpu_memory_total_bytes{node="node-a",device="gpu-1-mig-3g-40gb-0",uuid="MIG-a1",namespace="ml",pod="mig-job"}`, "42949672960x20"},
+	{`tessera_mig_free_memory_slices{node="node-a",device="gpu-1"}`, "4x20"},
+	{`tessera_mig_unusable_memory_slices{node="node-a",device="gpu-1"}`, "1x20"},
 	{`tessera_gpu_utilization_ratio{node="node-b",device="gpu-0",uuid="b0"}`, "0.5x20"},
 	{`tessera_gpu_memory_used_bytes{node="node-b",device="gpu-0",uuid="b0"}`, "21474836480x20"},
 	{`tessera_gpu_memory_total_bytes{node="node-b",device="gpu-0",uuid="b0"}`, "206158430208x20"},

@@ -21,7 +21,7 @@ import (
 
 // The chart's Prometheus rules, deployments/helm/tessera/rules: the file
 // the PrometheusRule ships, checked and unit-tested with the real promtool
-// (hack/build-promtool.sh), and the PrometheusRule rendered from it.
+// (hack/build-prometheus.sh), and the PrometheusRule rendered from it.
 
 var rulesDir = filepath.Join(repo, "deployments/helm/tessera/rules")
 
@@ -37,7 +37,7 @@ func promtool(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	bin := filepath.Join(repo, "_output/cluster-bin/promtool")
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("promtool: %v (make promtool builds it)", err)
+		t.Fatalf("promtool: %v (make prometheus builds it)", err)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir

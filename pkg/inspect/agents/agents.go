@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -183,3 +185,31 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Code, e.Body) }
+
+// concurrency is how many agents are asked at once.
+const concurrency = 8
+
+// Each asks every node's agent with ask, a few at a time, each call with
+// its own context bounded by timeout, and returns the answers by node.
+func Each[T any](ctx context.Context, nodes []string, timeout time.Duration, ask func(ctx context.Context, node string) T) map[string]T {
+	out := make(map[string]T, len(nodes))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, concurrency)
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			actx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			v := ask(actx, n)
+			mu.Lock()
+			out[n] = v
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}

@@ -3,8 +3,8 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,9 +41,6 @@ type Options struct {
 
 // maxPodLookups bounds the pods read to place events without a source host.
 const maxPodLookups = 50
-
-// probeConcurrency is how many agents are asked at once.
-const probeConcurrency = 8
 
 // Gather reads what the checks need from the cluster. Only the
 // ResourceSlices are required; any other list that fails is recorded in the
@@ -162,32 +159,16 @@ func gatherReadiness(ctx context.Context, c kubernetes.Interface, o Options, in 
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, probeConcurrency)
-	for _, n := range targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			pctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			var r Readiness
-			switch {
-			case o.MetricsURLs[n] != "":
-				r = probeURL(pctx, o.HTTPClient, o.MetricsURLs[n])
-			case podsErr != "":
-				r = Readiness{Detail: "could not list agent pods (" + podsErr + "); readiness not checked"}
-			default:
-				r = probePod(pctx, c, pods[n])
-			}
-			mu.Lock()
-			in.Readiness[n] = r
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	answers := agents.Each(ctx, targets, timeout, func(pctx context.Context, n string) Readiness {
+		switch {
+		case o.MetricsURLs[n] != "":
+			return probeURL(pctx, o.HTTPClient, o.MetricsURLs[n])
+		case podsErr != "":
+			return Readiness{Detail: "could not list agent pods (" + podsErr + "); readiness not checked"}
+		}
+		return probePod(pctx, c, pods[n])
+	})
+	maps.Copy(in.Readiness, answers)
 }
 
 // agentPods lists the agent pods by node, when some target has no

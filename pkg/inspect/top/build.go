@@ -177,10 +177,10 @@ func buildNodes(tel map[devKey]*readings, pods []Pod) []Node {
 			utilSum[k.node] += *r.util
 			utilN[k.node]++
 		}
-		n.MemoryUsed = addInt(n.MemoryUsed, r.used)
-		n.MemoryTotal = addInt(n.MemoryTotal, r.total)
-		n.Power = addFloat(n.Power, r.power)
-		n.PowerLimit = addFloat(n.PowerLimit, r.powerLimit)
+		n.MemoryUsed = add(n.MemoryUsed, r.used)
+		n.MemoryTotal = add(n.MemoryTotal, r.total)
+		n.Power = add(n.Power, r.power)
+		n.PowerLimit = add(n.PowerLimit, r.powerLimit)
 		if r.temp != nil && (n.Temperature == nil || *r.temp > *n.Temperature) {
 			n.Temperature = ptr(*r.temp)
 		}
@@ -217,17 +217,8 @@ func buildNodes(tel map[devKey]*readings, pods []Pod) []Node {
 
 func ptr[T any](v T) *T { return &v }
 
-func addInt(sum, v *int64) *int64 {
-	if v == nil {
-		return sum
-	}
-	if sum == nil {
-		return ptr(*v)
-	}
-	return ptr(*sum + *v)
-}
-
-func addFloat(sum, v *float64) *float64 {
+// add sums readings where v is known; nil stays nil until one is.
+func add[N int64 | float64](sum, v *N) *N {
 	if v == nil {
 		return sum
 	}

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,9 +43,6 @@ type Result struct {
 	Shares   Shares
 	Warnings []string
 }
-
-// concurrency is how many agents are asked at once.
-const concurrency = 8
 
 // Gather reads the series of the agents (or of Prometheus) and the shares'
 // memory from the ResourceClaims. A node that does not answer is a
@@ -139,34 +135,28 @@ func fromAgents(ctx context.Context, c kubernetes.Interface, o Options) ([]Serie
 		}
 		return nil, nil, fmt.Errorf("no Tessera agent to ask: %s; name the agents that run as host processes with --metrics-url NODE=URL, or ask Prometheus with --prometheus-url", why)
 	}
+	type answer struct {
+		series []Series
+		err    error
+	}
+	answers := agents.Each(ctx, targets, o.Timeout, func(actx context.Context, n string) answer {
+		s, err := scrapeAgent(actx, c, o, n, pods[n], podsErr)
+		return answer{s, err}
+	})
 	var (
-		mu       sync.Mutex
-		wg       sync.WaitGroup
 		all      []Series
 		warnings []string
 		answered int
 	)
-	sem := make(chan struct{}, concurrency)
 	for _, n := range targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			actx, cancel := context.WithTimeout(ctx, o.Timeout)
-			defer cancel()
-			s, err := scrapeAgent(actx, c, o, n, pods[n], podsErr)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				warnings = append(warnings, "node "+n+": "+err.Error())
-				return
-			}
-			answered++
-			all = append(all, s...)
-		}()
+		a := answers[n]
+		if a.err != nil {
+			warnings = append(warnings, "node "+n+": "+a.err.Error())
+			continue
+		}
+		answered++
+		all = append(all, a.series...)
 	}
-	wg.Wait()
 	slices.Sort(warnings)
 	if answered == 0 {
 		return nil, nil, fmt.Errorf("no agent answered:\n  %s", strings.Join(warnings, "\n  "))

@@ -139,7 +139,9 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 }
 
 func (c *Config) portNames() []string {
-	names := []string{"etcd", "etcd-peer", "apiserver", "scheduler", "controller-manager"}
+	// prometheus is kept for a Prometheus that scrapes the agents
+	// (PrometheusPort); the cluster does not start one.
+	names := []string{"etcd", "etcd-peer", "apiserver", "scheduler", "controller-manager", "prometheus"}
 	for _, n := range c.Nodes {
 		names = append(names, "kubelet-"+n.Name, "kubelet-healthz-"+n.Name, metricsPort(n.Name))
 	}
@@ -428,6 +430,13 @@ func metricsPort(node string) string { return "metrics-" + node }
 func metricsAddress(s *State, node string) string {
 	return "127.0.0.1:" + strconv.Itoa(s.Ports[metricsPort(node)])
 }
+
+// PrometheusAddress is the address kept free for a Prometheus scraping
+// the cluster's agents (test/e2e starts one there).
+func PrometheusAddress(s *State) string { return "127.0.0.1:" + strconv.Itoa(s.Ports["prometheus"]) }
+
+// MetricsAddress is the host:port of a node's plugin's /metrics.
+func MetricsAddress(s *State, node string) string { return metricsAddress(s, node) }
 
 // MetricsURL is the /metrics URL of a node's plugin.
 func MetricsURL(s *State, node string) string {
