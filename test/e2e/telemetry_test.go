@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -94,6 +97,7 @@ func TestTelemetryFollowsLoad(t *testing.T) {
 			t.Errorf("node %s device %s: memory total %v, below the %v in use", h.node, h.dev, total, h.memoryBytes)
 		}
 	}
+	lintMetrics(t, s)
 	checkTop(t, s, ns, func(p top.Pod) (string, bool) {
 		for _, h := range hs {
 			if h.pod == p.Pod {
@@ -217,6 +221,30 @@ func checkTop(t *testing.T, s *localcluster.State, ns string, want func(top.Pod)
 	for _, n := range nodes {
 		if !strings.Contains(nodesOut, "\n"+n.Name+" ") {
 			t.Errorf("top nodes lacks node %s:\n%s", n.Name, nodesOut)
+		}
+	}
+}
+
+// lintMetrics runs promtool check metrics (hack/build-prometheus.sh) over
+// every agent's live /metrics: no lint, with telemetry and attribution
+// series present.
+func lintMetrics(t *testing.T, s *localcluster.State) {
+	t.Helper()
+	bin := filepath.Join(repo, "_output/cluster-bin/promtool")
+	for _, n := range nodes {
+		resp, err := http.Get(localcluster.MetricsURL(s, n.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "check", "metrics")
+		cmd.Stdin = bytes.NewReader(body)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool check metrics on %s's agent: %v\n%s", n.Name, err, out)
 		}
 	}
 }
