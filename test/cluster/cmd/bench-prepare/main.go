@@ -35,6 +35,7 @@ func run() error {
 	flag.IntVar(&o.Rounds, "rounds", 5, "rounds; figures are medians over rounds")
 	readyzFlood := flag.Int("readyz-flood", 0, "also measure Tessera (defaults) with this many /readyz requests kept in flight against its metrics port, in the same run; 0 skips it")
 	readyzRate := flag.Int("readyz-flood-rate", 0, "at most this many flood requests a second; 0: as fast as they are answered")
+	telemetryPoll := flag.String("telemetry-poll", "", "also measure Tessera (defaults) with its metrics on and device telemetry polled this often (e.g. 100ms), in the same run; empty skips it")
 	flag.Parse()
 	root, err := filepath.Abs(*repo)
 	if err != nil {
@@ -73,6 +74,7 @@ func run() error {
 		runs = append(runs, run{"client limits raised", preparebench.Reference(*reference, raised...)})
 	}
 	runs = append(runs, run{"defaults", preparebench.Tessera(agent)})
+	plainRun := len(runs) - 1 // Tessera with its defaults
 	if *readyzFlood > 0 {
 		d, err := preparebench.TesseraFlooded(agent, *readyzFlood, *readyzRate)
 		if err != nil {
@@ -83,6 +85,15 @@ func run() error {
 			what += fmt.Sprintf(" at %d/s", *readyzRate)
 		}
 		runs = append(runs, run{what, d})
+	}
+	telemetryRun := -1
+	if *telemetryPoll != "" {
+		d, err := preparebench.TesseraTelemetry(agent, *telemetryPoll)
+		if err != nil {
+			return err
+		}
+		telemetryRun = len(runs)
+		runs = append(runs, run{"defaults, telemetry every " + *telemetryPoll, d})
 	}
 	drivers := make([]preparebench.Driver, len(runs))
 	for i, r := range runs {
@@ -102,6 +113,11 @@ func run() error {
 		fmt.Printf("\nUnder the /readyz flood (%.0f answered/s, %d unanswered) / without: prepare p50 %.2fx, unprepare p50 %.2fx, prepare throughput %.2fx\n",
 			flooded.ReadyzRate, flooded.ReadyzFailed, flooded.PrepareP50.Seconds()/plain.PrepareP50.Seconds(),
 			flooded.UnprepareP50.Seconds()/plain.UnprepareP50.Seconds(), flooded.PrepareRate/plain.PrepareRate)
+	}
+	if telemetryRun >= 0 {
+		plain, tel := results[plainRun], results[telemetryRun]
+		fmt.Printf("\nWith telemetry every %s / without: prepare p50 %.2fx, unprepare p50 %.2fx, prepare throughput %.2fx\n", *telemetryPoll,
+			tel.PrepareP50.Seconds()/plain.PrepareP50.Seconds(), tel.UnprepareP50.Seconds()/plain.UnprepareP50.Seconds(), tel.PrepareRate/plain.PrepareRate)
 	}
 	if *reference != "" {
 		t, ref := results[0], results[1]

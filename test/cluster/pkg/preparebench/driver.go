@@ -64,6 +64,20 @@ func TesseraFlooded(binary string, flood, perSecond int, extra ...string) (Drive
 	return d, nil
 }
 
+// TesseraTelemetry is Tessera with its metrics server on a free loopback
+// port and device telemetry polled every poll (docs/metrics.md, Device
+// telemetry), the attribution poll off (there is no kubelet): the same run
+// then tells what telemetry costs prepares.
+func TesseraTelemetry(binary, poll string, extra ...string) (Driver, error) {
+	addr, err := freeAddress()
+	if err != nil {
+		return Driver{}, err
+	}
+	d := Tessera(binary, append([]string{"--metrics-address=" + addr, "--telemetry-poll=" + poll, "--attribution-poll=0"}, extra...)...)
+	d.Label = "tessera-telemetry" // in claim and directory names
+	return d, nil
+}
+
 // Reference is the dra-example-driver kubelet plugin (its gpu profile,
 // eight devices); extra flags follow.
 func Reference(binary string, extra ...string) Driver {
