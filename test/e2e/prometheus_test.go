@@ -230,14 +230,8 @@ func TestPrometheus(t *testing.T) {
 	}
 	for _, h := range hs {
 		h.dev = allocatedDevice(t, ns, h.pod)
-		out, err := exec.Command(filepath.Join(repo, "bin/tessera-sim"), "load", "--state-dir="+cluster.SimStateDir(h.node), "--device="+h.dev,
-			fmt.Sprintf("--util=%g", h.util), fmt.Sprintf("--memory=%d", int64(h.memoryBytes))).CombinedOutput()
-		if err != nil {
-			t.Fatalf("tessera-sim load: %v\n%s", err, out)
-		}
-		t.Cleanup(func() {
-			_ = exec.Command(filepath.Join(repo, "bin/tessera-sim"), "load", "--state-dir="+cluster.SimStateDir(h.node), "--device="+h.dev, "--clear").Run()
-		})
+		simLoad(t, h.node, h.dev, fmt.Sprintf("--util=%g", h.util), fmt.Sprintf("--memory=%d", int64(h.memoryBytes)))
+		t.Cleanup(func() { simLoad(t, h.node, h.dev, "--clear") })
 	}
 
 	// Each pod's telemetry, by its own labels, and the recording rules'.

@@ -66,13 +66,7 @@ func TestTelemetryFollowsLoad(t *testing.T) {
 	if err := scenario.WaitRunning(ctx, client, ns, names, 120*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	load := func(h *holder, args ...string) {
-		t.Helper()
-		cmd := exec.Command(filepath.Join(repo, "bin/tessera-sim"), append([]string{"load", "--state-dir=" + cluster.SimStateDir(h.node), "--device=" + h.dev}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("tessera-sim load %v: %v\n%s", args, err, out)
-		}
-	}
+	load := func(h *holder, args ...string) { t.Helper(); simLoad(t, h.node, h.dev, args...) }
 	for _, h := range hs {
 		c, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, h.pod, metav1.GetOptions{})
 		if err != nil {
@@ -246,5 +240,15 @@ func lintMetrics(t *testing.T, s *localcluster.State) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool check metrics on %s's agent: %v\n%s", n.Name, err, out)
 		}
+	}
+}
+
+// simLoad runs `tessera-sim load` on a device of a node's simulated GPUs
+// (--util and --memory, or --clear).
+func simLoad(t *testing.T, node, device string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(repo, "bin/tessera-sim"), append([]string{"load", "--state-dir=" + cluster.SimStateDir(node), "--device=" + device}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tessera-sim load %v on %s %s: %v\n%s", args, node, device, err, out)
 	}
 }
