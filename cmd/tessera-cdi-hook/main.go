@@ -1,0 +1,74 @@
+// Command tessera-cdi-hook is the OCI hook Tessera's CDI specs name for a
+// GPU share whose memory the node holds in the kernel (pkg/memlimit):
+//
+//	tessera-cdi-hook limit --claim-uid=... --device=... --mechanism=dmem|nvml --region=... --bytes=...
+//	    (createRuntime) sets the share's limit on the new container's cgroup
+//	tessera-cdi-hook release
+//	    (poststop) forgets what the deleted container held
+//	tessera-cdi-hook install --dir=/opt/tessera/bin
+//	    copies itself onto the host (the chart's init container)
+//
+// The runtime passes the container's OCI state on stdin. A failure exits 1
+// with the claim, device and cause on stderr, which fails the container's
+// creation: a share is never run without its limit.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/tessera-gpu/tessera/pkg/memlimit"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, memlimit.HookName+":", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("a subcommand is needed: %s, %s or install", memlimit.CmdLimit, memlimit.CmdRelease)
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case memlimit.CmdLimit:
+		h, l, err := memlimit.Parse(cmd, rest)
+		if err != nil {
+			return err
+		}
+		st, err := memlimit.ReadState(os.Stdin)
+		if err != nil {
+			return fmt.Errorf("claim %s (%s), device %s: %w", l.Claim, l.ClaimUID, l.Device, err)
+		}
+		if err := memlimit.Apply(h, l, st, memlimit.Env{}); err != nil {
+			return fmt.Errorf("claim %s (%s), device %s, container %s: %w", l.Claim, l.ClaimUID, l.Device, st.ID, err)
+		}
+		return nil
+	case memlimit.CmdRelease:
+		h, _, err := memlimit.Parse(cmd, rest)
+		if err != nil {
+			return err
+		}
+		st, err := memlimit.ReadState(os.Stdin)
+		if err != nil {
+			return err
+		}
+		return memlimit.Release(h, st.ID, memlimit.Env{})
+	case "install":
+		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+		dir := fs.String("dir", "/opt/tessera/bin", "the host directory the runtime runs the hook from")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		dst, err := memlimit.Install(*dir)
+		if err != nil {
+			return err
+		}
+		fmt.Println("installed", dst)
+		return nil
+	default:
+		return fmt.Errorf("unknown subcommand %q: %s, %s or install", cmd, memlimit.CmdLimit, memlimit.CmdRelease)
+	}
+}

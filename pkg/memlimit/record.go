@@ -1,0 +1,102 @@
+package memlimit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tessera-gpu/tessera/pkg/fsutil"
+)
+
+// Record says which container holds a claim device's limit: one file per
+// claim device in the hook's state directory, written before the limit is
+// set and removed after it is lifted, so what a crash leaves is a record
+// of at most one limit, which the next hook or the claim's unprepare
+// releases.
+type Record struct {
+	Limit
+	// Container is the runtime's container ID, PID its init process (in
+	// the runtime's PID namespace) and Cgroup its cgroup below the root.
+	Container string `json:"container"`
+	PID       int    `json:"pid"`
+	Cgroup    string `json:"cgroup"`
+}
+
+const recordExt = ".json"
+
+func recordPath(stateDir, claimUID, device string) string {
+	return filepath.Join(stateDir, claimUID+"."+device+recordExt)
+}
+
+func writeRecord(stateDir string, r Record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(recordPath(stateDir, r.ClaimUID, r.Device), b, 0o644)
+}
+
+func readRecord(p string) (*Record, error) {
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		// A torn or foreign file holds nothing: it is replaced.
+		return &Record{}, nil
+	}
+	return &r, nil
+}
+
+// Records lists the state directory's records, sorted by file name; a
+// missing directory holds none.
+func Records(stateDir string) ([]Record, error) {
+	ents, err := os.ReadDir(stateDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("memory limit records: %w", err)
+	}
+	var out []Record
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), recordExt) {
+			continue
+		}
+		r, err := readRecord(filepath.Join(stateDir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("memory limit records: %w", err)
+		}
+		if r != nil && r.ClaimUID != "" {
+			out = append(out, *r)
+		}
+	}
+	return out, nil
+}
+
+// lock takes the state directory's lock: hooks of containers created at
+// once, and the agent, see each other's records whole.
+func lock(stateDir string) (func(), error) {
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("memory limit state: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(stateDir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("memory limit state: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("memory limit state: lock: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
