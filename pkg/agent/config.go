@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/flagenv"
 	"github.com/tessera-gpu/tessera/pkg/health"
 	"github.com/tessera-gpu/tessera/pkg/isolation"
+	"github.com/tessera-gpu/tessera/pkg/memlimit"
 	"github.com/tessera-gpu/tessera/pkg/podresources"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/pkg/telemetry"
@@ -47,8 +48,11 @@ type Config struct {
 	Sharing           string
 	MinShareIsolation string
 	LegacyMPSShares   string
-	DynamicProfiles   []string
-	MPSRoot           string
+	// The memory limit hook the claims' CDI specs name (pkg/memlimit).
+	MemoryLimitHook     string
+	MemoryLimitStateDir string
+	DynamicProfiles     []string
+	MPSRoot             string
 	// PodUID is the agent's pod's UID, for rolling updates with surge.
 	PodUID string
 	// DrainTimeout bounds how long a stopping agent finishes the kubelet's
@@ -116,6 +120,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Sharing, "sharing", string(publish.SharingNone), "How devices are shared between claims: none (a device belongs to one claim; pods share it by naming the same claim) or capacity (whole GPUs and static partitions are multi-allocatable: a claim asks memory and compute units and the scheduler keeps their sum within the device; a claim asking none gets the whole device; on NVIDIA each share is enforced through the device's MPS daemon, on AMD it is scheduling-only accounting). GPUs published dynamically are never shared.")
 	fs.StringVar(&c.MinShareIsolation, "min-share-isolation", string(isolation.None), "With --sharing=capacity, share only devices whose shares' memory limit is held at least this strongly (the memoryIsolation attribute): none (every device), process (NVIDIA's MPS client limits, which a process can unset) or kernel (a cgroup limit). Devices below it are published whole.")
 	fs.StringVar(&c.LegacyMPSShares, "legacy-mps-shares", "share", "With --sharing=capacity, what NVIDIA GPUs whose driver has legacy MPS only (before r615: no MPS v3 namespaces) do: share (every share of such a GPU reaches the one MPS daemon's control pipe, and its claim's status says so) or whole (publish such GPUs whole). The mpsNamespace attribute says which a GPU is.")
+	fs.StringVar(&c.MemoryLimitHook, "memory-limit-hook", "", "The host path of tessera-cdi-hook (the chart installs it at /opt/tessera/bin/tessera-cdi-hook and mounts it at the same path into the agent). Where it is installed and the node offers cgroup v2 with the GPU's dmem region (and, on NVIDIA, an r615+ driver), shares are published memoryIsolation=kernel and each share's CDI spec runs the hook, which sets the share's hard memory limit on its container's cgroup before the container starts, or fails the container. Empty: no share is held by the kernel.")
+	fs.StringVar(&c.MemoryLimitStateDir, "memory-limit-state-dir", "", "Where the hook records which container holds each share's limit (the hook's --state-dir). Default "+memlimit.DefaultStateDir+"; backend sim: <sim-state-dir>/memory-limits.")
 	fs.StringVar(&c.PodUID, "pod-uid", "", "The agent's pod's UID (the downward API's metadata.uid). Set, the agent registers with the kubelet under a name of its pod's, beside the agent it replaces in a rolling update with surge, and in standby: the kubelet's calls wait until the old agent exits and this one takes the node's lock over (docs/operating.md). Needs a kubelet of 1.33 or later.")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", driver.DefaultDrainTimeout, "How long a stopping agent (SIGTERM: an upgrade, a drain) lets the kubelet's prepares and unprepares in flight finish, refusing new ones, before it unregisters. Keep it below the pod's termination grace period (the chart's 30 s); a prepare still running then is rolled back by the next agent.")
 	fs.StringVar(&c.MPSRoot, "mps-root", "", "Directory of the MPS control daemons the agent runs (one per claim that configures MPS, one per shared device with capacity shares), each with its pipe directory (mounted into the claim's containers) and its logs (not mounted). Default /var/run/tessera/mps; backend sim: <sim-state-dir>/mps.")
@@ -172,6 +178,11 @@ func (c *Config) Validate() error {
 	}
 	if _, err := isolation.ParseLevel(c.MinShareIsolation); c.MinShareIsolation != "" && err != nil {
 		return fmt.Errorf("--min-share-isolation: %w", err)
+	}
+	for flag, p := range map[string]string{"--memory-limit-hook": c.MemoryLimitHook, "--memory-limit-state-dir": c.MemoryLimitStateDir} {
+		if p != "" && !filepath.IsAbs(p) {
+			return fmt.Errorf("%s: %q is not an absolute path (the runtime runs the hook on the host)", flag, p)
+		}
 	}
 	if l := c.LegacyMPSShares; l != "" && l != "share" && l != "whole" {
 		return fmt.Errorf("--legacy-mps-shares: %q is neither share nor whole", c.LegacyMPSShares)
@@ -268,6 +279,26 @@ func (c *Config) host(b backend.Backend) isolation.Host {
 	h, err := isolation.ReadHost(root)
 	if err != nil {
 		klog.Background().Error(err, "Reading what the node's cgroups offer for GPU memory limits", "root", root)
+	}
+	if err := h.FindHook(c.memoryLimitHook(b)); err != nil {
+		klog.Background().Error(err, "No share is held by a kernel memory limit on this node")
+	}
+	return h
+}
+
+// memoryLimitHook is how the claims' CDI specs run the hook: against the
+// host's cgroup root (the hook runs in the runtime's namespaces, not
+// below --sysfs-root), or the simulator's tree.
+func (c *Config) memoryLimitHook(b backend.Backend) memlimit.Hook {
+	h := memlimit.Hook{Path: c.MemoryLimitHook, CgroupRoot: "/sys/fs/cgroup", StateDir: c.MemoryLimitStateDir}
+	if cr, ok := b.(backend.CgroupRooter); ok {
+		h.CgroupRoot, h.Simulated = cr.CgroupRoot(), true
+		if h.StateDir == "" {
+			h.StateDir = filepath.Join(filepath.Dir(cr.CgroupRoot()), "memory-limits")
+		}
+	}
+	if h.StateDir == "" {
+		h.StateDir = memlimit.DefaultStateDir
 	}
 	return h
 }

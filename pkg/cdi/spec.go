@@ -27,7 +27,7 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 	groups := newVendorGroups()
 	ids := make([][]string, len(devs))
 	for i, d := range devs {
-		dev, devIDs, err := w.claimDevice(claim.UID, i, d, vendorIx, groups)
+		dev, devIDs, err := w.claimDevice(claim, i, d, vendorIx, groups)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -101,7 +101,8 @@ func (g *vendorGroups) add(v gpuvendor.Vendor, d *ClaimDevice) {
 
 // claimDevice is the CDI device of the claim's i-th device d and the IDs
 // it is injected by; it adds d to its vendor's group for the common device.
-func (w *Writer) claimDevice(claimUID string, i int, d ClaimDevice, vendorIx *vendorIndex, groups *vendorGroups) (cdispec.Device, []string, error) {
+func (w *Writer) claimDevice(claim ClaimRef, i int, d ClaimDevice, vendorIx *vendorIndex, groups *vendorGroups) (cdispec.Device, []string, error) {
+	claimUID := claim.UID
 	// A vendor Tessera does not know cannot be prepared: fail rather
 	// than hand out a device without its nodes.
 	v, ok := vendors.For(d.GPU.Vendor)
@@ -125,10 +126,14 @@ func (w *Writer) claimDevice(claimUID string, i int, d ClaimDevice, vendorIx *ve
 	if err != nil {
 		return cdispec.Device{}, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
 	}
+	hooks, err := w.memoryLimitHooks(claim, &d)
+	if err != nil {
+		return cdispec.Device{}, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
+	}
 	return cdispec.Device{
 		Name:           name,
 		Annotations:    ann,
-		ContainerEdits: cdispec.ContainerEdits{DeviceNodes: devNodes},
+		ContainerEdits: cdispec.ContainerEdits{DeviceNodes: devNodes, Hooks: hooks},
 	}, ids, nil
 }
 

@@ -27,6 +27,9 @@ type Options struct {
 	// is returned too, so the driver's libraries reach the container. Empty
 	// disables the lookup (the simulator has no vendor spec to find).
 	VendorSpecDirs []string
+	// KernelLimits, if set, adds the memory limit hook to each device whose
+	// limit the kernel holds (memlimit.go).
+	KernelLimits *KernelLimits
 }
 
 // Writer writes and removes per-claim CDI specs. It holds no mutable state
@@ -36,6 +39,7 @@ type Writer struct {
 	devRoot string
 	numbers func(string) (int64, int64, bool)
 	vendor  []string
+	limits  *KernelLimits
 }
 
 // Spec files are read by container runtimes (root) and by operators.
@@ -46,7 +50,7 @@ const (
 
 // NewWriter returns a Writer for o, creating SpecDir if it is missing.
 func NewWriter(o Options) (*Writer, error) {
-	w := &Writer{specDir: o.SpecDir, devRoot: o.DevRoot, numbers: o.DeviceNumbers, vendor: o.VendorSpecDirs}
+	w := &Writer{specDir: o.SpecDir, devRoot: o.DevRoot, numbers: o.DeviceNumbers, vendor: o.VendorSpecDirs, limits: o.KernelLimits}
 	if w.specDir == "" {
 		w.specDir = DefaultSpecDir
 	}

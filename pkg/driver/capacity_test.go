@@ -68,7 +68,7 @@ func TestCapacitySharesOverGRPC(t *testing.T) {
 	for _, c := range []*drapbv1.Claim{a, b} {
 		st, r, msg := shareStatus(t, n, c.Name)
 		if st != metav1.ConditionFalse || r != ReasonProcessLimitsOnly || !strings.Contains(msg, "at most 7168MiB of device memory") ||
-			!strings.Contains(msg, "not an isolation boundary") || !strings.Contains(msg, "Tessera does not set kernel memory limits yet") {
+			!strings.Contains(msg, "not an isolation boundary") || !strings.Contains(msg, "the agent runs without a memory limit hook") {
 			t.Errorf("claim %s: ShareEnforced %s %s %q", c.Name, st, r, msg)
 		}
 	}

@@ -138,7 +138,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	if err := d.pub.discover(ctx); err != nil {
 		return nil, err
 	}
-	w, err := cdi.NewWriter(cdi.Options{SpecDir: o.CDIDir, DevRoot: o.Backend.DevRoot(), DeviceNumbers: o.Backend.DeviceNumbers, VendorSpecDirs: o.VendorCDIDirs})
+	w, err := cdi.NewWriter(cdi.Options{SpecDir: o.CDIDir, DevRoot: o.Backend.DevRoot(), DeviceNumbers: o.Backend.DeviceNumbers, VendorSpecDirs: o.VendorCDIDirs, KernelLimits: o.kernelLimits()})
 	if err != nil {
 		return nil, fmt.Errorf("CDI spec dir %s: %w", o.CDIDir, err)
 	}

@@ -63,6 +63,9 @@ type node struct {
 	// mps gives the simulator MPS daemons, the test binary as control
 	// program (TestMain).
 	mps bool
+	// limitHook installs a memory limit hook (a stand-in file) and gives
+	// the agent the simulator's cgroup tree with it (memlimits_test.go).
+	limitHook bool
 }
 
 func newNode(t *testing.T, profile string) *node { return newBenchNode(t, profile) }
@@ -117,6 +120,7 @@ func (n *node) start() {
 		PluginDataDir: filepath.Join(n.dir, "plugin"), RegistrarDir: filepath.Join(n.dir, "registry"),
 		CDIDir: n.cdiDir(), BootID: "boot", InventoryPoll: cmp.Or(n.poll, 50*time.Millisecond),
 		Metrics: n.metrics, Partitioning: n.partitioning, Sharing: n.sharing, OrphanRetry: cmp.Or(n.orphanRetry, 50*time.Millisecond),
+		Host: n.host(),
 	})
 	if err != nil {
 		n.t.Fatal(err)

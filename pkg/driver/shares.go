@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/isolation"
+	"github.com/tessera-gpu/tessera/pkg/memlimit"
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 	"github.com/tessera-gpu/tessera/pkg/sharing"
@@ -43,7 +44,12 @@ func shareCondition(sh *sharing.Share, a isolation.Assessment) (metav1.Condition
 	}
 	switch a.Level {
 	case isolation.Kernel:
-		return metav1.ConditionTrue, ReasonKernelMemoryLimit, fmt.Sprintf("share %s (%s): its workload's cgroup may hold at most %dMiB of this GPU's memory", sh.ID, sh, sh.MemoryBytes>>20)
+		limit, _ := memlimit.Bytes(sh.MemoryBytes)
+		msg := fmt.Sprintf("share %s (%s): its container's cgroup may hold at most %dMiB of %s, a hard limit Tessera's CDI hook sets through %s before the container starts (a container it cannot limit does not start); one container holds the share at a time", sh.ID, sh, limit>>20, a.Region, mechanismName(a.Mechanism))
+		if a.MPSNamespace {
+			msg += "; its compute runs in an MPS v3 namespace of its own, whose socket alone its containers see"
+		}
+		return metav1.ConditionTrue, ReasonKernelMemoryLimit, msg + "."
 	case isolation.Process:
 		if a.MPSNamespace {
 			msg := fmt.Sprintf("share %s (%s) runs in an MPS v3 namespace of its own in the GPU's MPS daemon, whose server caps the namespace's clients at %dMiB of pinned device memory", sh.ID, sh, sh.MemoryBytes>>20)
@@ -61,6 +67,13 @@ func shareCondition(sh *sharing.Share, a isolation.Assessment) (metav1.Condition
 		return metav1.ConditionFalse, ReasonProcessLimitsOnly, msg + why
 	}
 	return metav1.ConditionFalse, ReasonSchedulingOnly, fmt.Sprintf("share %s (%s) is the scheduler's accounting only: nothing on this GPU enforces it, so a process may use more.", sh.ID, sh) + why
+}
+
+func mechanismName(m memlimit.Mechanism) string {
+	if m == memlimit.NVML {
+		return "NVML (nvmlDeviceSetMemoryLimits_v1)"
+	}
+	return "the dmem cgroup controller (dmem.max)"
 }
 
 // sharesRecorded reports whether the claim's status already says how each

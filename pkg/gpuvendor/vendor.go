@@ -59,6 +59,10 @@ type Capabilities struct {
 	// controller, with %s its PCI address; "" where the driver registers
 	// none. A share can be held by the kernel only on a GPU with a region.
 	DmemRegion string
+	// KernelLimit is how a cgroup's limit on the region is set: "dmem"
+	// (its dmem.max) or "nvml" (the driver's own call, which says not to
+	// write its dmem files); pkg/memlimit's mechanisms.
+	KernelLimit string
 	// KernelMemoryDriver is the oldest driver that registers the region
 	// and enforces a cgroup's limit on it; "" for any.
 	KernelMemoryDriver string

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/pkg/gpuvendor"
 	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/memlimit"
 )
 
 // Assessment is how a share of one GPU or partition is held on this node,
@@ -20,12 +21,11 @@ type Assessment struct {
 	// its own (MPSNamespaces), false where every share of the device
 	// reaches the one daemon's control pipe (legacy MPS) or none runs.
 	MPSNamespace bool
+	// Mechanism and Region say, at Kernel, how the limit is set (pkg/memlimit)
+	// and on which dmem region.
+	Mechanism memlimit.Mechanism
+	Region    string
 }
-
-// limitMechanism says whether the agent can set a kernel memory limit on a
-// workload's cgroup. It cannot yet: until it can, no device is published
-// kernel, whatever the node offers (docs/sharing.md).
-const limitMechanism = false
 
 // Assess judges a share of gpu (or of its partition p, nil for the whole
 // GPU) on host, by the vendor's capabilities.
@@ -49,17 +49,29 @@ func Assess(caps gpuvendor.Capabilities, gpu *inventory.GPU, p *inventory.Partit
 			blockers = append(blockers, fmt.Sprintf("dmem.capacity lists no region %s for this GPU", region))
 		}
 	}
-	if !limitMechanism {
-		blockers = append(blockers, "Tessera does not set kernel memory limits yet")
+	mechanism := memlimit.Mechanism(caps.KernelLimit)
+	if host.Hook.Simulated {
+		// The simulator's tree plays the kernel, whatever the vendor's call.
+		mechanism = memlimit.Dmem
 	}
-	level := Kernel
+	switch {
+	case host.Hook.Path == "":
+		blockers = append(blockers, "the agent runs without a memory limit hook (--memory-limit-hook is empty)")
+	case !host.HookInstalled:
+		blockers = append(blockers, fmt.Sprintf("no memory limit hook is installed at %s (the chart's memoryLimits.hookDir)", host.Hook.Path))
+	case mechanism == "":
+		blockers = append(blockers, "Tessera knows no way to set the vendor's cgroup memory limit")
+	}
+	a := Assessment{Level: Kernel, Blockers: blockers, MPSNamespace: caps.EnforcedShares && MPSNamespaces(caps, gpu)}
 	if len(blockers) > 0 {
-		level = None
+		a.Level = None
 		if caps.EnforcedShares {
-			level = Process
+			a.Level = Process
 		}
+		return a
 	}
-	return Assessment{Level: level, Blockers: blockers, MPSNamespace: caps.EnforcedShares && MPSNamespaces(caps, gpu)}
+	a.Mechanism, a.Region = mechanism, fmt.Sprintf(caps.DmemRegion, gpu.PCIBusID)
+	return a
 }
 
 // MPSNamespaces reports whether gpu's driver runs MPS v3, so that each

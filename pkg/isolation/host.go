@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/tessera-gpu/tessera/pkg/memlimit"
 )
 
 // Host is what the node's kernel offers for device memory limits.
@@ -22,6 +24,30 @@ type Host struct {
 	// Regions are the device memory regions of the root's dmem.capacity
 	// with their sizes in bytes ("drm/0000:03:00.0/vram0").
 	Regions map[string]int64
+	// Hook is the memory limit hook the claims' CDI specs name, and
+	// HookInstalled whether it is there: without it no share is held by
+	// the kernel (a spec naming a missing hook fails every container).
+	Hook          memlimit.Hook
+	HookInstalled bool
+}
+
+// FindHook fills in whether h's binary is installed: a regular file that
+// can be executed, at the same path in the agent's mount namespace as on the
+// host (the chart mounts the hook directory at its host path).
+func (h *Host) FindHook(hook memlimit.Hook) error {
+	h.Hook, h.HookInstalled = hook, false
+	if hook.Path == "" {
+		return nil
+	}
+	fi, err := os.Stat(hook.Path)
+	if err != nil {
+		return fmt.Errorf("memory limit hook: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("memory limit hook %s is not an executable file (%s)", hook.Path, fi.Mode())
+	}
+	h.HookInstalled = true
+	return nil
 }
 
 // ReadHost reads the cgroup hierarchy mounted at root. A root that is not

@@ -1,9 +1,13 @@
 package isolation
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tessera-gpu/tessera/pkg/memlimit"
 )
 
 func TestReadHost(t *testing.T) {
@@ -28,6 +32,31 @@ func TestReadHost(t *testing.T) {
 		}
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %+v, %v; want %+v", tc.root, got, err, tc.want)
+		}
+	}
+}
+
+// TestFindHook: the hook counts as installed only as an executable file.
+func TestFindHook(t *testing.T) {
+	d := t.TempDir()
+	exe, plain := filepath.Join(d, "tessera-cdi-hook"), filepath.Join(d, "plain")
+	if err := os.WriteFile(exe, []byte("#!/bin/true\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plain, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path      string
+		installed bool
+		err       bool
+	}{
+		{exe, true, false}, {plain, false, true}, {filepath.Join(d, "missing"), false, true}, {d, false, true}, {"", false, false},
+	} {
+		var h Host
+		err := h.FindHook(memlimit.Hook{Path: tc.path})
+		if h.HookInstalled != tc.installed || (err != nil) != tc.err || h.Hook.Path != tc.path {
+			t.Errorf("FindHook(%q): installed %v, error %v; want %v, error %v", tc.path, h.HookInstalled, err, tc.installed, tc.err)
 		}
 	}
 }

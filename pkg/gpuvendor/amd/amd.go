@@ -26,7 +26,7 @@ func (Vendor) Majors() []string       { return []string{majorDRM, majorKFD} }
 func (Vendor) Capabilities() gpuvendor.Capabilities {
 	// amdgpu registers each device's VRAM with the dmem controller; a
 	// compute partition's memory is the device's (one region per device).
-	return gpuvendor.Capabilities{PartitionKind: inventory.PartitionXCP, DmemRegion: "drm/%s/vram0"}
+	return gpuvendor.Capabilities{PartitionKind: inventory.PartitionXCP, DmemRegion: "drm/%s/vram0", KernelLimit: "dmem"}
 }
 
 func (Vendor) GPUNodes(g *inventory.GPU) ([]gpuvendor.Node, error) {

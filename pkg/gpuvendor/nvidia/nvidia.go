@@ -37,6 +37,7 @@ func (Vendor) Capabilities() gpuvendor.Capabilities {
 		// The open kernel module registers its video memory from r615,
 		// where MPS memory partitioning (non-MIG GPUs) enforces it.
 		DmemRegion:         "nvidia/%s/vidmem",
+		KernelLimit:        "nvml",
 		KernelMemoryDriver: "615.0.0",
 		// MPS v3 (CUDA 13.4) came with r615 too.
 		MPSNamespacesDriver: "615.0.0",

@@ -44,6 +44,9 @@ func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 		"attribution":  map[string]any{"poll": AttributionPoll},
 		"telemetry":    map[string]any{"poll": TelemetryPoll},
 		"cdi":          map[string]any{"dir": c.CDIDir(n.Name), "vendorDirs": []string{c.CDIDir(n.Name)}},
+		// The memory limit hook, installed per node like the node's other
+		// host paths (the runtime runs it from there).
+		"memoryLimits": map[string]any{"hookDir": filepath.Join(c.NodeDir(n.Name), "bin")},
 		// No securityContext value: the agent runs with what the chart
 		// renders for backend sim.
 		"hostNetwork": true,

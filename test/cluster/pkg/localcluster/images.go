@@ -75,19 +75,22 @@ func (sp imageSpec) args(archive string) []string {
 }
 
 func (c *Config) imageSpecs() []imageSpec {
-	const plugin, sim = "/usr/bin/tessera-kubelet-plugin", "/usr/bin/tessera-sim"
+	const plugin, sim, hook = "/usr/bin/tessera-kubelet-plugin", "/usr/bin/tessera-sim", "/usr/bin/tessera-cdi-hook"
 	agent := c.PluginBin + "=" + plugin
+	// The chart's init container installs the memory limit hook from the
+	// agent's image.
+	limitHook := filepath.Join(filepath.Dir(c.PluginBin), "tessera-cdi-hook") + "=" + hook
 	var previous []imageSpec
 	if c.hasPreviousAgent() {
 		previous = append(previous, imageSpec{AgentSimImageRepository + ":" + PreviousImageTag, "tessera-kubelet-plugin-sim-previous.tar", plugin,
 			[]string{filepath.Join(c.PreviousAgent, "tessera-kubelet-plugin") + "=" + plugin, filepath.Join(c.PreviousAgent, "tessera-sim") + "=" + sim}})
 	}
 	return append(previous, []imageSpec{
-		{AgentImageRepository + ":" + ImageTag, "tessera-kubelet-plugin.tar", plugin, []string{agent}},
+		{AgentImageRepository + ":" + ImageTag, "tessera-kubelet-plugin.tar", plugin, []string{agent, limitHook}},
 		// The sim backend runs its MPS stand-in from the agent binary's
 		// directory.
 		{AgentSimImageRepository + ":" + ImageTag, "tessera-kubelet-plugin-sim.tar", plugin,
-			[]string{agent, filepath.Join(filepath.Dir(c.PluginBin), "tessera-sim") + "=" + sim}},
+			[]string{agent, filepath.Join(filepath.Dir(c.PluginBin), "tessera-sim") + "=" + sim, limitHook}},
 		{WebhookImageRepository + ":" + ImageTag, "tessera-webhook.tar", "/usr/bin/tessera-webhook", []string{c.WebhookBin + "=/usr/bin/tessera-webhook"}},
 		{ProbeImage, "probe.tar", "/usr/bin/probe", []string{c.bin("probe") + "=/usr/bin/probe"}},
 		{PauseImage, "pause.tar", "/pause", []string{c.bin("pause") + "=/pause"}},

@@ -31,8 +31,8 @@ func TestAgentImages(t *testing.T) {
 		ref  string
 		want []string
 	}{
-		{AgentImageRepository + ":" + ImageTag, []string{"/usr/bin/tessera-kubelet-plugin"}},
-		{AgentSimImageRepository + ":" + ImageTag, []string{"/usr/bin/tessera-kubelet-plugin", "/usr/bin/tessera-sim"}},
+		{AgentImageRepository + ":" + ImageTag, []string{"/usr/bin/tessera-kubelet-plugin", "/usr/bin/tessera-cdi-hook"}},
+		{AgentSimImageRepository + ":" + ImageTag, []string{"/usr/bin/tessera-kubelet-plugin", "/usr/bin/tessera-sim", "/usr/bin/tessera-cdi-hook"}},
 	} {
 		if got := files[tc.ref]; !slices.Equal(got, tc.want) {
 			t.Errorf("%s holds %q, want %q", tc.ref, got, tc.want)
