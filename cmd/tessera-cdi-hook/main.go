@@ -19,6 +19,7 @@ import (
 	"os"
 
 	"github.com/tessera-gpu/tessera/pkg/memlimit"
+	"github.com/tessera-gpu/tessera/pkg/memlimit/nvmllimit"
 )
 
 func main() {
@@ -26,6 +27,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, memlimit.HookName+":", err)
 		os.Exit(1)
 	}
+}
+
+// env is the node as the hook reaches it; NVML is loaded only for its
+// mechanism (a node without the NVIDIA library has no such limits).
+func env(m memlimit.Mechanism) memlimit.Env {
+	if m == memlimit.NVML {
+		return memlimit.Env{NVML: nvmllimit.New()}
+	}
+	return memlimit.Env{}
 }
 
 func run(args []string) error {
@@ -42,7 +52,7 @@ func run(args []string) error {
 		if err != nil {
 			return fmt.Errorf("claim %s (%s), device %s: %w", l.Claim, l.ClaimUID, l.Device, err)
 		}
-		if err := memlimit.Apply(h, l, st, memlimit.Env{}); err != nil {
+		if err := memlimit.Apply(h, l, st, env(l.Mechanism)); err != nil {
 			return fmt.Errorf("claim %s (%s), device %s, container %s: %w", l.Claim, l.ClaimUID, l.Device, st.ID, err)
 		}
 		return nil
@@ -55,7 +65,8 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		return memlimit.Release(h, st.ID, memlimit.Env{})
+		// A record of either mechanism may be released.
+		return memlimit.Release(h, st.ID, env(memlimit.NVML))
 	case "install":
 		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 		dir := fs.String("dir", "/opt/tessera/bin", "the host directory the runtime runs the hook from")

@@ -76,12 +76,12 @@ func Apply(h Hook, l Limit, st specs.State, env Env) error {
 	if err := writeRecord(h.StateDir, rec); err != nil {
 		return fmt.Errorf("memory limit record: %w", err)
 	}
-	if err := set.set(h.CgroupRoot, cg, l); err != nil {
+	if err := set.Set(h.CgroupRoot, cg, l); err != nil {
 		err = fmt.Errorf("set %s on cgroup %s: %w", l, cg, err)
 		// The container is not created; what was set of its limit goes
 		// with its cgroup, the record with it.
 		if h.Simulated {
-			err = errors.Join(err, set.lift(h.CgroupRoot, cg, l))
+			err = errors.Join(err, set.Lift(h.CgroupRoot, cg, l))
 		}
 		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			err = errors.Join(err, rerr)
@@ -142,7 +142,7 @@ func release(h Hook, env Env, r Record) error {
 		if err != nil {
 			return err
 		}
-		if err := set.lift(h.CgroupRoot, r.Cgroup, r.Limit); err != nil {
+		if err := set.Lift(h.CgroupRoot, r.Cgroup, r.Limit); err != nil {
 			return fmt.Errorf("lift %s from cgroup %s: %w", r.Limit, r.Cgroup, err)
 		}
 	}
