@@ -2,7 +2,8 @@
 GO        ?= go
 BIN       := bin
 # The agent binary is built with cgo: the nvml backend loads libnvidia-ml.
-# Everything but pkg/backend/nvml also builds with CGO_ENABLED=0 (vet checks).
+# Everything but pkg/backend/nvml and pkg/memlimit/nvmllimit (go-nvml) also
+# builds with CGO_ENABLED=0 (vet checks).
 export CGO_ENABLED ?= 1
 # go-nvml's headers use deprecated declarations; the warnings are noise.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations

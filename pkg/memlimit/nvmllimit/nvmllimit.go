@@ -1,7 +1,5 @@
-// Package nvmllimit sets a share's memory limit on a cgroup through NVML
-// (nvmlDeviceSetMemoryLimits_v1, NVIDIA r615+ MPS memory partitioning): the
-// memlimit.NVML mechanism. Apart from package memlimit so that only the hook
-// binary links the NVIDIA library (cgo).
+//go:build cgo && linux
+
 package nvmllimit
 
 import (
