@@ -19,6 +19,7 @@ import (
 	"os"
 
 	"github.com/tessera-gpu/tessera/pkg/memlimit"
+	"github.com/tessera-gpu/tessera/pkg/memlimit/nvmllimit"
 )
 
 func main() {
@@ -32,7 +33,7 @@ func main() {
 // mechanism (a node without the NVIDIA library has no such limits).
 func env(m memlimit.Mechanism) memlimit.Env {
 	if m == memlimit.NVML {
-		return memlimit.Env{NVML: nvmlSetter()}
+		return memlimit.Env{NVML: nvmllimit.New()}
 	}
 	return memlimit.Env{}
 }

@@ -52,6 +52,8 @@ type env struct {
 	// Config.Released.
 	getClaim func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error)
 	released func(Evidence)
+	// releaseLimits is Config.ReleaseMemoryLimits (unset: none).
+	releaseLimits func(claimUID string) error
 }
 
 // TestMain lets the test binary be the MPS control stand-in (mpstest).
@@ -123,6 +125,7 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 		Store: checkpoint.NewStore(e.checkpointPath()), BootID: e.bootID,
 		Devices: devices, Partitioning: e.partitioning, OrphanDestroyed: e.orphanHook,
 		MPSRestarted: e.mpsRestarted, GetClaim: e.getClaim, Released: e.released,
+		ReleaseMemoryLimits: e.releaseLimits,
 	}, crash)
 	if err != nil {
 		e.t.Fatalf("start manager: %v", err)

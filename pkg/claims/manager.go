@@ -29,6 +29,7 @@ const (
 	stepPrepareCompleted  crashStep = "prepare-completed-saved"
 	stepUnprepareStarted  crashStep = "unprepare-started-saved"
 	stepSpecRemoved       crashStep = "spec-removed"
+	stepLimitsReleased    crashStep = "memory-limits-released"
 	stepUnprepareFinished crashStep = "unprepare-entry-deleted"
 )
 
@@ -65,6 +66,10 @@ type Config struct {
 	// manager carves at prepare, destroys at unprepare and removes
 	// partitions no claim owns at start (effect_partitions.go).
 	Partitioning publish.Partitioning
+	// ReleaseMemoryLimits, if set, forgets the kernel memory limits that
+	// containers of the claim held (pkg/memlimit) and whose poststop hook
+	// never ran (the runtime died first). It must be idempotent.
+	ReleaseMemoryLimits func(claimUID string) error
 }
 
 // Device is one prepared device, as the kubelet plugin returns it.

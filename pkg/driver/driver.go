@@ -143,17 +143,18 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		return nil, fmt.Errorf("CDI spec dir %s: %w", o.CDIDir, err)
 	}
 	d.claims, err = claims.New(ctx, claims.Config{
-		DriverName:      names.DriverName,
-		Backend:         o.Backend,
-		CDI:             w,
-		Store:           checkpoint.NewStore(o.CheckpointPath),
-		BootID:          o.BootID,
-		Devices:         d.pub.devices,
-		Partitioning:    o.Partitioning,
-		OrphanDestroyed: o.Metrics.OrphanDestroyed,
-		MPSRestarted:    o.Metrics.MPSRestarted,
-		GetClaim:        getClaim(o.KubeClient),
-		Released:        func(ev claims.Evidence) { o.Metrics.StaleClaimReleased(releasedLabel(ev)) },
+		DriverName:          names.DriverName,
+		Backend:             o.Backend,
+		CDI:                 w,
+		Store:               checkpoint.NewStore(o.CheckpointPath),
+		BootID:              o.BootID,
+		Devices:             d.pub.devices,
+		Partitioning:        o.Partitioning,
+		ReleaseMemoryLimits: o.releaseMemoryLimits(),
+		OrphanDestroyed:     o.Metrics.OrphanDestroyed,
+		MPSRestarted:        o.Metrics.MPSRestarted,
+		GetClaim:            getClaim(o.KubeClient),
+		Released:            func(ev claims.Evidence) { o.Metrics.StaleClaimReleased(releasedLabel(ev)) },
 		ObservePartition: func(op claims.PartitionOp, took time.Duration, err error) {
 			o.Metrics.ObservePartition(string(op), took, err)
 		},

@@ -5,6 +5,7 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/inventory"
 	"github.com/tessera-gpu/tessera/pkg/isolation"
 	"github.com/tessera-gpu/tessera/pkg/memlimit"
+	"github.com/tessera-gpu/tessera/pkg/memlimit/nvmllimit"
 )
 
 // kernelLimits is how the claims' CDI specs hold shares in the kernel: by
@@ -18,4 +19,16 @@ func (o *Options) kernelLimits() *cdi.KernelLimits {
 		a := o.isolation(g, p)
 		return a.Mechanism, a.Region, a.Level == isolation.Kernel
 	}}
+}
+
+// releaseMemoryLimits forgets, at a claim's unprepare, the limits its
+// containers held whose poststop hook never ran; nil where no hook runs.
+func (o *Options) releaseMemoryLimits() func(claimUID string) error {
+	if !o.Host.HookInstalled {
+		return nil
+	}
+	h := o.Host.Hook
+	return func(uid string) error {
+		return memlimit.ReleaseClaim(h, uid, memlimit.Env{NVML: nvmllimit.New()})
+	}
 }

@@ -18,8 +18,9 @@ import (
 // but holds another value fails the container.
 type Setter struct{ Lib nvml.Interface }
 
-// New is the Setter of the node's NVIDIA library.
-func New() Setter { return Setter{Lib: nvml.New()} }
+// New is the Setter of the node's NVIDIA library, which is loaded only
+// when a limit is set or lifted.
+func New() memlimit.Setter { return Setter{Lib: nvml.New()} }
 
 var _ memlimit.Setter = Setter{}
 
