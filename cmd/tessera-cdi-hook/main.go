@@ -29,13 +29,18 @@ func main() {
 	}
 }
 
+// procRoot is the runtime's /proc ("" for /proc); only this package's
+// tests set it.
+var procRoot string
+
 // env is the node as the hook reaches it; NVML is loaded only for its
 // mechanism (a node without the NVIDIA library has no such limits).
 func env(m memlimit.Mechanism) memlimit.Env {
+	e := memlimit.Env{Proc: procRoot}
 	if m == memlimit.NVML {
-		return memlimit.Env{NVML: nvmllimit.New()}
+		e.NVML = nvmllimit.New()
 	}
-	return memlimit.Env{}
+	return e
 }
 
 func run(args []string) error {
