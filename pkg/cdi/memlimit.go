@@ -49,7 +49,10 @@ func (w *Writer) memoryLimitHooks(claim ClaimRef, d *ClaimDevice) ([]*cdispec.Ho
 	if err != nil {
 		return nil, err
 	}
-	l := memlimit.Limit{ClaimUID: claim.UID, Claim: claim.Namespace + "/" + claim.Name, Device: d.Device, Mechanism: mech, Region: region, Bytes: b}
+	// A share bounds the claim: one container holds it at a time. An MPS
+	// claim owns its device, and its pinned memory limit is per client, as
+	// MPS applies it: each container gets its own.
+	l := memlimit.Limit{ClaimUID: claim.UID, Claim: claim.Namespace + "/" + claim.Name, Device: d.Device, Mechanism: mech, Region: region, Bytes: b, EachContainer: !d.Sharing.IsShare()}
 	if mech == memlimit.NVML {
 		l.GPU = d.GPU.UUID
 	}

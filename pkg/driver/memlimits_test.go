@@ -122,3 +122,56 @@ func TestKernelShare(t *testing.T) {
 		t.Errorf("a whole GPU's spec runs hooks %+v", oci.Hooks)
 	}
 }
+
+// TestKernelMPSClaim: an MPS claim owns its GPU, and its pinned memory
+// limit is per client, as MPS applies it: the hook limits each of the
+// claim's containers on its own (demo 11 runs two), refusing none.
+func TestKernelMPSClaim(t *testing.T) {
+	n := launch(t, &node{profile: "l4-4-r615", mps: true, limitHook: true})
+	gpu := n.driver.Published().Devices["gpu-1"].GPU
+	region := fmt.Sprintf("nvidia/%s/vidmem", gpu.PCIBusID)
+	c := n.addConfiguredClaim("mps", `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"MPS","mps":{"defaultPinnedDeviceMemoryLimit":"10Gi"}}}`, "gpu-1")
+	r := n.prepare(c).Claims[c.Uid]
+	if r.GetError() != "" {
+		t.Fatalf("prepare: %s", r.GetError())
+	}
+	oci := resolve(t, n.cdiDir(), r.Devices[0].CdiDeviceIds)
+	if oci.Hooks == nil || len(oci.Hooks.CreateRuntime) != 1 {
+		t.Fatalf("hooks %+v, want the memory limit hook", oci.Hooks)
+	}
+	h, l, err := memlimit.Parse(oci.Hooks.CreateRuntime[0].Args[1], oci.Hooks.CreateRuntime[0].Args[2:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.EachContainer || l.Bytes != 10<<30 || l.Region != region {
+		t.Fatalf("limit %+v: want 10GiB of %s for each container", l, region)
+	}
+	proc := t.TempDir()
+	for i, ctr := range []string{"a", "b"} {
+		pid := 100 + i
+		cg := "/kubepods/pod-x/ctr-" + ctr
+		if err := os.MkdirAll(filepath.Join(proc, fmt.Sprint(pid)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proc, fmt.Sprint(pid), "cgroup"), []byte("0::"+cg+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := memlimit.Apply(h, l, specs.State{ID: "ctr-" + ctr, Pid: pid}, memlimit.Env{Proc: proc}); err != nil {
+			t.Fatalf("container %s: %v", ctr, err)
+		}
+		if got, err := memlimit.ReadDmemMax(filepath.Join(h.CgroupRoot, cg), region); err != nil || got != fmt.Sprint(10<<30) {
+			t.Errorf("container %s: dmem.max %s (%v)", ctr, got, err)
+		}
+	}
+	recs, err := memlimit.Records(h.StateDir)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("records %+v (%v), want one per container", recs, err)
+	}
+	// The claim's unprepare releases both (no poststop ran here).
+	if resp := n.unprepare(c); resp.Claims[c.Uid].GetError() != "" {
+		t.Fatalf("unprepare: %s", resp.Claims[c.Uid].GetError())
+	}
+	if recs, _ := memlimit.Records(h.StateDir); len(recs) != 0 {
+		t.Errorf("records after unprepare: %+v", recs)
+	}
+}

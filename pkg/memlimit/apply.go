@@ -34,7 +34,8 @@ func (e *HeldError) Error() string {
 // Apply sets l on the cgroup of the container st is the state of, the
 // createRuntime hook's work. A container already holding it (the hook run
 // again) gets it again; another live container holding it refuses this one
-// (HeldError); a dead holder's record is released first. On any error no
+// (HeldError); a dead holder's record is released first. A limit of
+// EachContainer is each container's own: none is refused. On any error no
 // record and no limit of this container is left.
 func Apply(h Hook, l Limit, st specs.State, env Env) error {
 	if st.Pid <= 0 {
@@ -59,7 +60,8 @@ func Apply(h Hook, l Limit, st specs.State, env Env) error {
 	}
 	defer unlock()
 
-	p := recordPath(h.StateDir, l.ClaimUID, l.Device)
+	rec := Record{Limit: l, Container: st.ID, PID: st.Pid, Cgroup: cg}
+	p := recordPath(h.StateDir, rec)
 	old, err := readRecord(p)
 	if err != nil {
 		return fmt.Errorf("memory limit record: %w", err)
@@ -72,7 +74,6 @@ func Apply(h Hook, l Limit, st specs.State, env Env) error {
 			return fmt.Errorf("release the limit of container %s, which is gone: %w", old.Container, err)
 		}
 	}
-	rec := Record{Limit: l, Container: st.ID, PID: st.Pid, Cgroup: cg}
 	if err := writeRecord(h.StateDir, rec); err != nil {
 		return fmt.Errorf("memory limit record: %w", err)
 	}
@@ -146,7 +147,7 @@ func release(h Hook, env Env, r Record) error {
 			return fmt.Errorf("lift %s from cgroup %s: %w", r.Limit, r.Cgroup, err)
 		}
 	}
-	if err := os.Remove(recordPath(h.StateDir, r.ClaimUID, r.Device)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(recordPath(h.StateDir, r)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil

@@ -44,6 +44,10 @@ type Limit struct {
 	GPU string
 	// Bytes is the hard limit, a whole number of MiB.
 	Bytes int64
+	// EachContainer limits every container of the claim device on its own
+	// (an MPS claim's pinned memory limit, which MPS too applies per
+	// client), instead of one container holding the share at a time.
+	EachContainer bool `json:"eachContainer,omitempty"`
 }
 
 // Bytes rounds a share's memory down to whole MiB, the unit NVIDIA's tools
@@ -130,6 +134,9 @@ func (h Hook) LimitArgs(l Limit) []string {
 	if l.GPU != "" {
 		args = append(args, "--gpu="+l.GPU)
 	}
+	if l.EachContainer {
+		args = append(args, "--each-container")
+	}
 	return args
 }
 
@@ -165,6 +172,7 @@ func Parse(cmd string, args []string) (Hook, Limit, error) {
 		fs.StringVar(&l.Region, "region", "", "the GPU's dmem region")
 		fs.StringVar(&l.GPU, "gpu", "", "the GPU's UUID (nvml)")
 		fs.Int64Var(&l.Bytes, "bytes", 0, "the hard limit in bytes")
+		fs.BoolVar(&l.EachContainer, "each-container", false, "limit each container of the claim device on its own, not one at a time")
 	}
 	if err := fs.Parse(args); err != nil {
 		return h, l, fmt.Errorf("%s: %w", cmd, err)

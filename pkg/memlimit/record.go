@@ -30,8 +30,14 @@ type Record struct {
 
 const recordExt = ".json"
 
-func recordPath(stateDir, claimUID, device string) string {
-	return filepath.Join(stateDir, claimUID+"."+device+recordExt)
+// recordPath is r's file: one per claim device, or per container of it
+// where each container is limited on its own.
+func recordPath(stateDir string, r Record) string {
+	name := r.ClaimUID + "." + r.Device
+	if r.EachContainer {
+		name += "." + r.Container
+	}
+	return filepath.Join(stateDir, name+recordExt)
 }
 
 func writeRecord(stateDir string, r Record) error {
@@ -39,7 +45,7 @@ func writeRecord(stateDir string, r Record) error {
 	if err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(recordPath(stateDir, r.ClaimUID, r.Device), b, 0o644)
+	return fsutil.WriteFileAtomic(recordPath(stateDir, r), b, 0o644)
 }
 
 func readRecord(p string) (*Record, error) {
