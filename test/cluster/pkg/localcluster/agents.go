@@ -45,8 +45,9 @@ func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 		"telemetry":    map[string]any{"poll": TelemetryPoll},
 		"cdi":          map[string]any{"dir": c.CDIDir(n.Name), "vendorDirs": []string{c.CDIDir(n.Name)}},
 		// The memory limit hook, installed per node like the node's other
-		// host paths (the runtime runs it from there).
-		"memoryLimits": map[string]any{"hookDir": filepath.Join(c.NodeDir(n.Name), "bin")},
+		// host paths (the runtime runs it from there); a containerd node's
+		// runc runs it against the simulator's cgroup tree.
+		"memoryLimits": map[string]any{"enabled": c.Runtime == RuntimeContainerd, "hookDir": filepath.Join(c.NodeDir(n.Name), "bin")},
 		// No securityContext value: the agent runs with what the chart
 		// renders for backend sim.
 		"hostNetwork": true,
