@@ -174,3 +174,26 @@ func BenchmarkStartToPublished(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrepareUnprepareShare is BenchmarkPrepareUnprepare for a 7Gi
+// share of an L4 on the R615 node (its MPS v3 namespace created and
+// deleted each time, in the GPU's running daemon), without and with the
+// memory limit hook: with it the
+// share's spec names the hook and the unprepare releases the claim's
+// records, the prepare-side cost of kernel limits (the limit itself is set
+// by the runtime, BenchmarkHook in cmd/tessera-cdi-hook).
+func BenchmarkPrepareUnprepareShare(b *testing.B) {
+	for _, hook := range []bool{false, true} {
+		b.Run(fmt.Sprintf("hook=%v", hook), func(b *testing.B) {
+			n := launch(b, &node{profile: "l4-4-r615", sharing: publish.SharingCapacity, mps: true, limitHook: hook})
+			// Another share keeps the GPU's MPS daemon up, as on a busy
+			// node: the cycle is the share's own work, not a daemon's start.
+			keeper := n.addShareClaim("keeper", "gpu-0", "1Gi")
+			if r := n.prepare(keeper).Claims[keeper.Uid]; r.GetError() != "" {
+				b.Fatal(r.GetError())
+			}
+			claim := n.addShareClaim("bench", "gpu-0", "7Gi")
+			benchCycle(b, n, claim)
+		})
+	}
+}
