@@ -91,8 +91,16 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 			if fit {
 				markSlices(usable, pl)
 			}
+			if !fit && e.Partition == nil {
+				// The partitions that exist leave it no room: no allocation
+				// can take it (their counters are taken), so it is left out
+				// until a destroy republishes it. Never an allocated one: a
+				// placement allocated and not yet carved fits, since the
+				// counters kept it apart from every partition allocated.
+				continue
+			}
 			items = append(items, item{dev: d, entry: e, group: groupPlacement, parent: rank, mem: pr.MemoryBytes, stranded: stranded(pt, pl), damage: damage(pt, pr, pl), start: pl.Start,
-				blocked: e.Partition != nil || !fit})
+				blocked: e.Partition != nil})
 		}
 	}
 	ms := memorySlices(g, avail, usable)

@@ -7,6 +7,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tessera-gpu/tessera/internal/alloctest"
@@ -89,7 +90,7 @@ func TestOccupancyOrder(t *testing.T) {
 		}
 	}
 	blocked := func(name string) bool {
-		e := occ.Devices[name]
+		e := empty.Devices[name] // the same placement, published or not
 		if slices.Contains(carved, name) {
 			return true
 		}
@@ -100,16 +101,28 @@ func TestOccupancyOrder(t *testing.T) {
 		}
 		return e.Carve.Profile == "1g.10gb+me" // the one OFA is taken
 	}
-	var slice7 []string
-	for _, s := range occPool.Slices {
-		if len(s.Devices) > 0 && occ.Devices[s.Devices[0].Name].Carve != nil && occ.Devices[s.Devices[0].Name].GPU.UUID == gpu7 {
-			for _, d := range s.Devices {
-				slice7 = append(slice7, d.Name)
+	placementsOf := func(r *publish.Result, pool resourceslice.Pool) []string {
+		var out []string
+		for _, s := range pool.Slices {
+			if len(s.Devices) > 0 && r.Devices[s.Devices[0].Name].Carve != nil && r.Devices[s.Devices[0].Name].GPU.UUID == gpu7 {
+				for _, d := range s.Devices {
+					out = append(out, d.Name)
+				}
 			}
 		}
+		return out
 	}
-	if len(slice7) != 25 {
-		t.Fatalf("gpu-7's slice has %d placements, want 25", len(slice7))
+	slice7, empty7 := placementsOf(occ, occPool), placementsOf(empty, emptyPool)
+	if len(empty7) != 25 {
+		t.Fatalf("gpu-7's slice has %d placements empty, want 25", len(empty7))
+	}
+	// Placements the partitions leave no room for are left out; the
+	// partitions themselves and every free placement stay.
+	for _, n := range empty7 {
+		kept := slices.Contains(slice7, n)
+		if gone := blocked(n) && !slices.Contains(carved, n); gone == kept {
+			t.Errorf("%s: published %v after carving, want %v", n, kept, !gone)
+		}
 	}
 	seenBlocked, firstDone := false, map[string]bool{}
 	tierTwo := false
