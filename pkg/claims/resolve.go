@@ -52,6 +52,11 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 			continue
 		}
 		e, ok := pub.Devices[r.Device]
+		if !ok {
+			// A placement partitions block now: what holds its room
+			// decides (checkConflicts), as when it was published.
+			e, ok = pub.Blocked[r.Device]
+		}
 		if r.Pool != pub.Pool || !ok {
 			missing = append(missing, fmt.Sprintf("%s/%s (request %q)", r.Pool, r.Device, r.Request))
 			continue

@@ -51,6 +51,11 @@ type Result struct {
 	// Slices are each dynamic GPU's memory slices (by GPU device name):
 	// free, and free but of no use to any published profile now.
 	Slices map[string]MemorySlices
+	// Blocked are the placements of dynamic GPUs left out of the slices
+	// because partitions on their GPU take their room, by name: a claim
+	// allocated one from slices the scheduler had before (a stale claim's
+	// partition still there) is judged by the conflict, not as unknown.
+	Blocked map[string]Entry
 }
 
 // group is a device's place in publishing order (the package doc's rules).
@@ -108,8 +113,15 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 		if dyn {
 			var set resourceapi.CounterSet
 			var ms *MemorySlices
-			set, its, mode.Withheld, ms, err = dynamicDevices(name, g, fabrics[gi], rank[gi], opts.Held, opts.Profiles)
+			var blocked []Entry
+			set, its, blocked, mode.Withheld, ms, err = dynamicDevices(name, g, fabrics[gi], rank[gi], opts.Held, opts.Profiles)
 			counterSets = append(counterSets, set)
+			for _, e := range blocked {
+				if res.Blocked == nil {
+					res.Blocked = map[string]Entry{}
+				}
+				res.Blocked[e.Name] = e
+			}
 			if ms != nil {
 				if res.Slices == nil {
 					res.Slices = map[string]MemorySlices{}

@@ -47,22 +47,24 @@ func dynamicGPU(g *inventory.GPU, p Partitioning) (bool, GPUMode) {
 // its devices: the whole GPU consuming every counter, unless MIG mode is
 // pinned on, and every profile at every placement consuming its share. The
 // counters of partitions held reports nobody holds are withheld from the
-// set; their UUIDs are returned, with the GPU's memory slices.
-func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, held func(string, *inventory.Partition) bool, profiles []string) (resourceapi.CounterSet, []item, []string, *MemorySlices, error) {
+// set; their UUIDs are returned, with the GPU's memory slices and the
+// placements left out because partitions block them.
+func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, held func(string, *inventory.Partition) bool, profiles []string) (resourceapi.CounterSet, []item, []Entry, []string, *MemorySlices, error) {
 	pt := g.Partitioning
 	plan, err := planCounters(g)
 	if err != nil {
-		return resourceapi.CounterSet{}, nil, nil, nil, err
+		return resourceapi.CounterSet{}, nil, nil, nil, nil, err
 	}
 	set := resourceapi.CounterSet{Name: name, Counters: plan.all()}
 	withheld := withhold(set.Counters, plan, g, held)
 	avail := free(plan, g)
 	usable := make([]bool, pt.MemorySlices) // slices a placement that fits covers
 	var items []item
+	var blocked []Entry
 	if !pt.ModeChangeNeedsReset || !pt.Enabled {
 		d, err := wholeGPUDevice(name, g, f)
 		if err != nil {
-			return set, nil, nil, nil, fmt.Errorf("device %s (%s): %w", name, g.PCIBusID, err)
+			return set, nil, nil, nil, nil, fmt.Errorf("device %s (%s): %w", name, g.PCIBusID, err)
 		}
 		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: plan.all()}}
 		items = append(items, item{dev: d, entry: Entry{Name: name, GPU: g}, group: groupWhole, parent: rank})
@@ -74,7 +76,7 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 			pname := PartitionName(name, p)
 			d, err := partitionDevice(pname, g, &p, f)
 			if err != nil {
-				return set, nil, nil, nil, fmt.Errorf("device %s: %w", pname, err)
+				return set, nil, nil, nil, nil, fmt.Errorf("device %s: %w", pname, err)
 			}
 			use := plan.consumption(pr, pl)
 			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: use}}
@@ -97,6 +99,7 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 				// until a destroy republishes it. Never an allocated one: a
 				// placement allocated and not yet carved fits, since the
 				// counters kept it apart from every partition allocated.
+				blocked = append(blocked, e)
 				continue
 			}
 			items = append(items, item{dev: d, entry: e, group: groupPlacement, parent: rank, mem: pr.MemoryBytes, stranded: stranded(pt, pl), damage: damage(pt, pr, pl), start: pl.Start,
@@ -104,7 +107,7 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 		}
 	}
 	ms := memorySlices(g, avail, usable)
-	return set, items, withheld, &ms, nil
+	return set, items, blocked, withheld, &ms, nil
 }
 
 // withhold takes from counters what each partition of g that held says

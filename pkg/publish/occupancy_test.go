@@ -120,8 +120,13 @@ func TestOccupancyOrder(t *testing.T) {
 	// partitions themselves and every free placement stay.
 	for _, n := range empty7 {
 		kept := slices.Contains(slice7, n)
-		if gone := blocked(n) && !slices.Contains(carved, n); gone == kept {
+		gone := blocked(n) && !slices.Contains(carved, n)
+		if gone == kept {
 			t.Errorf("%s: published %v after carving, want %v", n, kept, !gone)
+		}
+		// The agent still knows it, for a claim allocated it before.
+		if _, known := occ.Blocked[n]; known != gone {
+			t.Errorf("%s: in Blocked %v, want %v", n, known, gone)
 		}
 	}
 	seenBlocked, firstDone := false, map[string]bool{}
