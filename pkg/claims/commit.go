@@ -107,6 +107,10 @@ func (m *Manager) persist(v uint64) error {
 	b := m.pending
 	m.pending = nil
 	m.pendMu.Unlock()
+	if b == nil {
+		// Not reached: every version above written is in pending.
+		return withKind(ErrCheckpoint, fmt.Errorf("save checkpoint: version %d published but not pending", v))
+	}
 	err := m.cfg.Store.SaveChanges(&checkpoint.Changes{Full: b.full, Claims: b.claims, BootID: b.bootID, PartitionModeOn: b.partitionModeOn})
 	if err != nil {
 		m.requeue(b)
