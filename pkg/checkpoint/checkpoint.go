@@ -124,13 +124,15 @@ func (c *Checkpoint) Clone() *Checkpoint {
 	if c.Claims != nil {
 		out.Claims = make(map[string]*Claim, len(c.Claims))
 		for uid, cl := range c.Claims {
-			out.Claims[uid] = cl.clone()
+			out.Claims[uid] = cl.Clone()
 		}
 	}
 	return &out
 }
 
-func (c *Claim) clone() *Claim {
+// Clone returns a deep copy of one claim: what the claim manager hands a
+// save of the claims that changed (Store.SaveChanges), which then owns it.
+func (c *Claim) Clone() *Claim {
 	if c == nil {
 		return nil
 	}
@@ -157,19 +159,26 @@ func (c *Claim) clone() *Claim {
 	return &out
 }
 
+// valid is what validate checks of one entry, filed under uid.
+func (c *Claim) valid(uid string) error {
+	switch {
+	case c == nil:
+		return fmt.Errorf("claim %s: no entry", uid)
+	case c.UID != uid:
+		return fmt.Errorf("claim %s: filed under UID %q", c.UID, uid)
+	case !c.State.valid():
+		return fmt.Errorf("claim %s: unknown state %q", uid, c.State)
+	}
+	return nil
+}
+
 // validate checks what Load relies on: every entry present, filed under
 // its own UID, in a known state. Save runs it too, so a bad in-memory
 // state fails the save instead of producing a file that Load would discard.
 func (c *Checkpoint) validate() error {
 	for _, uid := range slices.Sorted(maps.Keys(c.Claims)) {
-		cl := c.Claims[uid]
-		switch {
-		case cl == nil:
-			return fmt.Errorf("claim %s: no entry", uid)
-		case cl.UID != uid:
-			return fmt.Errorf("claim %s: filed under UID %q", cl.UID, uid)
-		case !cl.State.valid():
-			return fmt.Errorf("claim %s: unknown state %q", uid, cl.State)
+		if err := c.Claims[uid].valid(uid); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -28,15 +28,22 @@ const checksumPrefix = "sha256:"
 // encode renders cp as it is, Version included, inside its envelope with
 // sequence seq.
 func encode(cp *Checkpoint, seq uint64) ([]byte, error) {
+	data, _, err := encodeSum(cp, seq)
+	return data, err
+}
+
+// encodeSum is encode, and the checksum the envelope carries: with the
+// sequence, what names this snapshot to the log that follows it (log.go).
+func encodeSum(cp *Checkpoint, seq uint64) ([]byte, string, error) {
 	if err := cp.validate(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// json.Marshal is deterministic (sorted map keys) and compact: its
 	// output is the canonical form the checksum covers. fileOf writes no
 	// claims as an empty object, not null.
 	payload, err := json.Marshal(fileOf(cp))
 	if err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
+		return nil, "", fmt.Errorf("encode: %w", err)
 	}
 	// Written as is, not indented: re-indenting the payload cost more than
 	// encoding it, on every prepare, growing with the claims held (jq
@@ -54,7 +61,7 @@ func encode(cp *Checkpoint, seq uint64) ([]byte, error) {
 	data = append(data, `,"checkpoint":`...)
 	data = append(data, payload...)
 	data = append(data, '}')
-	return append(data, '\n'), nil
+	return append(data, '\n'), sum, nil
 }
 
 func checksum(compact []byte) string {
@@ -64,31 +71,44 @@ func checksum(compact []byte) string {
 
 // decode parses and verifies a checkpoint file, and returns its sequence.
 func decode(data []byte) (*Checkpoint, uint64, error) {
+	cp, seq, _, err := decodeSum(data)
+	return cp, seq, err
+}
+
+// decodeSum is decode, and the file's checksum (encodeSum).
+func decodeSum(data []byte) (*Checkpoint, uint64, string, error) {
 	var env envelope
 	if err := json.Unmarshal(data, &env); err != nil {
-		return nil, 0, fmt.Errorf("parse: %w", err)
+		return nil, 0, "", fmt.Errorf("parse: %w", err)
 	}
-	if !strings.HasPrefix(env.Checksum, checksumPrefix) || len(env.Checkpoint) == 0 {
-		return nil, 0, errors.New("no checksum or no checkpoint")
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, env.Checkpoint); err != nil {
-		return nil, 0, fmt.Errorf("parse payload: %w", err)
-	}
-	if got := checksum(compact.Bytes()); got != env.Checksum {
-		return nil, 0, fmt.Errorf("checksum mismatch: file says %s, content has %s", env.Checksum, got)
-	}
-	payload, err := upgrade(compact.Bytes())
+	payload, err := verified(env.Checksum, env.Checkpoint)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	var f fileRecord
 	if err := json.Unmarshal(payload, &f); err != nil {
-		return nil, 0, fmt.Errorf("parse payload: %w", err)
+		return nil, 0, "", fmt.Errorf("parse payload: %w", err)
 	}
 	cp := f.checkpoint()
 	if err := cp.validate(); err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
-	return cp, env.Sequence, nil
+	return cp, env.Sequence, env.Checksum, nil
+}
+
+// verified checks raw, the payload of a snapshot or of a log record,
+// against the checksum written with it, and brings it to the current
+// version.
+func verified(sum string, raw json.RawMessage) ([]byte, error) {
+	if !strings.HasPrefix(sum, checksumPrefix) || len(raw) == 0 {
+		return nil, errors.New("no checksum or no checkpoint")
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return nil, fmt.Errorf("parse payload: %w", err)
+	}
+	if got := checksum(compact.Bytes()); got != sum {
+		return nil, fmt.Errorf("checksum mismatch: file says %s, content has %s", sum, got)
+	}
+	return upgrade(compact.Bytes())
 }

@@ -68,3 +68,24 @@ type ShareRecord struct {
 	ComputeUnits int64  `json:"computeUnits,omitempty"`
 	Enforced     bool   `json:"enforced,omitempty"`
 }
+
+// changeRecord is the payload of a log record (log.go): what one save
+// changed. It has the shape of fileRecord (its claims are the claims put)
+// so that upgrade.go's steps apply to it as they are, plus the UIDs
+// deleted. The node-wide fields are written whole in every record.
+type changeRecord struct {
+	Version         int                     `json:"version"`
+	BootID          string                  `json:"bootID,omitempty"`
+	Claims          map[string]*claimRecord `json:"claims,omitempty"`
+	Deleted         []string                `json:"deleted,omitempty"`
+	PartitionModeOn []string                `json:"partitionModeOn,omitempty"`
+}
+
+// logHeader is the first line of the log: the snapshot its records follow,
+// by sequence and checksum (a log is replayed only on top of that very
+// snapshot).
+type logHeader struct {
+	Log          int    `json:"log"`
+	Base         uint64 `json:"base"`
+	BaseChecksum string `json:"baseChecksum"`
+}

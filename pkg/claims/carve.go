@@ -65,7 +65,7 @@ func (m *Manager) carveAll(ctx context.Context, entry *checkpoint.Claim, devs []
 		if err := m.crash(stepPartitionCarved); err != nil {
 			return err
 		}
-		prev := m.cp.Clone()
+		prev := m.keep(entry.UID)
 		entry.Devices[i].PartitionUUID = p.UUID
 		entry.Devices[i].CreatedPartition = true
 		if err := m.save(prev); err != nil {
@@ -113,7 +113,7 @@ func (m *Manager) recordModeOn(gpu string, on bool) error {
 	if slices.Contains(m.cp.PartitionModeOn, gpu) == on {
 		return nil
 	}
-	prev := m.cp.Clone()
+	prev := m.keep("")
 	if on {
 		m.cp.PartitionModeOn = append(m.cp.PartitionModeOn, gpu)
 	} else {

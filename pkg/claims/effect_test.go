@@ -160,6 +160,7 @@ func TestEffectApplyUndo(t *testing.T) {
 			defer m.mu.Unlock()
 			m.plan(entry, devs)
 			m.cp.Claims[entry.UID] = entry
+			m.touch(entry.UID) // planted: written with the next save
 			if err := tc.effect.apply(ctx, m, entry, devs); err != nil {
 				t.Fatalf("apply: %v", err)
 			}
@@ -223,6 +224,7 @@ func TestEffectUndoKeepsWhatOthersHold(t *testing.T) {
 				m.mu.Lock()
 				m.plan(entry, devs)
 				m.cp.Claims[entry.UID] = entry
+				m.touch(entry.UID) // planted: written with the next save
 				err := tc.effect.apply(ctx, m, entry, devs)
 				m.mu.Unlock()
 				if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -91,12 +90,18 @@ type Device struct {
 // state other claims read (partitions, MIG mode, intervals, daemons).
 type Manager struct {
 	cfg Config
-	// mu guards cp, version and snap's publication.
+	// mu guards cp, dirty, all and version.
 	mu sync.Mutex
 	cp *checkpoint.Checkpoint
-	// version counts published states; snap is the newest (commit.go).
+	// dirty are the claims changed since the last publish, by UID; all:
+	// the next publish is of the whole state (commit.go).
+	dirty map[string]struct{}
+	all   bool
+	// version counts published states; pending is what was published and
+	// not yet written (pendMu).
 	version uint64
-	snap    atomic.Pointer[snapshot]
+	pendMu  sync.Mutex
+	pending *batch
 	// saveMu orders checkpoint writes; written is the version on disk.
 	saveMu  sync.Mutex
 	written uint64

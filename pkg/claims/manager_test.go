@@ -1,6 +1,7 @@
 package claims
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -218,6 +219,57 @@ func TestCorruptCheckpointRebuiltFromSpecs(t *testing.T) {
 	}
 	if !aside {
 		t.Errorf("corrupt checkpoint not kept aside: %v", moved)
+	}
+}
+
+// TestCorruptLogRecord: a record of the checkpoint's log that does not
+// verify stops the replay there; the agent starts from the state before
+// it, adds the claims prepared since from their specs, keeps every spec,
+// and has every claim confirmed again.
+func TestCorruptLogRecord(t *testing.T) {
+	e := newEnv(t, "dgx-h100")
+	m, _ := e.start(nil)
+	ctx := ctxFor(t)
+	for i, name := range []string{"a", "b", "c"} {
+		if _, err := m.Prepare(ctx, allocated(name, fmt.Sprintf("gpu-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Line 0 is the log's header, then one record a prepare.
+	log := e.checkpointPath() + ".log"
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) < 4 || !bytes.Contains(lines[2], []byte(`"uid-b"`)) {
+		t.Fatalf("log lines %q, want the header and a record per prepare", lines)
+	}
+	lines[2] = bytes.Replace(lines[2], []byte(`"name":"b"`), []byte(`"name":"x"`), 1)
+	if err := os.WriteFile(log, bytes.Join(lines, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := e.start(nil)
+	got := m2.Prepared()
+	for _, uid := range []string{"uid-a", "uid-b", "uid-c"} {
+		c, ok := got[uid]
+		if !ok || c.State != checkpoint.PrepareCompleted || !c.Unconfirmed || !e.hasSpec(uid) {
+			t.Errorf("claim %s after the corrupt log: %+v (recorded %v, spec %v); want prepared, unconfirmed, its spec kept", uid, c, ok, e.hasSpec(uid))
+		}
+	}
+	if aside, _ := filepath.Glob(log + ".corrupt-*"); len(aside) != 1 {
+		t.Errorf("corrupt log moved aside to %v", aside)
+	}
+	// The kubelet's prepare confirms a claim, and the next start loads
+	// without complaint.
+	if _, err := m2.Prepare(ctx, allocated("b", "gpu-1")); err != nil {
+		t.Fatal(err)
+	}
+	if c := m2.Prepared()["uid-b"]; c.Unconfirmed {
+		t.Error("prepared again, the claim is still unconfirmed")
+	}
+	if _, err := checkpoint.Read(e.checkpointPath()); err != nil {
+		t.Fatal(err)
 	}
 }
 

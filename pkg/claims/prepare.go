@@ -76,6 +76,7 @@ func (m *Manager) prepare(ctx context.Context, claim *resourceapi.ResourceClaim,
 		// saved leaves nothing behind, or a spec the start-up sweep removes.
 		// It needs m.mu only to record.
 		m.cp.Claims[ref.UID] = entry
+		m.touch(ref.UID)
 		m.mu.Unlock()
 		locked = false
 		if err := m.crash(stepPrepareStarted); err != nil {
@@ -98,7 +99,7 @@ func (m *Manager) confirm(ctx context.Context, ref cdi.ClaimRef, c *checkpoint.C
 	if !c.Unconfirmed {
 		return nil
 	}
-	prev := m.cp.Clone()
+	prev := m.keep(c.UID)
 	c.Unconfirmed = false
 	return m.save(prev)
 }
@@ -139,7 +140,7 @@ func (m *Manager) admit(ctx context.Context, ref cdi.ClaimRef, claim *resourceap
 // startEffects saves entry PrepareStarted, then applies the claim's side
 // effects. m.mu is held.
 func (m *Manager) startEffects(ctx context.Context, ref cdi.ClaimRef, entry *checkpoint.Claim, devs []planned) error {
-	prev := m.cp.Clone()
+	prev := m.keep(ref.UID)
 	m.cp.Claims[ref.UID] = entry
 	if err := m.save(prev); err != nil {
 		return fmt.Errorf("prepare claim %s: %w", ref, err)
@@ -179,7 +180,7 @@ func (m *Manager) complete(ctx context.Context, logger klog.Logger, ref cdi.Clai
 		return nil, err
 	}
 	var out []Device
-	err = m.change(held, func() {
+	err = m.change(held, entry.UID, func() {
 		entry.State = checkpoint.PrepareCompleted
 		entry.Updated = time.Now()
 		for i := range entry.Devices {
@@ -217,6 +218,7 @@ func (m *Manager) dropPlain(ctx context.Context, entry *checkpoint.Claim) {
 	m.mu.Lock()
 	if m.cp.Claims[entry.UID] == entry {
 		delete(m.cp.Claims, entry.UID)
+		m.touch(entry.UID)
 	}
 	v := m.publishLocked()
 	m.mu.Unlock()
@@ -249,7 +251,7 @@ func (m *Manager) ensureSpec(ctx context.Context, ref cdi.ClaimRef, c *checkpoin
 	if err != nil {
 		return withKind(ErrCDI, fmt.Errorf("rewrite CDI spec: %w", err))
 	}
-	prev := m.cp.Clone()
+	prev := m.keep(c.UID)
 	for i := range c.Devices {
 		c.Devices[i].CDIDeviceIDs = ids[i]
 	}

@@ -25,6 +25,30 @@ func (m *Manager) recover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("rebuild checkpoint from CDI specs: %w", err)
 		}
+	case errors.Is(err, checkpoint.ErrLogCorrupt):
+		// The state before the bad record is an older one: claims prepared
+		// since are missing from it (their specs say what they hold, and
+		// partitions carved for them must not be swept as orphans), and
+		// some it holds may be gone. As for a rebuild, every claim is
+		// confirmed again by the kubelet or yields its devices.
+		logger.Error(err, "Checkpoint log corrupt, moved aside; recovering the state before the corrupt record, and the prepared claims of the CDI specs")
+		specs, rerr := m.rebuild()
+		if rerr != nil {
+			return fmt.Errorf("rebuild checkpoint from CDI specs: %w", rerr)
+		}
+		for _, c := range cp.Claims {
+			c.Unconfirmed = true
+		}
+		for uid, c := range specs.Claims {
+			if _, ok := cp.Claims[uid]; !ok {
+				cp.Claims[uid] = c
+			}
+		}
+		for _, g := range specs.PartitionModeOn {
+			if !slices.Contains(cp.PartitionModeOn, g) {
+				cp.PartitionModeOn = append(cp.PartitionModeOn, g)
+			}
+		}
 	case err != nil:
 		return fmt.Errorf("load checkpoint: %w", err)
 	}
@@ -41,6 +65,9 @@ func (m *Manager) recover(ctx context.Context) error {
 	}
 	cp.BootID = m.cfg.BootID
 	m.cp = cp
+	// The state is replaced whole: the first write (the rollbacks' below,
+	// or the one after them) writes a snapshot of it.
+	m.all = true
 
 	for _, c := range sortedClaims(cp) {
 		if c.State == checkpoint.PrepareCompleted {
@@ -51,7 +78,7 @@ func (m *Manager) recover(ctx context.Context) error {
 			return fmt.Errorf("recover claim %s/%s (%s): %w", c.Namespace, c.Name, c.UID, err)
 		}
 	}
-	if err := m.persist(m.publishLocked()); err != nil {
+	if err := m.persist(m.publishAll()); err != nil {
 		return err
 	}
 	if _, err := m.sweepEffects(ctx, atStart); err != nil {

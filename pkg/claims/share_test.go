@@ -257,6 +257,7 @@ func TestIntervalConflict(t *testing.T) {
 	t4 := res.Devices["gpu-2"].GPU.UUID
 	m.cp.Claims["uid-other"] = &checkpoint.Claim{UID: "uid-other", Namespace: "ns", Name: "other", State: checkpoint.PrepareCompleted,
 		Devices: []checkpoint.Device{{Device: "gpu-2", GPUUUID: t4, Sharing: &sharingLong}}}
+	m.touch("uid-other") // planted: written with the next save
 	short := strings.Replace(longSlice, "Long", "Short", 1)
 	c := configured("short", short, "gpu-2")
 	devs, err := m.resolve(c)

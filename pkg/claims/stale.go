@@ -212,7 +212,7 @@ func (m *Manager) release(ctx context.Context, ref cdi.ClaimRef, c *checkpoint.C
 // next start (recover.go) or the kubelet's retried unprepare.
 func (m *Manager) retire(ctx context.Context, c *checkpoint.Claim) error {
 	if holdsEffects(c) {
-		prev := m.cp.Clone()
+		prev := m.keep(c.UID)
 		c.State = checkpoint.UnprepareStarted
 		c.Updated = time.Now()
 		if err := m.save(prev); err != nil {

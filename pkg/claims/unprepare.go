@@ -84,11 +84,12 @@ func (m *Manager) teardown(ctx context.Context, c *checkpoint.Claim, held bool) 
 // forget deletes c's entry and saves. When the save fails memory must not
 // run ahead of disk: the entry is back, and the kubelet's retry removes it.
 func (m *Manager) forget(c *checkpoint.Claim, held bool) error {
-	err := m.change(held, func() { delete(m.cp.Claims, c.UID) })
+	err := m.change(held, c.UID, func() { delete(m.cp.Claims, c.UID) })
 	if err != nil && !held {
 		m.mu.Lock()
 		if _, taken := m.cp.Claims[c.UID]; !taken {
 			m.cp.Claims[c.UID] = c
+			m.touch(c.UID)
 		}
 		m.publishLocked()
 		m.mu.Unlock()
