@@ -52,15 +52,29 @@ func limitRecords(t *testing.T, node, claimUID string) []memlimit.Record {
 	return out
 }
 
-// containerID is the runtime's ID of the pod's container c ("" while it
-// has none).
-func containerID(p *corev1.Pod, c string) string {
-	for _, s := range p.Status.ContainerStatuses {
-		if s.Name == c {
-			return strings.TrimPrefix(s.ContainerID, "containerd://")
+// runningContainer waits until the pod's container c runs and returns its
+// runtime ID. The pod's phase alone does not do: right after a refused
+// attempt its status may still name the attempt the runtime refused.
+func runningContainer(t *testing.T, ns, pod, c string) string {
+	t.Helper()
+	ctx := context.Background()
+	var id string
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		p, err := client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
 		}
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == c && s.State.Running != nil && s.ContainerID != "" {
+				id = strings.TrimPrefix(s.ContainerID, "containerd://")
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("container %s not running: %+v", c, p.Status.ContainerStatuses)
+	}); err != nil {
+		t.Fatalf("pod %s/%s: %v", ns, pod, err)
 	}
-	return ""
+	return id
 }
 
 // checkLimit checks that container id holds the claim's one record and
@@ -141,7 +155,7 @@ func TestShareMemoryLimitInKernel(t *testing.T) {
 	}
 	checkContainer(t, ns, first, first.Spec.Containers[0])
 	shareCondition(t, ns, "KernelMemoryLimit")
-	held := checkLimit(t, node, uid, containerID(first, "probe"), bytes)
+	held := checkLimit(t, node, uid, runningContainer(t, ns, "first", "probe"), bytes)
 
 	// The second pod of the claim: its container is refused at creation
 	// while the first holds the share.
@@ -197,11 +211,7 @@ func TestShareMemoryLimitInKernel(t *testing.T) {
 	if err := scenario.WaitRunning(ctx, client, ns, []string{"second"}, 180*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	second, err := client.CoreV1().Pods(ns).Get(ctx, "second", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := checkLimit(t, node, uid, containerID(second, "probe"), bytes)
+	now := checkLimit(t, node, uid, runningContainer(t, ns, "second", "probe"), bytes)
 	if now.Cgroup == held.Cgroup {
 		t.Errorf("the second container's limit is on the first's cgroup %s", held.Cgroup)
 	}
