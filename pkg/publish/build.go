@@ -51,6 +51,10 @@ type Result struct {
 	// Slices are each dynamic GPU's memory slices (by GPU device name):
 	// free, and free but of no use to any published profile now.
 	Slices map[string]MemorySlices
+	// Node is the inventory the devices were built from (each Entry's GPU
+	// points into it), with the links between its GPUs: what a claim's
+	// NCCL topology file is written from (pkg/nccltopo).
+	Node *inventory.Node
 }
 
 // group is a device's place in publishing order (the package doc's rules).
@@ -94,7 +98,7 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("node %s: %w", nodeName, err)
 	}
 	rank := gpuRank(n, order, fabrics)
-	res := &Result{Pool: nodeName, Devices: map[string]Entry{}}
+	res := &Result{Pool: nodeName, Devices: map[string]Entry{}, Node: n}
 	var items []item
 	var counterSets []resourceapi.CounterSet
 	for pos, gi := range order {
