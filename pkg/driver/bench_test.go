@@ -174,3 +174,21 @@ func BenchmarkStartToPublished(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrepareNCCLTopo is an 8-GPU claim's prepare and
+// unprepare on a DGX H100, without and with the NCCL topology file: what
+// writing (and checking nothing more than building) the file, its mount and
+// its removal add.
+func BenchmarkPrepareNCCLTopo(b *testing.B) {
+	gpus := []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6", "gpu-7"}
+	for _, tc := range []struct{ name, config string }{
+		{"plain", ""},
+		{"topo", ncclTopoConfig},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			n := launch(b, &node{profile: "dgx-h100"})
+			claim := n.addConfiguredClaim("bench", tc.config, gpus...)
+			benchCycle(b, n, claim)
+		})
+	}
+}
