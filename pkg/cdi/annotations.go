@@ -29,4 +29,8 @@ const (
 	// (absent: none), so a checkpoint rebuilt from specs still knows what
 	// to undo.
 	annSharing = annotationPrefix + "sharing"
+	// annNCCLTopoFile is "true" on a device of a claim that asked for an
+	// NCCL topology file (absent: it did not), so that a checkpoint
+	// rebuilt from specs writes the file again with a rewritten spec.
+	annNCCLTopoFile = annotationPrefix + "nccl-topo-file"
 )

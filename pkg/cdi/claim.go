@@ -22,6 +22,10 @@ type ClaimDevice struct {
 	MPSPipeDir string
 	// ShareID is the allocation's ShareID on a multi-allocatable device.
 	ShareID string
+	// NCCLTopoFile: the claim's config asked for an NCCL topology file
+	// (set on every device of such a claim, sharing.ResolveTopology); the
+	// spec mounts it (topology.go).
+	NCCLTopoFile bool
 }
 
 // ClaimRef names a ResourceClaim.

@@ -18,7 +18,7 @@ import (
 // IDs, no carve): the checkpoint's record of it, which prepare fills in,
 // and what its spec records.
 func (d ClaimDevice) Checkpoint() checkpoint.Device {
-	dev := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID, Sharing: d.Sharing, ShareID: d.ShareID}
+	dev := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile}
 	if d.Partition != nil {
 		dev.PartitionUUID = d.Partition.UUID
 	}
@@ -45,6 +45,9 @@ func annotate(ann map[string]string, rec checkpoint.DeviceRecord) error {
 	if rec.ShareID != "" {
 		ann[annShareID] = rec.ShareID
 	}
+	if rec.NCCLTopoFile {
+		ann[annNCCLTopoFile] = "true"
+	}
 	if rec.Sharing != nil {
 		js, err := json.Marshal(rec.Sharing)
 		if err != nil {
@@ -68,6 +71,7 @@ func recordOf(ann map[string]string) (rec checkpoint.DeviceRecord, ok bool, err 
 		GPUUUID:       ann[annGPUUUID],
 		PartitionUUID: ann[annPartitionUUID],
 		ShareID:       ann[annShareID],
+		NCCLTopoFile:  ann[annNCCLTopoFile] == "true",
 	}
 	if s := ann[annCDIDeviceIDs]; s != "" {
 		rec.CDIDeviceIDs = strings.Split(s, ",")

@@ -139,7 +139,8 @@ func (w *Writer) claimDevice(claim ClaimRef, i int, d ClaimDevice, vendorIx *ven
 
 // deviceIDs are the qualified CDI IDs a container gets for d, whose own
 // CDI device is name: its own, its vendor's common device, the vendor's
-// spec's device when one is installed, and the claim's MPS device.
+// spec's device when one is installed, the claim's MPS device, and its
+// NCCL topology device (topology.go).
 func deviceIDs(claimUID, name string, d ClaimDevice, vendorIx *vendorIndex) []string {
 	common := qualified(commonDeviceName(claimUID, string(d.GPU.Vendor)))
 	ids := []string{qualified(name), common}
@@ -148,6 +149,9 @@ func deviceIDs(claimUID, name string, d ClaimDevice, vendorIx *vendorIndex) []st
 	}
 	if d.Sharing.IsMPS() {
 		ids = append(ids, qualified(mpsDeviceName(claimUID)))
+	}
+	if d.NCCLTopoFile {
+		ids = append(ids, qualified(ncclDeviceName(claimUID)))
 	}
 	return ids
 }

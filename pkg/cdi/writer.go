@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/tessera-gpu/tessera/pkg/fsutil"
+	"github.com/tessera-gpu/tessera/pkg/inventory"
 )
 
 // Options configures a Writer.
@@ -86,10 +87,33 @@ func (w *Writer) SpecPath(claimUID string) string {
 // the same file and IDs. The spec is written only once it passes the CDI
 // library's validation (validateSpec); on any error the previous spec, if
 // any, is left untouched.
+//
+// A claim that asked for an NCCL topology file needs WriteClaim.
 func (w *Writer) WriteClaimSpec(claim ClaimRef, devs []ClaimDevice) ([][]string, error) {
+	return w.WriteClaim(claim, devs, nil)
+}
+
+// WriteClaim is WriteClaimSpec with the node's inventory, from which the
+// claim's NCCL topology file is written when its devices asked for one
+// (topology.go): the file first, then the spec, so that a spec on disk
+// always finds its file. On an error after the file was written the file
+// stays; RemoveClaimSpec removes it with the spec.
+func (w *Writer) WriteClaim(claim ClaimRef, devs []ClaimDevice, node *inventory.Node) ([][]string, error) {
+	topo, err := claimTopology(devs, node)
+	if err != nil {
+		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+	}
 	spec, ids, err := w.buildSpec(claim, devs)
 	if err != nil {
 		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+	}
+	if topo != nil {
+		nd, err := w.ncclDevice(claim.UID, topo, node)
+		if err != nil {
+			return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+		}
+		// Each device's IDs name it already (deviceIDs).
+		spec.Devices = append(spec.Devices, nd)
 	}
 	data, err := marshalSpec(spec)
 	if err != nil {
@@ -97,6 +121,11 @@ func (w *Writer) WriteClaimSpec(claim ClaimRef, devs []ClaimDevice) ([][]string,
 	}
 	if err := validateSpec(spec, data, ids); err != nil {
 		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+	}
+	if topo != nil {
+		if err := w.writeTopology(claim.UID, topo); err != nil {
+			return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+		}
 	}
 	if err := fsutil.WriteFileAtomic(w.SpecPath(claim.UID), data, specFileMode); err != nil {
 		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
@@ -110,26 +139,29 @@ func (w *Writer) RemoveStaleTemps() error {
 	return fsutil.RemoveAllTemps(w.specDir, specFilePrefix+"*"+specFileExt)
 }
 
-// RemoveClaimSpec deletes the claim's spec. A missing spec is not an error:
-// unprepare may run again after a crash. The temp file of a write the agent
-// was killed in is RemoveStaleTemps' at the next start (no runtime loads
-// it): looking for it here read the whole spec directory on every
-// unprepare.
+// RemoveClaimSpec deletes the claim's spec, then its NCCL topology file if
+// it has one. A missing spec or file is not an error: unprepare may run
+// again after a crash, and the file goes even when the spec went before.
+// The temp file of a write the agent was killed in is RemoveStaleTemps' at
+// the next start (no runtime loads it): looking for it here read the whole
+// spec directory on every unprepare.
 func (w *Writer) RemoveClaimSpec(claimUID string) error {
 	if err := validateClaimUID(claimUID); err != nil {
 		return err
 	}
 	err := os.Remove(w.SpecPath(claimUID))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
 		return fmt.Errorf("remove CDI spec of claim %s: %w", claimUID, err)
+	default:
+		// Make the removal durable: a spec resurrected by a crash would
+		// make recovery believe the claim is still prepared.
+		if err := fsutil.SyncDir(w.specDir); err != nil {
+			return fmt.Errorf("remove CDI spec of claim %s: %w", claimUID, err)
+		}
 	}
-	// Make the removal durable: a spec resurrected by a crash would make
-	// recovery believe the claim is still prepared.
-	if err := fsutil.SyncDir(w.specDir); err != nil {
-		return fmt.Errorf("remove CDI spec of claim %s: %w", claimUID, err)
-	}
-	return nil
+	// The file's removal is not synced: a file resurrected without its
+	// spec is mounted by no one, and the start-up sweep removes it.
+	return w.removeTopology(claimUID)
 }

@@ -74,6 +74,11 @@ type Device struct {
 	// in Sharing.Share) and for a claim that consumed the whole device. It
 	// goes back to the kubelet with the device.
 	ShareID string
+	// NCCLTopoFile is set on each device of a claim whose config asked
+	// for an NCCL topology file (topology.ncclTopoFile, two or more whole
+	// GPUs): the claim's CDI spec mounts the file, and a spec rewritten
+	// from the checkpoint (after a reboot) writes it again.
+	NCCLTopoFile bool
 }
 
 // Claim is one claim's entry.

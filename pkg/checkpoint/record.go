@@ -42,6 +42,10 @@ type DeviceRecord struct {
 	Placement        *PlacementRecord `json:"placement,omitempty"`
 	Sharing          *SharingRecord   `json:"sharing,omitempty"`
 	ShareID          string           `json:"shareID,omitempty"`
+	// NCCLTopoFile is additive and optional: a checkpoint written before
+	// it (or by an agent that does not know it) decodes as false, and an
+	// older agent ignores it, so it needs no version of its own.
+	NCCLTopoFile bool `json:"ncclTopoFile,omitempty"`
 }
 
 // PlacementRecord is an inventory.Placement: the memory slices a partition

@@ -49,7 +49,8 @@ type binding struct {
 	uid                          string
 	minors, caps, cards, renders map[string]bool
 	uuids                        map[string]bool // the claim's NVIDIA devices
-	devRoot, mpsRoot             string
+	amdUUIDs                     map[string]bool // its whole AMD GPUs, as ROCm names them (GPU-<unique id>)
+	devRoot, mpsRoot, cdiDir     string
 }
 
 // placeholder is how one placeholder of the table is matched: a literal
@@ -67,20 +68,14 @@ func inSet(set func(b *binding) map[string]bool) func(*binding, string) bool {
 // placeholders are the table's placeholders; the page's placeholder table
 // must list exactly these.
 var placeholders = map[string]placeholder{
-	"minor":  {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.minors })},
-	"cap":    {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.caps })},
-	"card":   {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.cards })},
-	"render": {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.renders })},
-	"uuids": {re: `[^,\x00]+(?:,[^,\x00]+)*`, ok: func(b *binding, v string) bool {
-		seen := map[string]bool{}
-		for _, u := range strings.Split(v, ",") {
-			if !b.uuids[u] || seen[u] {
-				return false
-			}
-			seen[u] = true
-		}
-		return true
-	}},
+	"minor":     {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.minors })},
+	"cap":       {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.caps })},
+	"card":      {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.cards })},
+	"render":    {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.renders })},
+	"uuids":     {re: `[^,\x00]+(?:,[^,\x00]+)*`, ok: func(b *binding, v string) bool { return uuidList(b.uuids, v) }},
+	"amd-uuids": {re: `[^,\x00]+(?:,[^,\x00]+)*`, ok: func(b *binding, v string) bool { return uuidList(b.amdUUIDs, v) }},
+	"cdi-dir":   {literal: func(b *binding) string { return b.cdiDir }},
+	"uid":       {literal: func(b *binding) string { return b.uid }},
 	"percent": {re: `[0-9]+`, ok: func(_ *binding, v string) bool {
 		n, err := strconv.Atoi(v)
 		return err == nil && n >= 1 && n <= 100
@@ -102,6 +97,18 @@ var placeholders = map[string]placeholder{
 	"daemon": {re: `[^/\x00]+`, ok: func(b *binding, v string) bool {
 		return v == b.uid || strings.HasPrefix(v, "share-") && b.uuids[strings.TrimPrefix(v, "share-")]
 	}},
+}
+
+// uuidList: v names devices of set, comma-separated, each once.
+func uuidList(set map[string]bool, v string) bool {
+	seen := map[string]bool{}
+	for _, u := range strings.Split(v, ",") {
+		if !set[u] || seen[u] {
+			return false
+		}
+		seen[u] = true
+	}
+	return true
 }
 
 var (

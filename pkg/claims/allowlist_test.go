@@ -158,6 +158,9 @@ type multiClaim struct {
 	devices []string
 	sharing string // "" for no config
 	kind    string // the config's kind
+	// ncclTopo: the claim asks for an NCCL topology file (a config of
+	// its own, GpuConfig, for request "gpu").
+	ncclTopo bool
 }
 
 const (
@@ -172,6 +175,10 @@ var allowNodes = []allowNode{
 		{name: "an A100 and the MI210", devices: []string{"gpu-0", "gpu-4"}},
 		{name: "two T4s time-sliced", devices: []string{"gpu-2", "gpu-3"}, kind: gpuConfig, sharing: `{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}`},
 		{name: "every GPU", devices: []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4"}},
+		{name: "two A100s with an NCCL topology file", devices: []string{"gpu-1", "gpu-0"}, ncclTopo: true},
+	}},
+	{name: "mi300x-8, NCCL topology file", profile: "mi300x-8", configs: sharingConfigs[:1], multi: []multiClaim{
+		{name: "three MI300X with an NCCL topology file", devices: []string{"gpu-5", "gpu-0", "gpu-2"}, ncclTopo: true},
 	}},
 	{name: "dgx-h100-mig, static MIG", profile: "dgx-h100-mig", full: []string{kindStaticMIG}, configs: sharingConfigs, multi: []multiClaim{
 		{name: "a GPU and a MIG instance", devices: []string{"gpu-0", "gpu-7-mig-3g-40gb-4"}},
@@ -231,6 +238,9 @@ func (a *allowCheck) node(t *testing.T, n allowNode) {
 		claim := a.claim(mc.devices...)
 		if mc.sharing != "" {
 			withConfig(claim, mc.kind, mc.sharing, false)
+		}
+		if mc.ncclTopo {
+			withNCCLTopo(claim)
 		}
 		a.prepare(t, e, m, mc.name, claim, false, "")
 	}
@@ -310,6 +320,17 @@ func (a *allowCheck) single(dev string, e publish.Entry, c allowConfig) *resourc
 	return claim
 }
 
+// withNCCLTopo gives claim a GpuConfig for request "gpu" that asks for
+// an NCCL topology file.
+func withNCCLTopo(claim *resourceapi.ResourceClaim) {
+	claim.Status.Allocation.Devices.Config = append(claim.Status.Allocation.Devices.Config, resourceapi.DeviceAllocationConfiguration{
+		Source: resourceapi.AllocationConfigSourceClaim, Requests: []string{"gpu"},
+		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+			Driver: driverName, Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","topology":{"ncclTopoFile":true}}`)},
+		}},
+	})
+}
+
 // withConfig gives claim one opaque config of kind with sharing ("" for
 // none), from the claim for request "gpu" or from the class for all.
 func withConfig(claim *resourceapi.ResourceClaim, kind, sharing string, class bool) {
@@ -383,7 +404,7 @@ func (e *env) bindingOf(t *testing.T, m *Manager, uid string) *binding {
 		t.Fatal(err)
 	}
 	b := &binding{uid: uid, minors: map[string]bool{}, caps: map[string]bool{}, cards: map[string]bool{}, renders: map[string]bool{},
-		uuids: map[string]bool{}, devRoot: e.sim.DevRoot(), mpsRoot: e.mpsRoot()}
+		uuids: map[string]bool{}, amdUUIDs: map[string]bool{}, devRoot: e.sim.DevRoot(), mpsRoot: e.mpsRoot(), cdiDir: e.cdiDir()}
 	num := strconv.Itoa
 	for _, d := range m.Prepared()[uid].Devices {
 		g, p := findDevice(t, inv, d)
@@ -401,6 +422,7 @@ func (e *env) bindingOf(t *testing.T, m *Manager, uid string) *binding {
 			b.caps[num(gi)], b.caps[num(ci)] = true, true
 		case p == nil:
 			b.cards[num(g.Minor)], b.renders[num(g.RenderMinor)] = true, true
+			b.amdUUIDs["GPU-"+g.UUID] = true
 		default:
 			b.cards[num(p.Minor)], b.renders[num(p.RenderMinor)] = true, true
 		}

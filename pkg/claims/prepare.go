@@ -172,7 +172,7 @@ func (m *Manager) complete(ctx context.Context, logger klog.Logger, ref cdi.Clai
 		}
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
-	ids, err := m.cfg.CDI.WriteClaimSpec(ref, cdiDevices(devs))
+	ids, err := m.writeSpec(ref, cdiDevices(devs))
 	if err != nil {
 		return fail(withKind(ErrCDI, fmt.Errorf("write CDI spec: %w", err)))
 	}
@@ -230,7 +230,8 @@ func (m *Manager) dropPlain(ctx context.Context, entry *checkpoint.Claim) {
 // ensureSpec makes sure a prepared claim's effects are in place (its MPS
 // daemon adopted, or started again if it died) and rewrites the claim's
 // spec if it is gone (a reboot clears /var/run/cdi while the checkpoint on
-// disk survives).
+// disk survives), with its NCCL topology file if it has one; the file
+// gone alone (removed by hand) is written again too.
 func (m *Manager) ensureSpec(ctx context.Context, ref cdi.ClaimRef, c *checkpoint.Claim) error {
 	r := &recorded{c: c}
 	n, err := m.ensureClaim(ctx, r, onPrepare)
@@ -240,14 +241,14 @@ func (m *Manager) ensureSpec(ctx context.Context, ref cdi.ClaimRef, c *checkpoin
 	if n > 0 && m.cfg.MPSRestarted != nil {
 		m.cfg.MPSRestarted(n)
 	}
-	if specExists(m.cfg.CDI.SpecPath(ref.UID)) {
+	if specExists(m.cfg.CDI.SpecPath(ref.UID)) && (!wantsTopology(c) || m.cfg.CDI.TopologyExists(ref.UID)) {
 		return nil
 	}
 	devs, err := r.devices(m)
 	if err != nil {
 		return err
 	}
-	ids, err := m.cfg.CDI.WriteClaimSpec(ref, devs)
+	ids, err := m.writeSpec(ref, devs)
 	if err != nil {
 		return withKind(ErrCDI, fmt.Errorf("rewrite CDI spec: %w", err))
 	}

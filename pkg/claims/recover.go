@@ -132,7 +132,8 @@ func (m *Manager) rebuild() (*checkpoint.Checkpoint, error) {
 	return cp, nil
 }
 
-// removeOrphanSpecs deletes claim specs that no checkpoint entry owns.
+// removeOrphanSpecs deletes claim specs, and NCCL topology files, that no
+// checkpoint entry owns.
 func (m *Manager) removeOrphanSpecs(ctx context.Context) error {
 	if err := m.cfg.CDI.RemoveStaleTemps(); err != nil {
 		return fmt.Errorf("claim specs: %w", err)
@@ -154,5 +155,14 @@ func (m *Manager) removeOrphanSpecs(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	// A topology file is written before its spec and removed after it: a
+	// crash between the two leaves a file no entry owns.
+	removed, err := m.cfg.CDI.RemoveOrphanTopologyFiles(func(uid string) bool {
+		_, ok := m.cp.Claims[uid]
+		return ok
+	})
+	for _, uid := range removed {
+		klog.FromContext(ctx).Info("Removed NCCL topology file of a claim that is not prepared", "uid", uid)
+	}
+	return err
 }

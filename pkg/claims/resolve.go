@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -94,7 +95,7 @@ func (m *Manager) resolveRecorded(c *checkpoint.Claim) ([]cdi.ClaimDevice, error
 		if d.PartitionUUID != "" && (e.Partition == nil || e.Partition.UUID != d.PartitionUUID) {
 			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s: partition %s is gone", d.Pool, d.Device, d.PartitionUUID))
 		}
-		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition, Sharing: d.Sharing, ShareID: d.ShareID})
+		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile})
 	}
 	return out, nil
 }
@@ -178,6 +179,22 @@ func plannedFootprint(d planned) footprint {
 		fp.whole = true
 	}
 	return fp
+}
+
+// writeSpec writes the claim's CDI spec, and before it its NCCL topology
+// file when its devices asked for one, from the node's inventory as
+// published now (the devices were resolved against it).
+func (m *Manager) writeSpec(ref cdi.ClaimRef, devs []cdi.ClaimDevice) ([][]string, error) {
+	var node *inventory.Node
+	if slices.ContainsFunc(devs, func(d cdi.ClaimDevice) bool { return d.NCCLTopoFile }) {
+		node = m.cfg.Devices().Node
+	}
+	return m.cfg.CDI.WriteClaim(ref, devs, node)
+}
+
+// wantsTopology reports whether a recorded claim has an NCCL topology file.
+func wantsTopology(c *checkpoint.Claim) bool {
+	return slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool { return d.NCCLTopoFile })
 }
 
 func specExists(path string) bool {

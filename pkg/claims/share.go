@@ -16,7 +16,13 @@ import (
 // PrepareStarted; the effects that apply them are effect_interval.go and
 // effect_mps.go.
 
-// resolveSharing fills each device's Sharing from the claim's configs.
+// resolveSharing fills each device's Sharing from the claim's configs, and
+// NCCLTopoFile: whether the claim's CDI spec mounts an NCCL topology file
+// of its GPUs. That file is no side effect: the CDI writer writes it
+// before the spec and removes it after (pkg/cdi topology.go), so a claim
+// asking for it is still plain, and it is recorded on each device
+// (checkpoint.Device.NCCLTopoFile) for a spec rewritten from the
+// checkpoint.
 func (m *Manager) resolveSharing(claim *resourceapi.ResourceClaim, devs []planned) error {
 	in := make([]sharing.Device, len(devs))
 	for i, d := range devs {
@@ -35,8 +41,13 @@ func (m *Manager) resolveSharing(claim *resourceapi.ResourceClaim, devs []planne
 	if err != nil {
 		return err
 	}
+	topo, err := sharing.ResolveTopology(m.cfg.DriverName, claim.Status.Allocation.Devices.Config, in)
+	if err != nil {
+		return err
+	}
 	for i := range devs {
 		devs[i].dev.Sharing = out[i]
+		devs[i].dev.NCCLTopoFile = topo[i]
 	}
 	return nil
 }

@@ -175,6 +175,7 @@ func BenchmarkStartToPublished(b *testing.B) {
 	}
 }
 
+<<<<<<< HEAD
 // BenchmarkPrepareUnprepareShare is BenchmarkPrepareUnprepare for a 7Gi
 // share of an L4 on the R615 node (its MPS v3 namespace created and
 // deleted each time, in the GPU's running daemon), without and with the
@@ -193,6 +194,21 @@ func BenchmarkPrepareUnprepareShare(b *testing.B) {
 				b.Fatal(r.GetError())
 			}
 			claim := n.addShareClaim("bench", "gpu-0", "7Gi")
+=======
+// BenchmarkPrepareNCCLTopo is an 8-GPU claim's prepare and
+// unprepare on a DGX H100, without and with the NCCL topology file: what
+// writing (and checking nothing more than building) the file, its mount and
+// its removal add.
+func BenchmarkPrepareNCCLTopo(b *testing.B) {
+	gpus := []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6", "gpu-7"}
+	for _, tc := range []struct{ name, config string }{
+		{"plain", ""},
+		{"topo", ncclTopoConfig},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			n := launch(b, &node{profile: "dgx-h100"})
+			claim := n.addConfiguredClaim("bench", tc.config, gpus...)
+>>>>>>> nccl
 			benchCycle(b, n, claim)
 		})
 	}

@@ -56,6 +56,10 @@ type Result struct {
 	// allocated one from slices the scheduler had before (a stale claim's
 	// partition still there) is judged by the conflict, not as unknown.
 	Blocked map[string]Entry
+	// Node is the inventory the devices were built from (each Entry's GPU
+	// points into it), with the links between its GPUs: what a claim's
+	// NCCL topology file is written from (pkg/nccltopo).
+	Node *inventory.Node
 }
 
 // group is a device's place in publishing order (the package doc's rules).
@@ -99,7 +103,7 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("node %s: %w", nodeName, err)
 	}
 	rank := gpuRank(n, order, fabrics)
-	res := &Result{Pool: nodeName, Devices: map[string]Entry{}}
+	res := &Result{Pool: nodeName, Devices: map[string]Entry{}, Node: n}
 	var items []item
 	var counterSets []resourceapi.CounterSet
 	for pos, gi := range order {

@@ -18,6 +18,8 @@ type Config interface {
 	DeviceType() string
 	// GetSharing is the sharing settings, nil when none are given.
 	GetSharing() *Sharing
+	// GetTopology is the topology settings, nil when none are given.
+	GetTopology() *TopologyConfig
 }
 
 func (c *GpuConfig) GetKind() string            { return GpuConfigKind }
@@ -26,6 +28,9 @@ func (c *GpuConfig) GetSharing() *Sharing       { return c.Sharing }
 func (c *PartitionConfig) GetKind() string      { return PartitionConfigKind }
 func (c *PartitionConfig) DeviceType() string   { return "partition" }
 func (c *PartitionConfig) GetSharing() *Sharing { return c.Sharing }
+
+func (c *GpuConfig) GetTopology() *TopologyConfig       { return c.Topology }
+func (c *PartitionConfig) GetTopology() *TopologyConfig { return c.Topology }
 
 // MaxConfigBytes bounds what Decode reads; the API server limits opaque
 // parameters to 10 KiB.

@@ -13,6 +13,8 @@ func FuzzDecode(f *testing.F) {
 		`{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"PartitionConfig","sharing":{"strategy":"MPS","mps":{"defaultActiveThreadPercentage":50,"defaultPinnedDeviceMemoryLimit":"4Gi","defaultPerDevicePinnedMemoryLimit":{"gpu-0":1073741824}}}}`,
 		`{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"MPS","strategy":"MPS"}}`,
 		`{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","sharing":null}`,
+		`{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","topology":{"ncclTopoFile":true}}`,
+		`{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"PartitionConfig","topology":{}}`,
 		`[]`, `null`, `{"kind":1}`,
 	} {
 		f.Add([]byte(s))

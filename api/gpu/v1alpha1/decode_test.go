@@ -110,6 +110,22 @@ func TestDecode(t *testing.T) {
 		{name: "partition interval", in: `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"PartitionConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"Short"}}}`,
 			wantErr: []string{"PartitionConfig: sharing.timeSlicing.interval: Invalid value: \"Short\": a partition has no time-slice interval"}},
 		{name: "partition default interval", in: `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"PartitionConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"Default"}}}`},
+		{name: "topology file", in: `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","topology":{"ncclTopoFile":true}}`,
+			check: func(t *testing.T, c Config) {
+				if tp := c.GetTopology(); tp == nil || !tp.NCCLTopoFile {
+					t.Errorf("topology = %+v", tp)
+				}
+			}},
+		{name: "topology file with time-slicing", in: `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing"},"topology":{"ncclTopoFile":true}}`},
+		{name: "topology file with MPS", in: `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"MPS"},"topology":{"ncclTopoFile":true}}`,
+			wantErr: []string{"GpuConfig: topology.ncclTopoFile: Forbidden: may not be set with sharing strategy MPS"}},
+		{name: "topology file on a partition", in: `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"PartitionConfig","topology":{"ncclTopoFile":true}}`,
+			wantErr: []string{"PartitionConfig: topology.ncclTopoFile: Forbidden: a partition has no topology file"}},
+		{name: "topology off on a partition", in: `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"PartitionConfig","topology":{"ncclTopoFile":false}}`},
+		{name: "topology unknown field", in: `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","topology":{"ncclTopoXML":true}}`,
+			wantErr: []string{`unknown field "topology.ncclTopoXML"`}},
+		{name: "topology wrong type", in: `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","topology":{"ncclTopoFile":"yes"}}`,
+			wantErr: []string{"GpuConfig: topology.ncclTopoFile: wrong type: got string, want bool"}},
 		{name: "several errors at once", in: `{"apiVersion":"gpu.tessera.dev/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"MPS","mps":{"defaultActiveThreadPercentage":0,"defaultPinnedDeviceMemoryLimit":"x"}}}`,
 			wantErr: []string{"defaultActiveThreadPercentage", "defaultPinnedDeviceMemoryLimit"}},
 	}

@@ -19,6 +19,9 @@ func TestRoundTrip(t *testing.T) {
 			DefaultPinnedDeviceMemoryLimit:    ptr(MustParseQuantity("10Gi")),
 			DefaultPerDevicePinnedMemoryLimit: map[string]Quantity{"gpu-1": MustParseQuantity("2Gi")},
 		}}},
+		&GpuConfig{TypeMeta: TypeMeta{APIVersion, GpuConfigKind}, Topology: &TopologyConfig{NCCLTopoFile: true}},
+		&GpuConfig{TypeMeta: TypeMeta{APIVersion, GpuConfigKind}, Sharing: &Sharing{Strategy: TimeSlicing, TimeSlicing: &TimeSlicingConfig{Interval: LongTimeSlice}}, Topology: &TopologyConfig{NCCLTopoFile: true}},
+		&PartitionConfig{TypeMeta: TypeMeta{APIVersion, PartitionConfigKind}, Topology: &TopologyConfig{}},
 		&PartitionConfig{TypeMeta: TypeMeta{APIVersion, PartitionConfigKind}, Sharing: &Sharing{Strategy: TimeSlicing, TimeSlicing: &TimeSlicingConfig{Interval: DefaultTimeSlice}}},
 		&PartitionConfig{TypeMeta: TypeMeta{APIVersion, PartitionConfigKind}, Sharing: &Sharing{Strategy: MPS, MPS: &MPSConfig{DefaultActiveThreadPercentage: ptr(int32(100))}}},
 	}

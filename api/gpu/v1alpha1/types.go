@@ -25,6 +25,19 @@ type GpuConfig struct {
 	// the GPU. Empty: the default, time-slicing at the GPU's default
 	// interval.
 	Sharing *Sharing `json:"sharing,omitempty"`
+	// Topology asks for files that tell collective libraries (NCCL, RCCL)
+	// how the claim's GPUs are connected. Empty: none.
+	Topology *TopologyConfig `json:"topology,omitempty"`
+}
+
+// TopologyConfig selects the topology files a claim's containers get
+// (docs/training.md).
+type TopologyConfig struct {
+	// NCCLTopoFile mounts an NCCL topology file (the XML NCCL and RCCL
+	// read from NCCL_TOPO_FILE) describing exactly the claim's GPUs, and
+	// sets NCCL_TOPO_FILE and CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES
+	// in rank order. On a claim of fewer than two GPUs it does nothing.
+	NCCLTopoFile bool `json:"ncclTopoFile,omitempty"`
 }
 
 // PartitionConfig configures partitions (devices with type "partition": an
@@ -35,6 +48,11 @@ type PartitionConfig struct {
 	// interval of its own: the interval is a whole-GPU setting and would
 	// change it for every other partition's tenant.
 	Sharing *Sharing `json:"sharing,omitempty"`
+	// Topology is accepted so that one message explains why it cannot be
+	// had: ncclTopoFile is refused on a partition (a MIG instance has no
+	// peer-to-peer path, and the compute partitions of one AMD GPU share
+	// its links, so no topology file would be true).
+	Topology *TopologyConfig `json:"topology,omitempty"`
 }
 
 // SharingStrategy is how processes share a device.

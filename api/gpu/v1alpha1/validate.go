@@ -38,7 +38,12 @@ func (s *Sharing) setDefaults() {
 }
 
 func (c *GpuConfig) validate() field.ErrorList {
-	return c.Sharing.validate(field.NewPath("sharing"))
+	errs := c.Sharing.validate(field.NewPath("sharing"))
+	if t := c.Topology; t != nil && t.NCCLTopoFile && c.Sharing != nil && c.Sharing.Strategy == MPS {
+		errs = append(errs, field.Forbidden(field.NewPath("topology", "ncclTopoFile"),
+			"may not be set with sharing strategy MPS: both set the devices' CUDA_VISIBLE_DEVICES"))
+	}
+	return errs
 }
 
 func (c *PartitionConfig) validate() field.ErrorList {
@@ -47,6 +52,10 @@ func (c *PartitionConfig) validate() field.ErrorList {
 	if s := c.Sharing; s != nil && s.TimeSlicing != nil && s.TimeSlicing.Interval != DefaultTimeSlice && s.TimeSlicing.Interval != "" {
 		errs = append(errs, field.Invalid(p.Child("timeSlicing", "interval"), s.TimeSlicing.Interval,
 			"a partition has no time-slice interval of its own (it is a whole-GPU setting); use Default or set it with a GpuConfig on a whole GPU"))
+	}
+	if t := c.Topology; t != nil && t.NCCLTopoFile {
+		errs = append(errs, field.Forbidden(field.NewPath("topology", "ncclTopoFile"),
+			"a partition has no topology file: a MIG instance has no peer-to-peer path and an AMD compute partition shares its GPU's links; claim whole GPUs with a GpuConfig"))
 	}
 	return errs
 }
