@@ -175,7 +175,6 @@ func BenchmarkStartToPublished(b *testing.B) {
 	}
 }
 
-<<<<<<< HEAD
 // BenchmarkPrepareUnprepareShare is BenchmarkPrepareUnprepare for a 7Gi
 // share of an L4 on the R615 node (its MPS v3 namespace created and
 // deleted each time, in the GPU's running daemon), without and with the
@@ -194,7 +193,11 @@ func BenchmarkPrepareUnprepareShare(b *testing.B) {
 				b.Fatal(r.GetError())
 			}
 			claim := n.addShareClaim("bench", "gpu-0", "7Gi")
-=======
+			benchCycle(b, n, claim)
+		})
+	}
+}
+
 // BenchmarkPrepareNCCLTopo is an 8-GPU claim's prepare and
 // unprepare on a DGX H100, without and with the NCCL topology file: what
 // writing (and checking nothing more than building) the file, its mount and
@@ -208,7 +211,6 @@ func BenchmarkPrepareNCCLTopo(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			n := launch(b, &node{profile: "dgx-h100"})
 			claim := n.addConfiguredClaim("bench", tc.config, gpus...)
->>>>>>> nccl
 			benchCycle(b, n, claim)
 		})
 	}
