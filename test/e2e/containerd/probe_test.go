@@ -31,6 +31,8 @@ type seen struct {
 	// relative to it; mps the lines of its client session.
 	mpsFiles []string
 	mps      []string
+	// topo is the NCCL topology file the container read, as it read it.
+	topo string
 }
 
 // probeLog waits until the container's probe has printed everything
@@ -71,6 +73,8 @@ func parseProbe(log string) seen {
 			s.mounts[f[1]] = true
 		case len(f) == 2 && f[0] == "mpsfile":
 			s.mpsFiles = append(s.mpsFiles, f[1])
+		case len(f) >= 1 && f[0] == "topo":
+			s.topo += strings.TrimPrefix(strings.TrimPrefix(sc.Text(), "topo"), " ") + "\n"
 		case len(f) >= 2 && (f[0] == "mps" || f[0] == "mps:"):
 			s.mps = append(s.mps, sc.Text())
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
@@ -20,16 +21,7 @@ import (
 // admitted.
 func TestWebhookFromTheChart(t *testing.T) {
 	ctx := context.Background()
-	name := localcluster.AgentRelease(nodes[0].Name) + "-webhook"
-	if err := scenario.Poll(ctx, 90*time.Second, func() (bool, string) {
-		d, err := client.AppsV1().Deployments(localcluster.AgentNamespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return deploymentAvailable(d), "Deployment " + name + " not available"
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitWebhook(t)
 	ns := namespace(t, "")
 	sc, err := scenario.Load(scenarioPath("13-bad-config-refused.yaml"))
 	if err != nil {
@@ -56,4 +48,37 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 		}
 	}
 	return false
+}
+
+// waitWebhook waits until the API server can reach the chart's webhook:
+// its Deployment available and a ready endpoint behind its Service. A test
+// creating objects with Tessera config waits for it; until then the API
+// server refuses them (the webhook fails closed).
+func waitWebhook(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	name := localcluster.AgentRelease(nodes[0].Name) + "-webhook"
+	if err := scenario.Poll(ctx, 90*time.Second, func() (bool, string) {
+		d, err := client.AppsV1().Deployments(localcluster.AgentNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if !deploymentAvailable(d) {
+			return false, "Deployment " + name + " not available"
+		}
+		l, err := client.DiscoveryV1().EndpointSlices(localcluster.AgentNamespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, s := range l.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready != nil && *e.Conditions.Ready {
+					return true, ""
+				}
+			}
+		}
+		return false, "Service " + name + " has no ready endpoint"
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -14,6 +14,9 @@
 // variables every one, mounts every mount point of /proc/self/mountinfo
 // with its root in the source file system; each group sorted.
 //
+// A container given an NCCL topology file (NCCL_TOPO_FILE) prints it, each
+// line prefixed "topo ", or "topo error ..." when it cannot read it.
+//
 // A container given an MPS pipe directory (CUDA_MPS_PIPE_DIRECTORY) also
 // lists what it can see there ("mpsfile control"), and holds a client
 // session with the daemon behind it as a CUDA process would (the MPS
@@ -50,6 +53,11 @@ func main() {
 	}
 	for _, l := range mounts("/proc/self/mountinfo") {
 		fmt.Println(l)
+	}
+	if topo := os.Getenv("NCCL_TOPO_FILE"); topo != "" {
+		for _, l := range fileLines("topo", topo) {
+			fmt.Println(l)
+		}
 	}
 	if pipe := os.Getenv("CUDA_MPS_PIPE_DIRECTORY"); pipe != "" {
 		for _, l := range mpsFiles(pipe) {
@@ -152,5 +160,19 @@ func mounts(path string) []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// fileLines is the file's lines, each prefixed, or one line saying why it
+// cannot be read.
+func fileLines(prefix, path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return []string{prefix + " error " + err.Error()}
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		out = append(out, prefix+" "+l)
+	}
 	return out
 }
