@@ -5,6 +5,8 @@
 //	    (createRuntime) sets the share's limit on the new container's cgroup
 //	tessera-cdi-hook release
 //	    (poststop) forgets what the deleted container held
+//	tessera-cdi-hook check
+//	    exits 0: the agent's start-up proof that the hook runs from its path
 //	tessera-cdi-hook install --dir=/opt/tessera/bin
 //	    copies itself onto the host (the chart's init container)
 //
@@ -72,6 +74,8 @@ func run(args []string) error {
 		}
 		// A record of either mechanism may be released.
 		return memlimit.Release(h, st.ID, env(memlimit.NVML))
+	case memlimit.CmdCheck:
+		return nil
 	case "install":
 		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 		dir := fs.String("dir", "/opt/tessera/bin", "the host directory the runtime runs the hook from")

@@ -121,6 +121,11 @@ func TestHookProcess(t *testing.T) {
 		t.Fatalf("the second container after the first was released: %v: %s", err, msg)
 	}
 
+	// The agent's start-up check: it runs, needing nothing.
+	if msg, err := n.run(t, []string{"hook", memlimit.CmdCheck}, "", 0); err != nil {
+		t.Errorf("check: %v: %s", err, msg)
+	}
+
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -2,13 +2,16 @@ package isolation
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tessera-gpu/tessera/pkg/memlimit"
 )
@@ -32,8 +35,9 @@ type Host struct {
 }
 
 // FindHook fills in whether h's binary is installed: a regular file that
-// can be executed, at the same path in the agent's mount namespace as on the
-// host (the chart mounts the hook directory at its host path).
+// runs (its check subcommand exits 0), at the same path in the agent's
+// mount namespace as on the host (the chart mounts the hook directory at
+// its host path).
 func (h *Host) FindHook(hook memlimit.Hook) error {
 	h.Hook, h.HookInstalled = hook, false
 	if hook.Path == "" {
@@ -46,9 +50,19 @@ func (h *Host) FindHook(hook memlimit.Hook) error {
 	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return fmt.Errorf("memory limit hook %s is not an executable file (%s)", hook.Path, fi.Mode())
 	}
+	// Run it once: a hook that cannot run from there (a noexec mount, a
+	// binary this host cannot load) would fail every share's container.
+	ctx, cancel := context.WithTimeout(context.Background(), hookCheckTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, hook.Path, memlimit.CmdCheck).CombinedOutput(); err != nil {
+		return fmt.Errorf("memory limit hook %s does not run (%s %s): %w: %s", hook.Path, hook.Path, memlimit.CmdCheck, err, strings.TrimSpace(string(out)))
+	}
 	h.HookInstalled = true
 	return nil
 }
+
+// hookCheckTimeout bounds the start-up run of the hook.
+const hookCheckTimeout = 10 * time.Second
 
 // ReadHost reads the cgroup hierarchy mounted at root. A root that is not
 // cgroup v2 (no cgroup.controllers: v1, or nothing mounted) is not an

@@ -36,11 +36,17 @@ func TestReadHost(t *testing.T) {
 	}
 }
 
-// TestFindHook: the hook counts as installed only as an executable file.
+// TestFindHook: the hook counts as installed only as an executable file
+// that runs (its check exits 0).
 func TestFindHook(t *testing.T) {
 	d := t.TempDir()
-	exe, plain := filepath.Join(d, "tessera-cdi-hook"), filepath.Join(d, "plain")
-	if err := os.WriteFile(exe, []byte("#!/bin/true\n"), 0o755); err != nil {
+	exe, plain, broken := filepath.Join(d, "tessera-cdi-hook"), filepath.Join(d, "plain"), filepath.Join(d, "broken")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n[ \"$1\" = check ]\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Executable, but it cannot run (its interpreter is missing), as a
+	// hook on a noexec mount or built for another libc.
+	if err := os.WriteFile(broken, []byte("#!/nonexistent/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(plain, nil, 0o644); err != nil {
@@ -51,7 +57,7 @@ func TestFindHook(t *testing.T) {
 		installed bool
 		err       bool
 	}{
-		{exe, true, false}, {plain, false, true}, {filepath.Join(d, "missing"), false, true}, {d, false, true}, {"", false, false},
+		{exe, true, false}, {broken, false, true}, {plain, false, true}, {filepath.Join(d, "missing"), false, true}, {d, false, true}, {"", false, false},
 	} {
 		var h Host
 		err := h.FindHook(memlimit.Hook{Path: tc.path})

@@ -123,6 +123,10 @@ func (h Hook) validate() error {
 const (
 	CmdLimit   = "limit"
 	CmdRelease = "release"
+	// CmdCheck exits 0: the agent runs it at start to learn that the hook
+	// runs from where it is installed (not a noexec mount, a binary this
+	// host can load), before it advertises kernel-held shares.
+	CmdCheck = "check"
 )
 
 // LimitArgs is the hook's argv (argv[0] first, as OCI hooks take it) that
