@@ -112,23 +112,9 @@ func decodeAll(driver string, in []resourceapi.DeviceAllocationConfiguration) ([
 }
 
 func resolveOne(cfgs []config, d Device, all []Device) (*Settings, error) {
-	want := "gpu"
-	if d.Partition {
-		want = "partition"
-	}
-	var pick *config
-	for i := range cfgs {
-		c := &cfgs[i]
-		if !c.appliesTo(d.Request) {
-			continue
-		}
-		if c.obj.DeviceType() != want {
-			if len(c.requests) > 0 {
-				return nil, fmt.Errorf("%s: kind %s is for devices of type %q, but this device is a %s", c.field("kind"), c.obj.GetKind(), c.obj.DeviceType(), want)
-			}
-			continue // a catch-all config for the other device type
-		}
-		pick = c
+	pick, err := pickFor(cfgs, d)
+	if err != nil {
+		return nil, err
 	}
 	if d.Share != nil {
 		if pick != nil && pick.obj.GetSharing() != nil {

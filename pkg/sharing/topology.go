@@ -32,7 +32,8 @@ func ResolveTopology(driver string, allocConfigs []resourceapi.DeviceAllocationC
 	var asking *config
 	var askers, others []string
 	for i, d := range devs {
-		c := pickFor(cfgs, d)
+		// A config of the other device type is Resolve's error to report.
+		c, _ := pickFor(cfgs, d)
 		if c != nil && c.obj.GetTopology() != nil && c.obj.GetTopology().NCCLTopoFile {
 			out[i] = true
 			asking = c
@@ -74,18 +75,27 @@ func ResolveTopology(driver string, allocConfigs []resourceapi.DeviceAllocationC
 
 // pickFor is the config that applies to d: the last one for its request
 // and device type (nil: none). A config naming d's request for the other
-// device type is Resolve's error to report; here it applies to nothing.
-func pickFor(cfgs []config, d Device) *config {
+// device type applies to nothing and is the error (the first such);
+// a catch-all config for the other type is skipped silently.
+func pickFor(cfgs []config, d Device) (*config, error) {
 	want := "gpu"
 	if d.Partition {
 		want = "partition"
 	}
 	var pick *config
+	var mismatch error
 	for i := range cfgs {
 		c := &cfgs[i]
-		if c.appliesTo(d.Request) && c.obj.DeviceType() == want {
-			pick = c
+		if !c.appliesTo(d.Request) {
+			continue
 		}
+		if c.obj.DeviceType() != want {
+			if len(c.requests) > 0 && mismatch == nil {
+				mismatch = fmt.Errorf("%s: kind %s is for devices of type %q, but this device is a %s", c.field("kind"), c.obj.GetKind(), c.obj.DeviceType(), want)
+			}
+			continue
+		}
+		pick = c
 	}
-	return pick
+	return pick, mismatch
 }
