@@ -16,6 +16,10 @@ KEEP        ?=
 # RUNTIME=containerd: nodes run containerd and the agents run as the chart's
 # DaemonSet (cluster-up); the default, fake, is a fake CRI (see README).
 RUNTIME     ?=
+# WORKLOADS=1: the cluster serves the Workload API and gang-schedules pod
+# groups, with pod-group claims (docs/training.md, "Gangs"); the e2e suite
+# and the demo always turn it on.
+WORKLOADS   ?=
 # What each target builds of the cluster binaries (hack/build-cluster-bins.sh
 # NAME...): a cluster of fake-runtime nodes needs the control plane, the
 # kubelet, the fake runtime and helm (the webhook's configuration is the
@@ -103,7 +107,7 @@ prometheus:
 	hack/build-prometheus.sh
 
 cluster-up: build $(if $(filter containerd,$(RUNTIME)),cluster-bins,cluster-bins-fake)
-	$(TEST_GO) run ./cluster/cmd/localcluster up --repo=.. $(if $(NODES),--nodes=$(NODES)) $(if $(RUNTIME),--runtime=$(RUNTIME))
+	$(TEST_GO) run ./cluster/cmd/localcluster up --repo=.. $(if $(NODES),--nodes=$(NODES)) $(if $(RUNTIME),--runtime=$(RUNTIME)) $(if $(WORKLOADS),--workloads)
 
 cluster-down:
 	$(TEST_GO) run ./cluster/cmd/localcluster down --repo=..

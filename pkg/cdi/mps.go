@@ -22,8 +22,9 @@ const MPSContainerPipeDir = "/tmp/nvidia-mps"
 // environment that makes CUDA connect to it with the claim's limits. nil
 // when no device is under MPS. CUDA_VISIBLE_DEVICES lists the devices in
 // claim order, so the ordinals of CUDA_MPS_PINNED_DEVICE_MEM_LIMIT are the
-// ones a client sees.
-func mpsDevice(claimUID string, devs []ClaimDevice) (*cdispec.Device, error) {
+// ones a client sees. scope is the suffix of the request devs are (scope.go),
+// "" for the claim's.
+func mpsDevice(claimUID, scope string, devs []ClaimDevice) (*cdispec.Device, error) {
 	var (
 		pipe    string
 		uuids   []string
@@ -66,7 +67,7 @@ func mpsDevice(claimUID string, devs []ClaimDevice) (*cdispec.Device, error) {
 		env = append(env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="+strings.Join(limits, ","))
 	}
 	return &cdispec.Device{
-		Name:        mpsDeviceName(claimUID),
+		Name:        mpsDeviceName(claimUID) + scope,
 		Annotations: map[string]string{annVendor: string(inventory.VendorNVIDIA)}, // MPS is NVIDIA's
 		ContainerEdits: cdispec.ContainerEdits{
 			Env: env,

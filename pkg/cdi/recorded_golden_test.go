@@ -99,14 +99,17 @@ func TestGoldenSpecsRead(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, specFilePrefix+g.claim.UID+specFileExt), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		// A claim of several requests: each device names its request's
+		// claim-level devices (scope.go).
+		scopes := requestScopes(g.devs)
 		for i, d := range g.devs {
 			r := recorded{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID, ShareID: d.ShareID, Sharing: d.Sharing,
-				CDIDeviceIDs: []string{prefix + deviceName(g.claim.UID, i, d.Device), prefix + g.claim.UID + "-common-" + string(d.GPU.Vendor)}}
+				CDIDeviceIDs: []string{prefix + deviceName(g.claim.UID, i, d.Device), prefix + g.claim.UID + "-common-" + string(d.GPU.Vendor) + scopes[i]}}
 			if d.Partition != nil {
 				r.PartitionUUID = d.Partition.UUID
 			}
 			if d.Sharing.IsMPS() {
-				r.CDIDeviceIDs = append(r.CDIDeviceIDs, prefix+g.claim.UID+"-mps")
+				r.CDIDeviceIDs = append(r.CDIDeviceIDs, prefix+g.claim.UID+"-mps"+scopes[i])
 			}
 			want[g.claim] = append(want[g.claim], r)
 		}

@@ -25,9 +25,10 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 	}
 
 	groups := newVendorGroups()
+	scopes := requestScopes(devs)
 	ids := make([][]string, len(devs))
 	for i, d := range devs {
-		dev, devIDs, err := w.claimDevice(claim, i, d, vendorIx, groups)
+		dev, devIDs, err := w.claimDevice(claim, i, d, scopes[i], vendorIx, groups)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -35,18 +36,38 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 		spec.Devices = append(spec.Devices, dev)
 	}
 
-	common, err := w.commonDevices(claim.UID, groups)
+	// The claim-wide claim-level devices, then each request's (scope.go).
+	common, err := w.commonDevices(claim.UID, "", groups)
 	if err != nil {
 		return nil, nil, err
 	}
 	spec.Devices = append(spec.Devices, common...)
-
-	mps, err := mpsDevice(claim.UID, devs)
+	mps, err := mpsDevice(claim.UID, "", devs)
 	if err != nil {
 		return nil, nil, err
 	}
 	if mps != nil {
 		spec.Devices = append(spec.Devices, *mps)
+	}
+	suffixes, scoped := scopedDevices(devs)
+	for _, sfx := range suffixes {
+		g := newVendorGroups()
+		for i := range scoped[sfx] {
+			v, _ := vendors.For(scoped[sfx][i].GPU.Vendor) // known: claimDevice checked
+			g.add(v, &scoped[sfx][i])
+		}
+		common, err := w.commonDevices(claim.UID, sfx, g)
+		if err != nil {
+			return nil, nil, err
+		}
+		spec.Devices = append(spec.Devices, common...)
+		mps, err := mpsDevice(claim.UID, sfx, scoped[sfx])
+		if err != nil {
+			return nil, nil, err
+		}
+		if mps != nil {
+			spec.Devices = append(spec.Devices, *mps)
+		}
 	}
 
 	if err := setMinimumVersion(spec); err != nil {
@@ -100,8 +121,9 @@ func (g *vendorGroups) add(v gpuvendor.Vendor, d *ClaimDevice) {
 }
 
 // claimDevice is the CDI device of the claim's i-th device d and the IDs
-// it is injected by; it adds d to its vendor's group for the common device.
-func (w *Writer) claimDevice(claim ClaimRef, i int, d ClaimDevice, vendorIx *vendorIndex, groups *vendorGroups) (cdispec.Device, []string, error) {
+// it is injected by, naming the claim-level devices of its request's scope
+// (scope.go); it adds d to its vendor's group for the common device.
+func (w *Writer) claimDevice(claim ClaimRef, i int, d ClaimDevice, scope string, vendorIx *vendorIndex, groups *vendorGroups) (cdispec.Device, []string, error) {
 	claimUID := claim.UID
 	// A vendor Tessera does not know cannot be prepared: fail rather
 	// than hand out a device without its nodes.
@@ -116,7 +138,7 @@ func (w *Writer) claimDevice(claim ClaimRef, i int, d ClaimDevice, vendorIx *ven
 	groups.add(v, &d)
 
 	name := deviceName(claimUID, i, d.Device)
-	ids := deviceIDs(claimUID, name, d, vendorIx)
+	ids := deviceIDs(claimUID, name, scope, d, vendorIx)
 
 	ann := map[string]string{annVendor: string(d.GPU.Vendor)}
 	if err := annotate(ann, deviceRecord(d, ids)); err != nil {
@@ -140,25 +162,27 @@ func (w *Writer) claimDevice(claim ClaimRef, i int, d ClaimDevice, vendorIx *ven
 // deviceIDs are the qualified CDI IDs a container gets for d, whose own
 // CDI device is name: its own, its vendor's common device, the vendor's
 // spec's device when one is installed, the claim's MPS device, and its
-// NCCL topology device (topology.go).
-func deviceIDs(claimUID, name string, d ClaimDevice, vendorIx *vendorIndex) []string {
-	common := qualified(commonDeviceName(claimUID, string(d.GPU.Vendor)))
+// NCCL topology device (topology.go); the claim-level ones of scope, its
+// request's ("" for the claim-wide ones).
+func deviceIDs(claimUID, name, scope string, d ClaimDevice, vendorIx *vendorIndex) []string {
+	common := qualified(commonDeviceName(claimUID, string(d.GPU.Vendor)) + scope)
 	ids := []string{qualified(name), common}
 	if v := vendorIx.lookup(d); v != "" {
 		ids = append(ids, v)
 	}
 	if d.Sharing.IsMPS() {
-		ids = append(ids, qualified(mpsDeviceName(claimUID)))
+		ids = append(ids, qualified(mpsDeviceName(claimUID)+scope))
 	}
 	if d.NCCLTopoFile {
-		ids = append(ids, qualified(ncclDeviceName(claimUID)))
+		ids = append(ids, qualified(ncclDeviceName(claimUID)+scope))
 	}
 	return ids
 }
 
-// commonDevices are one device per vendor of the claim, with what its
-// devices share: the vendor's environment and control nodes.
-func (w *Writer) commonDevices(claimUID string, groups *vendorGroups) ([]cdispec.Device, error) {
+// commonDevices are one device per vendor of the claim (or of one of its
+// requests: scope is its suffix), with what its devices share: the
+// vendor's environment and control nodes.
+func (w *Writer) commonDevices(claimUID, scope string, groups *vendorGroups) ([]cdispec.Device, error) {
 	var out []cdispec.Device
 	for _, v := range groups.order {
 		env, err := v.CommonEnv(groups.devices[v.Name()])
@@ -170,7 +194,7 @@ func (w *Writer) commonDevices(claimUID string, groups *vendorGroups) ([]cdispec
 			return nil, fmt.Errorf("%s common nodes: %w", v.Name(), err)
 		}
 		out = append(out, cdispec.Device{
-			Name:           commonDeviceName(claimUID, string(v.Name())),
+			Name:           commonDeviceName(claimUID, string(v.Name())) + scope,
 			Annotations:    map[string]string{annVendor: string(v.Name())},
 			ContainerEdits: cdispec.ContainerEdits{Env: env, DeviceNodes: devNodes},
 		})

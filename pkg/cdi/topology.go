@@ -115,10 +115,38 @@ func gpuIndex(n *inventory.Node, uuid string) int {
 	return -1
 }
 
-// ncclDevice is the claim's topology CDI device for f.
-func (w *Writer) ncclDevice(claimUID string, f *nccltopo.File, node *inventory.Node) (cdispec.Device, error) {
-	ids := make([]string, len(f.Order))
-	for r, i := range f.Order {
+// ncclDevices are the claim's topology CDI device for f and, in a claim
+// of several requests, one per request (scope.go) whose visible-devices
+// variable lists that request's GPUs only, still in the file's rank order.
+func (w *Writer) ncclDevices(claimUID string, f *nccltopo.File, node *inventory.Node, devs []ClaimDevice) ([]cdispec.Device, error) {
+	whole, err := w.ncclDevice(claimUID, "", f, node, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := []cdispec.Device{whole}
+	suffixes, scoped := scopedDevices(devs)
+	for _, sfx := range suffixes {
+		in := map[string]bool{}
+		for _, d := range scoped[sfx] {
+			in[d.GPU.UUID] = true
+		}
+		nd, err := w.ncclDevice(claimUID, sfx, f, node, in)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, nd)
+	}
+	return out, nil
+}
+
+// ncclDevice is the topology CDI device for f of scope (the claim's: "",
+// all GPUs; a request's: only the GPUs whose UUID only holds).
+func (w *Writer) ncclDevice(claimUID, scope string, f *nccltopo.File, node *inventory.Node, only map[string]bool) (cdispec.Device, error) {
+	ids := make([]string, 0, len(f.Order))
+	for _, i := range f.Order {
+		if only != nil && !only[node.GPUs[i].UUID] {
+			continue
+		}
 		u := node.GPUs[i].UUID
 		if f.Vendor == inventory.VendorAMD && !strings.HasPrefix(u, "GPU-") {
 			// ROCm names a GPU by its unique id as "GPU-" and 16 hex
@@ -129,14 +157,14 @@ func (w *Writer) ncclDevice(claimUID string, f *nccltopo.File, node *inventory.N
 		if u == "" || u == "GPU-" || strings.Contains(u, ",") {
 			return cdispec.Device{}, fmt.Errorf("NCCL topology file: GPU %s has no usable UUID (%q)", node.GPUs[i].PCIBusID, u)
 		}
-		ids[r] = u
+		ids = append(ids, u)
 	}
 	visible := "CUDA_VISIBLE_DEVICES="
 	if f.Vendor == inventory.VendorAMD {
 		visible = "HIP_VISIBLE_DEVICES="
 	}
 	return cdispec.Device{
-		Name:        ncclDeviceName(claimUID),
+		Name:        ncclDeviceName(claimUID) + scope,
 		Annotations: map[string]string{annVendor: string(f.Vendor)},
 		ContainerEdits: cdispec.ContainerEdits{
 			Env: []string{

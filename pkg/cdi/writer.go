@@ -108,12 +108,13 @@ func (w *Writer) WriteClaim(claim ClaimRef, devs []ClaimDevice, node *inventory.
 		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
 	}
 	if topo != nil {
-		nd, err := w.ncclDevice(claim.UID, topo, node)
+		// The claim's, then each request's (scope.go); each device's IDs
+		// name its own already (deviceIDs).
+		nds, err := w.ncclDevices(claim.UID, topo, node, devs)
 		if err != nil {
 			return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
 		}
-		// Each device's IDs name it already (deviceIDs).
-		spec.Devices = append(spec.Devices, nd)
+		spec.Devices = append(spec.Devices, nds...)
 	}
 	data, err := marshalSpec(spec)
 	if err != nil {

@@ -223,18 +223,37 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cs []*resourceapi.Re
 			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
 			continue
 		}
-		res := kubeletplugin.PrepareResult{Devices: make([]kubeletplugin.Device, 0, len(devs))}
-		for _, dv := range devs {
-			kd := kubeletplugin.Device{Requests: dv.Requests, PoolName: dv.Pool, DeviceName: dv.Name, CDIDeviceIDs: dv.CDIDeviceIDs}
-			if dv.ShareID != "" {
-				id := types.UID(dv.ShareID)
-				kd.ShareID = &id
-			}
-			res.Devices = append(res.Devices, kd)
-		}
-		out[c.UID] = res
+		out[c.UID] = prepareResult(string(c.UID), devs)
 	}
 	return out, nil
+}
+
+// prepareResult is what the kubelet is told of a prepared claim: each
+// device with its CDI IDs and, for a claim whose requests have their own
+// claim-level CDI devices, one more entry (the last device again) under
+// cdi.WholeClaimRequest with the claim-wide ones, which the kubelet gives
+// only to containers naming the whole claim, after their devices' IDs
+// (pkg/cdi/scope.go).
+func prepareResult(claimUID string, devs []claims.Device) kubeletplugin.PrepareResult {
+	res := kubeletplugin.PrepareResult{Devices: make([]kubeletplugin.Device, 0, len(devs)+1)}
+	ids := make([][]string, 0, len(devs))
+	for _, dv := range devs {
+		kd := kubeletplugin.Device{Requests: dv.Requests, PoolName: dv.Pool, DeviceName: dv.Name, CDIDeviceIDs: dv.CDIDeviceIDs}
+		if dv.ShareID != "" {
+			id := types.UID(dv.ShareID)
+			kd.ShareID = &id
+		}
+		res.Devices = append(res.Devices, kd)
+		ids = append(ids, dv.CDIDeviceIDs)
+	}
+	if whole := cdi.WholeClaimIDs(claimUID, ids); len(whole) > 0 {
+		last := res.Devices[len(res.Devices)-1]
+		res.Devices = append(res.Devices, kubeletplugin.Device{
+			Requests: []string{cdi.WholeClaimRequest}, PoolName: last.PoolName, DeviceName: last.DeviceName,
+			ShareID: last.ShareID, CDIDeviceIDs: whole,
+		})
+	}
+	return res
 }
 
 // UnprepareResourceClaims unprepares each claim on its own.

@@ -45,16 +45,25 @@ func List(ctx context.Context, socket, driver string) ([]Allocation, error) {
 	return Select(resp, driver), nil
 }
 
-// Select keeps the devices of driver from a List answer.
+// Select keeps the devices of driver from a List answer, each once per
+// container and claim: a claim of several requests has one more prepared
+// entry naming its last device again (the whole-claim CDI IDs,
+// pkg/cdi/scope.go), which the kubelet lists like any other.
 func Select(resp *podresourcesapi.ListPodResourcesResponse, driver string) []Allocation {
 	var out []Allocation
 	for _, p := range resp.GetPodResources() {
 		for _, c := range p.GetContainers() {
 			for _, dr := range c.GetDynamicResources() {
+				seen := map[[3]string]bool{}
 				for _, r := range dr.GetClaimResources() {
 					if r.GetDriverName() != driver || r.GetDeviceName() == "" {
 						continue
 					}
+					k := [3]string{r.GetPoolName(), r.GetDeviceName(), r.GetShareId()}
+					if seen[k] {
+						continue
+					}
+					seen[k] = true
 					out = append(out, Allocation{
 						Namespace: p.GetNamespace(), Pod: p.GetName(), Container: c.GetName(),
 						ClaimNamespace: dr.GetClaimNamespace(), Claim: dr.GetClaimName(),

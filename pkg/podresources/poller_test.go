@@ -48,6 +48,23 @@ func TestListKeepsThisDriversDevices(t *testing.T) {
 	}
 }
 
+// A claim of several requests lists its last device twice (the
+// whole-claim entry, pkg/cdi/scope.go): it is one allocation.
+func TestListCountsTheWholeClaimEntryOnce(t *testing.T) {
+	srv := podresourcestest.Start(t)
+	second := train
+	second.Device = "gpu-1"
+	srv.Set(podresourcestest.Response(train, second, second, share, share))
+	got, err := podresources.List(context.Background(), srv.Socket, names.DriverName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []podresources.Allocation{alloc(train), alloc(second), alloc(share)}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("List\n%+v\nwant\n%+v", got, want)
+	}
+}
+
 func TestListNoSocket(t *testing.T) {
 	_, err := podresources.List(context.Background(), t.TempDir()+"/kubelet.sock", names.DriverName)
 	if err == nil {

@@ -44,5 +44,8 @@ func run(m *testing.M) int {
 	// Its own directory: the suite can run while a demo cluster is up.
 	cluster.Dir = filepath.Join(repo, "_output/e2e-cluster")
 	cluster.Nodes = nodes
+	// Gangs and pod-group claims (gang_test.go); the other tests' pods
+	// belong to no group, which the scheduler handles as before.
+	cluster.Workloads = true
 	return e2eutil.Run(m, cluster, &client)
 }

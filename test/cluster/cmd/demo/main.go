@@ -43,6 +43,8 @@ func run() error {
 		return err
 	}
 	c := localcluster.ForRepo(root)
+	// The gang scenarios need the Workload API (docs/training.md).
+	c.Workloads = true
 	if *nodes != "" {
 		if c.Nodes, err = localcluster.ParseNodes(*nodes); err != nil {
 			return err

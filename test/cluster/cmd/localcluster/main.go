@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
@@ -30,6 +31,7 @@ func run() error {
 	webhook := fs.String("webhook", "", "tessera-webhook binary (default <repo>/bin/tessera-webhook)")
 	nodes := fs.String("nodes", "", "nodes as name=profile[:partitioning[:sharing]],... (default gpu-h100=dgx-h100,gpu-mi300x=mi300x-8,gpu-mixed=mixed-inference,gpu-h100-dynamic=dgx-h100:dynamic,gpu-l4-shared=l4-4:static:capacity)")
 	runtime := fs.String("runtime", localcluster.RuntimeFake, "container runtime of the nodes: fake (a fake CRI; the agents run as host processes) or containerd (containerd, runc and CNI per node; the agents run as the chart's DaemonSet)")
+	workloads := fs.Bool("workloads", false, "turn on the Workload API and gang scheduling with pod-group claims (feature gates "+strings.Join(localcluster.WorkloadGates, ", ")+"; API "+localcluster.WorkloadAPI+"), off by default in Kubernetes 1.37")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: localcluster [flags] up|down")
 		fs.PrintDefaults()
@@ -57,6 +59,7 @@ func run() error {
 			}
 		}
 	}
+	c.Workloads = *workloads
 	switch *runtime {
 	case localcluster.RuntimeFake, localcluster.RuntimeContainerd:
 		c.Runtime = *runtime

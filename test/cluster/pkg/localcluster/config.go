@@ -94,6 +94,11 @@ type Config struct {
 	SchedulerArgs []string
 	// APIServerArgs are extra kube-apiserver flags (feature gates).
 	APIServerArgs []string
+	// Workloads turns on the Workload API and gang scheduling
+	// (WorkloadGates, served at WorkloadAPI) in every component that
+	// acts on them: off by default in Kubernetes 1.37, on in the e2e
+	// suite and the demo (docs/training.md, "Gangs").
+	Workloads bool
 	// Runtime is the nodes' container runtime: RuntimeFake (the default) or
 	// RuntimeContainerd.
 	Runtime string

@@ -241,6 +241,7 @@ func (c *Config) startAPIServer(s *State, p *pki) (*Proc, error) {
 		// are called at their pods' addresses: there is no kube-proxy.
 		"--enable-aggregator-routing=true",
 	}
+	args = append(args, c.workloadArgs(true)...)
 	return c.start(s, "kube-apiserver", c.bin("kube-apiserver"), append(args, c.APIServerArgs...)...)
 }
 
@@ -271,6 +272,7 @@ func (c *Config) startControllers(s *State, p *pki) error {
 			"--secure-port=" + strconv.Itoa(s.Ports[comp.name]),
 			"--cert-dir=" + filepath.Join(c.Dir, comp.name+"-certs"),
 		}, comp.extra...)
+		args = append(args, c.workloadArgs(false)...)
 		if _, err := c.start(s, "kube-"+comp.name, c.bin("kube-"+comp.name), args...); err != nil {
 			return err
 		}
@@ -314,7 +316,7 @@ syncFrequency: 10s
 fileCheckFrequency: 10s
 serializeImagePulls: false
 containerRuntimeEndpoint: unix://%s
-`, c.kubeletAddress(), s.Ports["kubelet-"+n.Name], s.Ports["kubelet-healthz-"+n.Name], p.path("ca.crt"), filepath.Join(c.NodeDir(n.Name), "pod-logs"), c.criSocket(n.Name))
+%s`, c.kubeletAddress(), s.Ports["kubelet-"+n.Name], s.Ports["kubelet-healthz-"+n.Name], p.path("ca.crt"), filepath.Join(c.NodeDir(n.Name), "pod-logs"), c.criSocket(n.Name), c.kubeletGates())
 }
 
 // kubeletAddress is where the kubelet serves. A containerd node's kubelet

@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -186,6 +188,15 @@ const RequiresAnnotation = "demo.tessera.dev/requires"
 
 // Missing returns why the scenario cannot run on this cluster, or "".
 func (sc *Scenario) Missing(ctx context.Context, client kubernetes.Interface) (string, error) {
+	if len(sc.PodGroups) > 0 {
+		served, err := ServesPodGroups(client)
+		if err != nil {
+			return "", err
+		}
+		if !served {
+			return "the cluster does not serve PodGroups (scheduling.k8s.io/v1beta1; `make cluster-up WORKLOADS=1` turns the Workload API on)", nil
+		}
+	}
 	for _, p := range sc.Pods {
 		req, ok := p.Annotations[RequiresAnnotation]
 		if !ok {
@@ -226,4 +237,22 @@ func shareOf(d resourceapi.DeviceRequestAllocationResult) string {
 		out += ", " + cu.String() + " compute units"
 	}
 	return out
+}
+
+// ServesPodGroups reports whether the API server serves the Workload
+// API's PodGroups, which Kubernetes 1.37 leaves off by default.
+func ServesPodGroups(client kubernetes.Interface) (bool, error) {
+	l, err := client.Discovery().ServerResourcesForGroupVersion(schedulingapi.SchemeGroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discover %s: %w", schedulingapi.SchemeGroupVersion, err)
+	}
+	for _, r := range l.APIResources {
+		if r.Name == "podgroups" {
+			return true, nil
+		}
+	}
+	return false, nil
 }

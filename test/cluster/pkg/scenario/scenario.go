@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +34,7 @@ var codecs = func() serializer.CodecFactory {
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
 	_ = resourceapi.AddToScheme(s)
+	_ = schedulingapi.AddToScheme(s)
 	return serializer.NewCodecFactory(s, serializer.EnableStrict)
 }()
 
@@ -42,12 +44,16 @@ type Scenario struct {
 	Pods      []*corev1.Pod
 	Templates []*resourceapi.ResourceClaimTemplate
 	Claims    []*resourceapi.ResourceClaim
+	// PodGroups are gangs (the Workload API): their pods name them in
+	// spec.schedulingGroup.
+	PodGroups []*schedulingapi.PodGroup
 	// Rejected is filled by Apply: for each object annotated to be refused
 	// at admission ("kind name"), the API server's message.
 	Rejected map[string]string
 }
 
-// Load reads a scenario file: Pods, ResourceClaimTemplates and ResourceClaims.
+// Load reads a scenario file: Pods, ResourceClaimTemplates, ResourceClaims
+// and PodGroups.
 func Load(path string) (*Scenario, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -80,6 +86,8 @@ func Load(path string) (*Scenario, error) {
 			sc.Templates = append(sc.Templates, o)
 		case *resourceapi.ResourceClaim:
 			sc.Claims = append(sc.Claims, o)
+		case *schedulingapi.PodGroup:
+			sc.PodGroups = append(sc.PodGroups, o)
 		default:
 			return nil, fmt.Errorf("%s: unsupported kind %T", path, obj)
 		}
@@ -100,6 +108,12 @@ func (sc *Scenario) Apply(ctx context.Context, client kubernetes.Interface, ns s
 	for _, c := range sc.Claims {
 		_, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, c.DeepCopy(), metav1.CreateOptions{})
 		if err := sc.created("ResourceClaim", c, err); err != nil {
+			return err
+		}
+	}
+	for _, g := range sc.PodGroups {
+		_, err := client.SchedulingV1beta1().PodGroups(ns).Create(ctx, g.DeepCopy(), metav1.CreateOptions{})
+		if err := sc.created("PodGroup", g, err); err != nil {
 			return err
 		}
 	}
@@ -143,13 +157,19 @@ func WaitPrepareFailed(ctx context.Context, client kubernetes.Interface, ns, pod
 	return msg, err
 }
 
-// Delete removes the scenario's objects and waits until the pods and the
-// claims generated for them are gone (which means unprepared).
+// Delete removes the scenario's objects and waits until the pods, their
+// groups and the claims generated for either are gone (which means
+// unprepared).
 func (sc *Scenario) Delete(ctx context.Context, client kubernetes.Interface, ns string, timeout time.Duration) error {
 	zero := int64(0)
 	opts := metav1.DeleteOptions{GracePeriodSeconds: &zero}
 	for _, p := range sc.Pods {
 		if err := client.CoreV1().Pods(ns).Delete(ctx, p.Name, opts); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	for _, g := range sc.PodGroups {
+		if err := client.SchedulingV1beta1().PodGroups(ns).Delete(ctx, g.Name, opts); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
@@ -172,7 +192,15 @@ func (sc *Scenario) Delete(ctx context.Context, client kubernetes.Interface, ns 
 		if err != nil {
 			return false, err.Error()
 		}
-		return len(pods.Items) == 0 && len(claims.Items) == 0, fmt.Sprintf("%d pods, %d claims left", len(pods.Items), len(claims.Items))
+		groups := 0
+		if len(sc.PodGroups) > 0 {
+			l, err := client.SchedulingV1beta1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			groups = len(l.Items)
+		}
+		return len(pods.Items) == 0 && len(claims.Items) == 0 && groups == 0, fmt.Sprintf("%d pods, %d claims, %d pod groups left", len(pods.Items), len(claims.Items), groups)
 	})
 }
 
