@@ -88,7 +88,9 @@ func TestPodGroupClaimPerWorker(t *testing.T) {
 	for i, g := range gpus {
 		uuid := res.Devices[g].GPU.UUID
 		spec := resolve(t, n.cdiDir(), kubeletCDIIDs(got.Devices, "worker-"+strconv.Itoa(i)))
-		gpuNodes := slices.DeleteFunc(devicePaths(spec), func(p string) bool { return !strings.HasPrefix(p, "/dev/nvidia") || strings.Contains(p, "-") || p == "/dev/nvidiactl" })
+		gpuNodes := slices.DeleteFunc(devicePaths(spec), func(p string) bool {
+			return !strings.HasPrefix(p, "/dev/nvidia") || strings.Contains(p, "-") || p == "/dev/nvidiactl"
+		})
 		if want := []string{"/dev/nvidia" + itoa(res.Devices[g].GPU.Minor)}; !slices.Equal(gpuNodes, want) {
 			t.Errorf("worker-%d: GPU nodes %v, want %v", i, gpuNodes, want)
 		}
