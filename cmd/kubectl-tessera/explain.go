@@ -9,7 +9,7 @@ import (
 func newExplain(src *source) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "explain CLAIM|pod/POD",
+		Use:   "explain CLAIM|pod/POD|podgroup/GROUP",
 		Short: "Why a pending claim (or a pod's claims) fits or not on each node, from the scheduler's own allocator",
 		Long: "Runs the Kubernetes scheduler's DRA allocator (k8s.io/dynamic-resource-allocation/structured) over the\n" +
 			"driver's ResourceSlices, the DeviceClasses and the claims already allocated, node by node, for one\n" +
@@ -19,9 +19,13 @@ func newExplain(src *source) *cobra.Command {
 			"counters (and by whom), tainted or short of capacity, and which constraint no set of devices meets.\n\n" +
 			"With -f, DeviceClasses, Pods and ResourceClaimTemplates are read from the files too; without\n" +
 			"DeviceClasses there, the ones shipped with Tessera are used. A pod's claim from a template that does\n" +
-			"not exist yet is built from the template.",
+			"not exist yet is built from the template.\n\n" +
+			"A PodGroup (the Workload API's gang), or a pod that belongs to one, is explained as a group: its pods\n" +
+			"are placed one at a time with the allocator, each holding its devices (a claim of the group allocated\n" +
+			"once), and the first that fits on no node is explained node by node.",
 		Example: `  kubectl tessera explain my-claim -n team-a
   kubectl tessera explain pod/too-big-job
+  kubectl tessera explain podgroup/train-12
   kubectl tessera explain pod/too-big-job -f node-1.yaml -f node-2.yaml -f demo/08-unsatisfiable.yaml -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,6 +60,15 @@ func newExplain(src *source) *cobra.Command {
 				if in, err = explain.InputFromCluster(ctx, c, s, ns, args[0]); err != nil {
 					return err
 				}
+			}
+			// A pod of a gang is explained with its gang: alone it may
+			// fit where the group does not.
+			if group := in.GangTarget(ns, args[0]); group != "" {
+				gx, err := explain.RunGang(ctx, in, ns, group)
+				if err != nil {
+					return err
+				}
+				return explain.PrintGang(cmd.OutOrStdout(), gx, output)
 			}
 			pod, claims, err := in.Resolve(ns, args[0])
 			if err != nil {

@@ -12,8 +12,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
@@ -32,6 +34,8 @@ type Input struct {
 	ShippedClasses bool
 	Pods           []corev1.Pod
 	Templates      []resourceapi.ResourceClaimTemplate
+	// PodGroups are the Workload API's gangs (gang.go).
+	PodGroups []schedulingapi.PodGroup
 }
 
 // LoadFiles reads what LoadFiles reads and also the DeviceClasses,
@@ -97,7 +101,7 @@ func (in *Input) addExtra(raw json.RawMessage) error {
 		return nil
 	}
 	switch tm.Kind {
-	case "List", "DeviceClassList", "PodList", "ResourceClaimTemplateList":
+	case "List", "DeviceClassList", "PodList", "ResourceClaimTemplateList", "PodGroupList":
 		return in.addListItems(tm, raw)
 	case "DeviceClass":
 		return in.addDeviceClass(tm, raw)
@@ -105,7 +109,22 @@ func (in *Input) addExtra(raw json.RawMessage) error {
 		return in.addTemplate(tm, raw)
 	case "Pod":
 		return in.addPod(tm, raw)
+	case "PodGroup":
+		return in.addPodGroup(tm, raw)
 	}
+	return nil
+}
+
+// addPodGroup adds a PodGroup; only scheduling.k8s.io/v1beta1 is read.
+func (in *Input) addPodGroup(tm metav1.TypeMeta, raw json.RawMessage) error {
+	if tm.APIVersion != schedulingapi.SchemeGroupVersion.String() {
+		return fmt.Errorf("PodGroup has apiVersion %q; only %s is read", tm.APIVersion, schedulingapi.SchemeGroupVersion)
+	}
+	var o schedulingapi.PodGroup
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return fmt.Errorf("PodGroup: %w", err)
+	}
+	in.PodGroups = append(in.PodGroups, o)
 	return nil
 }
 
@@ -177,29 +196,58 @@ func InputFromCluster(ctx context.Context, c kubernetes.Interface, s *inspect.Sn
 	for i := range classes.Items {
 		in.Classes = append(in.Classes, &classes.Items[i])
 	}
-	pod, ok := podName(target)
-	if !ok {
-		return in, nil
-	}
-	p, err := c.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("getting pod %s/%s: %w", namespace, pod, err)
-	}
-	in.Pods = append(in.Pods, *p)
-	for _, rc := range p.Spec.ResourceClaims {
-		if rc.ResourceClaimTemplateName == nil {
-			continue
-		}
-		t, err := c.ResourceV1().ResourceClaimTemplates(namespace).Get(ctx, *rc.ResourceClaimTemplateName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
+	group, isGroup := podGroupName(target)
+	if pod, ok := podName(target); ok {
+		p, err := c.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("getting ResourceClaimTemplate %s/%s: %w", namespace, *rc.ResourceClaimTemplateName, err)
+			return nil, fmt.Errorf("getting pod %s/%s: %w", namespace, pod, err)
 		}
-		in.Templates = append(in.Templates, *t)
+		in.Pods = append(in.Pods, *p)
+		group, isGroup = groupOf(p), groupOf(p) != ""
+	}
+	if isGroup {
+		if err := in.addGroupFromCluster(ctx, c, namespace, group); err != nil {
+			return nil, err
+		}
+	}
+	seen := sets.New[string]()
+	for _, p := range in.Pods {
+		for _, rc := range p.Spec.ResourceClaims {
+			if rc.ResourceClaimTemplateName == nil || seen.Has(*rc.ResourceClaimTemplateName) {
+				continue
+			}
+			seen.Insert(*rc.ResourceClaimTemplateName)
+			t, err := c.ResourceV1().ResourceClaimTemplates(namespace).Get(ctx, *rc.ResourceClaimTemplateName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("getting ResourceClaimTemplate %s/%s: %w", namespace, *rc.ResourceClaimTemplateName, err)
+			}
+			in.Templates = append(in.Templates, *t)
+		}
 	}
 	return in, nil
+}
+
+// addGroupFromCluster adds the PodGroup and its pods (those of namespace
+// naming it in spec.schedulingGroup).
+func (in *Input) addGroupFromCluster(ctx context.Context, c kubernetes.Interface, namespace, group string) error {
+	g, err := c.SchedulingV1beta1().PodGroups(namespace).Get(ctx, group, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("getting PodGroup %s/%s: %w", namespace, group, err)
+	}
+	in.PodGroups = append(in.PodGroups, *g)
+	pods, err := c.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing pods of PodGroup %s/%s: %w", namespace, group, err)
+	}
+	for _, p := range pods.Items {
+		if groupOf(&p) == group && !slices.ContainsFunc(in.Pods, func(q corev1.Pod) bool { return q.Name == p.Name }) {
+			in.Pods = append(in.Pods, p)
+		}
+	}
+	return nil
 }
 
 // podName reports whether target is pod/NAME (or pods/NAME, po/NAME).
@@ -320,6 +368,18 @@ func (in *Input) generatedClaim(p *corev1.Pod, ns, entry, template string) (*res
 			return in.claim(ns, *st.ResourceClaimName)
 		}
 	}
+	// A pod-group claim: the group's, one for all its pods.
+	owner := p.Name
+	if g := in.podGroup(ns, groupOf(p)); g != nil && slices.ContainsFunc(g.Spec.ResourceClaims, func(rc schedulingapi.PodGroupResourceClaim) bool {
+		return rc.Name == entry && rc.ResourceClaimTemplateName != nil && *rc.ResourceClaimTemplateName == template
+	}) {
+		for _, st := range g.Status.ResourceClaimStatuses {
+			if st.Name == entry && st.ResourceClaimName != nil {
+				return in.claim(ns, *st.ResourceClaimName)
+			}
+		}
+		owner = g.Name
+	}
 	// Not created yet (or given offline): build it from the template.
 	i := slices.IndexFunc(in.Templates, func(t resourceapi.ResourceClaimTemplate) bool {
 		return t.Name == template && (t.Namespace == "" || ns == "" || t.Namespace == ns)
@@ -329,7 +389,7 @@ func (in *Input) generatedClaim(p *corev1.Pod, ns, entry, template string) (*res
 	}
 	t := &in.Templates[i]
 	c := &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name + "-" + entry, Namespace: ns, Labels: t.Spec.Labels, Annotations: t.Spec.Annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: owner + "-" + entry, Namespace: ns, Labels: t.Spec.Labels, Annotations: t.Spec.Annotations},
 		Spec:       *t.Spec.Spec.DeepCopy(),
 	}
 	return c, nil

@@ -124,3 +124,46 @@ func pickLines(v *NodeVerdict) []string {
 	flush()
 	return lines
 }
+
+// PrintGang prints gx as text (the members placed, then the first that
+// fits nowhere, explained node by node), JSON or YAML.
+func PrintGang(w io.Writer, gx *GangExplanation, output string) error {
+	switch output {
+	case inspect.OutputJSON:
+		return inspect.WriteJSON(w, gx)
+	case inspect.OutputYAML:
+		return inspect.WriteYAML(w, gx)
+	case inspect.OutputTable:
+		_, err := io.WriteString(w, gangText(gx))
+		return err
+	}
+	return CheckOutput(output)
+}
+
+func gangText(gx *GangExplanation) string {
+	var b strings.Builder
+	verdict := "does not fit"
+	if gx.Fits {
+		verdict = "fits"
+	}
+	fmt.Fprintf(&b, "PodGroup %s (a gang of minCount %d, %d pods) %s.\n", gx.Group, gx.MinCount, len(gx.Members), verdict)
+	for _, n := range gx.Notes {
+		fmt.Fprintf(&b, "Note: %s.\n", n)
+	}
+	if len(gx.Placed) > 0 {
+		fmt.Fprintf(&b, "\nMembers placed one at a time with the scheduler's allocator, each holding its devices (one placement; the scheduler may find another):\n")
+		for _, m := range gx.Placed {
+			what := "already allocated"
+			if !m.Allocated {
+				v := NodeVerdict{Node: m.Node, Devices: m.Devices}
+				what = strings.Join(pickLines(&v), "; ")
+			}
+			fmt.Fprintf(&b, "  %s on %s: %s\n", m.Pod, m.Node, what)
+		}
+	}
+	if gx.Stuck != nil {
+		fmt.Fprintf(&b, "\nThe first member that fits nowhere then:\n\n")
+		b.WriteString(explanationText(gx.Stuck))
+	}
+	return b.String()
+}
