@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/record"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
@@ -22,6 +24,9 @@ type got struct {
 	placement *scenario.Placement
 	devices   []resourceapi.Device // published devices, in allocation order
 	requests  []string
+	// byContainer are the devices each container uses: its claims'
+	// devices, only those of the request it names where it names one.
+	byContainer map[string][]resourceapi.Device
 }
 
 func memAtLeast(q string) func(resourceapi.Device) bool {
@@ -214,8 +219,11 @@ func runScenario(t *testing.T, path string, check func(*testing.T, map[string]go
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(msg, "cannot allocate all claims") {
-				t.Errorf("scheduler's reason %q does not say the claims cannot be allocated", msg)
+			// A gang's pods wait for the group ("pod group is
+			// unschedulable"); the member the group's cycle could not
+			// place says why first.
+			if !strings.Contains(msg, "cannot allocate all claims") && (scenario.GroupOf(p) == "" || !strings.Contains(msg, "pod group is unschedulable")) {
+				t.Errorf("scheduler's reason %q for pod %s does not say the claims cannot be allocated", msg, p.Name)
 			}
 		case scenario.ExpectsPrepareFailure(p):
 			msg, err := scenario.WaitPrepareFailed(ctx, client, ns, p.Name, 90*time.Second)
@@ -237,7 +245,12 @@ func runScenario(t *testing.T, path string, check func(*testing.T, map[string]go
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := got{placement: pl}
+		g := got{placement: pl, byContainer: map[string][]resourceapi.Device{}}
+		pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uses := containerUses(pod)
 		for _, c := range pl.Claims {
 			rc, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, c.Name, metav1.GetOptions{})
 			if err != nil {
@@ -255,8 +268,17 @@ func runScenario(t *testing.T, path string, check func(*testing.T, map[string]go
 				if d.Pool != pl.Node {
 					t.Errorf("device %s/%s is not on the pod's node %s", d.Pool, d.Device, pl.Node)
 				}
-				g.devices = append(g.devices, device(t, d.Pool, d.Device))
+				dev := device(t, d.Pool, d.Device)
+				g.devices = append(g.devices, dev)
 				g.requests = append(g.requests, d.Request)
+				for ctr, refs := range uses {
+					for _, ref := range refs {
+						base, _, _ := strings.Cut(d.Request, "/")
+						if ref.claim == c.Name && (ref.request == "" || ref.request == base) {
+							g.byContainer[ctr] = append(g.byContainer[ctr], dev)
+						}
+					}
+				}
 			}
 		}
 		checkContainer(t, g)
@@ -307,13 +329,52 @@ var (
 	card      = regexp.MustCompile(`^/dev/dri/card[0-9]+$`)
 )
 
+// claimUse is one claim reference of a container: the ResourceClaim's
+// name and the request it names ("" for all of them).
+type claimUse struct{ claim, request string }
+
+// containerUses maps each container of p to the claims it uses.
+func containerUses(p *corev1.Pod) map[string][]claimUse {
+	names := map[string]string{}
+	for _, rc := range p.Spec.ResourceClaims {
+		if rc.ResourceClaimName != nil {
+			names[rc.Name] = *rc.ResourceClaimName
+		}
+	}
+	for _, st := range p.Status.ResourceClaimStatuses {
+		if st.ResourceClaimName != nil {
+			names[st.Name] = *st.ResourceClaimName
+		}
+	}
+	out := map[string][]claimUse{}
+	for _, c := range p.Spec.Containers {
+		for _, ref := range c.Resources.Claims {
+			out[c.Name] = append(out[c.Name], claimUse{names[ref.Name], ref.Request})
+		}
+	}
+	if p.Status.ExtendedResourceClaimStatus != nil {
+		for _, m := range p.Status.ExtendedResourceClaimStatus.RequestMappings {
+			out[m.ContainerName] = append(out[m.ContainerName], claimUse{p.Status.ExtendedResourceClaimStatus.ResourceClaimName, m.RequestName})
+		}
+	}
+	return out
+}
+
 // checkContainer compares what the fake runtime resolved through CDI with
-// what a container of each allocated device's vendor needs.
+// what a container of each of its devices' vendor needs: only its own
+// devices where it names one request of a claim.
 func checkContainer(t *testing.T, g got) {
+	t.Helper()
+	for _, ctr := range g.placement.Containers {
+		checkContainerDevices(t, g, ctr, g.byContainer[ctr.ContainerName])
+	}
+}
+
+func checkContainerDevices(t *testing.T, g got, ctr *record.Container, devices []resourceapi.Device) {
 	t.Helper()
 	var nvWhole, nvParts, amd int
 	var uuids []string
-	for _, d := range g.devices {
+	for _, d := range devices {
 		switch {
 		case str(d, "vendor") == "amd":
 			amd++
@@ -331,7 +392,7 @@ func checkContainer(t *testing.T, g got) {
 		}
 	}
 	nv := nvWhole + nvParts
-	for _, ctr := range g.placement.Containers {
+	{
 		count := map[*regexp.Regexp]int{}
 		has := map[string]bool{}
 		for _, dn := range ctr.Devices {

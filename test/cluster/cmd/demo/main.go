@@ -159,8 +159,24 @@ func show(ctx context.Context, c *localcluster.Config, client kubernetes.Interfa
 		fmt.Printf("  %s refused at admission; the API server says:\n    %s\n", what, sc.Rejected[what])
 	}
 	var running []string
+	explained := map[string]bool{}
 	for _, pod := range sc.Pods {
 		switch {
+		case scenario.ExpectsUnschedulable(pod) && scenario.GroupOf(pod) != "":
+			// A gang: every member waits; the group is explained once.
+			msg, err := scenario.WaitUnschedulable(ctx, client, namespace, pod.Name, 60*time.Second)
+			if err != nil {
+				return err
+			}
+			g := scenario.GroupOf(pod)
+			if explained[g] {
+				continue
+			}
+			explained[g] = true
+			fmt.Printf("  the pods of gang %s stay Pending, holding nothing; the scheduler says:\n    %s\n", g, msg)
+			if err := p.show(ctx, []string{"explain", "podgroup/" + g, "-n", namespace}); err != nil {
+				return err
+			}
 		case scenario.ExpectsUnschedulable(pod):
 			msg, err := scenario.WaitUnschedulable(ctx, client, namespace, pod.Name, 60*time.Second)
 			if err != nil {

@@ -19,6 +19,11 @@ import (
 // ExpectAnnotation on a pod says what the demo should expect of it.
 const ExpectAnnotation = "demo.tessera.dev/expect"
 
+// AfterAnnotation on a PodGroup names another of the scenario: its pods
+// are created once the other's run (a job that arrives while another
+// holds the GPUs).
+const AfterAnnotation = "demo.tessera.dev/after"
+
 // ExpectsUnschedulable reports whether a pod is meant to stay Pending.
 func ExpectsUnschedulable(p *corev1.Pod) bool {
 	return p.Annotations[ExpectAnnotation] == "unschedulable"

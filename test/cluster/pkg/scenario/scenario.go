@@ -117,12 +117,48 @@ func (sc *Scenario) Apply(ctx context.Context, client kubernetes.Interface, ns s
 			return err
 		}
 	}
+	// Pods of a group that comes after another are created once that
+	// group's pods run (AfterAnnotation).
+	after := map[string]string{}
+	for _, g := range sc.PodGroups {
+		if a := g.Annotations[AfterAnnotation]; a != "" {
+			after[g.Name] = a
+		}
+	}
+	var later []*corev1.Pod
 	for _, p := range sc.Pods {
+		if after[GroupOf(p)] != "" {
+			later = append(later, p)
+			continue
+		}
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, p.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create Pod %s: %w", p.Name, err)
+		}
+	}
+	for _, p := range later {
+		first := after[GroupOf(p)]
+		var names []string
+		for _, q := range sc.Pods {
+			if GroupOf(q) == first {
+				names = append(names, q.Name)
+			}
+		}
+		if err := WaitRunning(ctx, client, ns, names, 120*time.Second); err != nil {
+			return fmt.Errorf("PodGroup %s comes after %s, whose pods do not run: %w", GroupOf(p), first, err)
+		}
 		if _, err := client.CoreV1().Pods(ns).Create(ctx, p.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create Pod %s: %w", p.Name, err)
 		}
 	}
 	return nil
+}
+
+// GroupOf is the PodGroup a pod belongs to, "" for none.
+func GroupOf(p *corev1.Pod) string {
+	if p.Spec.SchedulingGroup == nil || p.Spec.SchedulingGroup.PodGroupName == nil {
+		return ""
+	}
+	return *p.Spec.SchedulingGroup.PodGroupName
 }
 
 // created checks the outcome of creating o against what it expects.

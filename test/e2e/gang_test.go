@@ -1,0 +1,248 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
+)
+
+// Gangs (docs/training.md): the Workload API's PodGroups with gang
+// scheduling and pod-group claims, on in the e2e cluster
+// (localcluster.Config.Workloads). The demo files 16-18 run through
+// TestScenarios with these checks.
+
+func init() {
+	checks["16-gang-one-island.yaml"] = checkGangOneIsland
+	checks["18-gang-mig-slices.yaml"] = checkGangMIGSlices
+	afterChecks["18-gang-mig-slices.yaml"] = afterChecks["09-dynamic-mig.yaml"]
+	outcomeChecks["17-gang-waits-whole.yaml"] = checkGangWaitsWhole
+}
+
+// groupClaim checks that every pod of pods got its device from one claim,
+// the PodGroup's: owned by and reserved for group alone, and that each
+// worker's container got exactly one device of it, a different one each.
+// It returns the devices in pod order and the node.
+func groupClaim(t *testing.T, ns, group string, pods map[string]got) ([]resourceapi.Device, string) {
+	t.Helper()
+	names := make([]string, 0, len(pods))
+	for n := range pods {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var devs []resourceapi.Device
+	claimName, node := "", ""
+	seen := map[string]string{}
+	for _, n := range names {
+		g := pods[n]
+		if len(g.placement.Claims) != 1 {
+			t.Fatalf("pod %s has claims %v, want the group's one", n, g.placement.Claims)
+		}
+		if claimName == "" {
+			claimName, node = g.placement.Claims[0].Name, g.placement.Node
+		}
+		if c := g.placement.Claims[0].Name; c != claimName {
+			t.Errorf("pod %s uses claim %s, another pod %s: want one claim for the group", n, c, claimName)
+		}
+		if g.placement.Node != node {
+			t.Errorf("pod %s on %s, another on %s: the group's claim ties them to one node", n, g.placement.Node, node)
+		}
+		mine := g.byContainer["worker"]
+		if len(mine) != 1 {
+			t.Fatalf("pod %s's container uses %d devices, want its request's one", n, len(mine))
+		}
+		if prev, ok := seen[mine[0].Name]; ok {
+			t.Errorf("device %s given to %s and %s", mine[0].Name, prev, n)
+		}
+		seen[mine[0].Name] = n
+		devs = append(devs, mine[0])
+	}
+	rc, err := client.ResourceV1().ResourceClaims(ns).Get(context.Background(), claimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := metav1.GetControllerOf(rc); o == nil || o.Kind != "PodGroup" || o.Name != group {
+		t.Errorf("claim %s controlled by %+v, want PodGroup %s", claimName, o, group)
+	}
+	if r := rc.Status.ReservedFor; len(r) != 1 || r[0].Resource != "podgroups" || r[0].Name != group {
+		t.Errorf("claim %s reserved for %+v, want the PodGroup %s alone", claimName, r, group)
+	}
+	return devs, node
+}
+
+// checkGangOneIsland: 8 workers, one H100 each, all on one fabric island,
+// through one pod-group claim prepared once on the node.
+func checkGangOneIsland(t *testing.T, pods map[string]got) {
+	if len(pods) != 8 {
+		t.Fatalf("%d pods ran, want 8", len(pods))
+	}
+	devs, node := groupClaim(t, podNamespace(t, pods), "train-8", pods)
+	island := str(devs[0], "fabricIsland")
+	for _, d := range devs {
+		if str(d, "model") != "H100" || str(d, "fabricIsland") != island {
+			t.Errorf("device %s: %s on island %s, want H100s on one island %s", d.Name, str(d, "model"), str(d, "fabricIsland"), island)
+		}
+	}
+	if island == "" || strings.HasPrefix(island, "pcie") {
+		t.Errorf("island %q: want an NVSwitch island", island)
+	}
+	// One prepared claim on the node for the eight pods.
+	if n := len(checkpointClaims(t, node)); n != 1 {
+		t.Errorf("%d claims prepared on %s, want the group's one", n, node)
+	}
+}
+
+// podNamespace is the namespace of the scenario's pods.
+func podNamespace(t *testing.T, pods map[string]got) string {
+	t.Helper()
+	for name := range pods {
+		l, err := client.CoreV1().Pods(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+		if err != nil || len(l.Items) != 1 {
+			t.Fatalf("pod %s: %v (%d found)", name, err, len(l.Items))
+		}
+		return l.Items[0].Namespace
+	}
+	t.Fatal("no pods")
+	return ""
+}
+
+// checkGangMIGSlices: 4 workers on the dynamic node, a 1g.10gb slice each,
+// all four carved on one GPU for the group's claim.
+func checkGangMIGSlices(t *testing.T, pods map[string]got) {
+	if len(pods) != 4 {
+		t.Fatalf("%d pods ran, want 4", len(pods))
+	}
+	devs, node := groupClaim(t, podNamespace(t, pods), "finetune", pods)
+	if node != dynamicNode {
+		t.Errorf("the group's claim is on %s, want %s", node, dynamicNode)
+	}
+	parent := str(devs[0], "parentUUID")
+	for _, d := range devs {
+		if str(d, "profile") != "1g.10gb" || str(d, "parentUUID") != parent {
+			t.Errorf("device %s: %s of %s, want 1g.10gb slices of one GPU %s", d.Name, str(d, "profile"), str(d, "parentUUID"), parent)
+		}
+	}
+	var carved int
+	for _, p := range simState(t, dynamicNode).partitions {
+		if p.gpu == parent && p.profile == "1g.10gb" {
+			carved++
+		}
+	}
+	if carved != 4 {
+		t.Errorf("%d 1g.10gb instances carved on %s, want 4", carved, parent)
+	}
+}
+
+// checkGangWaitsWhole: while job A (8 H100s) runs, job B (15 workers, an
+// H100 each: more than A leaves free) stays Pending as a gang holding
+// nothing; explain names the first worker no node takes; when A ends, B
+// runs, all 15.
+func checkGangWaitsWhole(t *testing.T, o outcome) {
+	ctx := context.Background()
+	if len(o.pods) != 8 {
+		t.Fatalf("%d pods ran, want job A's 8", len(o.pods))
+	}
+	groupClaim(t, o.ns, "train-a", o.pods)
+	bPods := func() []string {
+		var out []string
+		for i := range 15 {
+			out = append(out, fmt.Sprintf("train-b-worker-%d", i))
+		}
+		return out
+	}()
+
+	// Holding nothing: no claim of B is allocated, however long it waits.
+	claims, err := client.ResourceV1().ResourceClaims(o.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bClaims int
+	for _, c := range claims.Items {
+		if strings.HasPrefix(c.Name, "train-b-worker-") {
+			bClaims++
+			if c.Status.Allocation != nil || len(c.Status.ReservedFor) > 0 {
+				t.Errorf("claim %s of the waiting gang is allocated or reserved: %+v", c.Name, c.Status)
+			}
+		}
+	}
+	if bClaims != 15 {
+		t.Errorf("%d claims for job B's workers, want 15", bClaims)
+	}
+	pg, err := client.SchedulingV1beta1().PodGroups(o.ns).Get(ctx, "train-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := meta(pg.Status.Conditions, schedulingapi.PodGroupInitiallyScheduled); c == nil || c.Status != metav1.ConditionFalse || c.Reason != schedulingapi.PodGroupReasonUnschedulable {
+		t.Errorf("PodGroup train-b condition %+v, want %s False %s", c, schedulingapi.PodGroupInitiallyScheduled, schedulingapi.PodGroupReasonUnschedulable)
+	}
+	for _, n := range bPods {
+		p, err := client.CoreV1().Pods(o.ns).Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			t.Errorf("pod %s of the waiting gang is bound to %s", n, p.Spec.NodeName)
+		}
+	}
+
+	// explain agrees: the gang does not fit, and says which worker first
+	// finds no node, with A's devices held.
+	out, ok := kubectlTesseraStatus(t, "explain", "podgroup/train-b", "-n", o.ns)
+	if !ok || !strings.Contains(out, "PodGroup "+o.ns+"/train-b (a gang of minCount 15, 15 pods) does not fit") ||
+		!strings.Contains(out, "fits on no node once the") || !strings.Contains(out, "in use (by "+o.ns+"/train-a-gpu") {
+		t.Errorf("explain podgroup/train-b:\n%s", out)
+	}
+	if pod, _ := kubectlTesseraStatus(t, "explain", "pod/train-b-worker-3", "-n", o.ns); !strings.HasPrefix(pod, "PodGroup "+o.ns+"/train-b") {
+		t.Errorf("explain of a waiting gang's pod does not explain its gang:\n%s", pod)
+	}
+
+	// A ends: B starts, whole.
+	zero := int64(0)
+	for name := range o.pods {
+		if err := client.CoreV1().Pods(o.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := client.SchedulingV1beta1().PodGroups(o.ns).Delete(ctx, "train-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := scenario.WaitRunning(ctx, client, o.ns, bPods, 180*time.Second); err != nil {
+		t.Fatalf("job B after job A ended: %v", err)
+	}
+	used := map[string]string{}
+	for _, n := range bPods {
+		pl, err := scenario.Describe(ctx, client, o.ns, n, cluster.RecordDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pl.Claims) != 1 || len(pl.Claims[0].Devices) != 1 {
+			t.Fatalf("pod %s claims %+v, want one H100", n, pl.Claims)
+		}
+		d := pl.Claims[0].Devices[0]
+		k := d.Pool + "/" + d.Device
+		if prev, ok := used[k]; ok {
+			t.Errorf("%s given to %s and %s", k, prev, n)
+		}
+		used[k] = n
+		if m := str(device(t, d.Pool, d.Device), "model"); m != "H100" {
+			t.Errorf("pod %s got %s, a %s", n, k, m)
+		}
+	}
+}
+
+func meta(cs []metav1.Condition, typ string) *metav1.Condition {
+	for i := range cs {
+		if cs[i].Type == typ {
+			return &cs[i]
+		}
+	}
+	return nil
+}
