@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -246,3 +247,140 @@ func meta(cs []metav1.Condition, typ string) *metav1.Condition {
 	}
 	return nil
 }
+
+// TestPodGroupClaimLifecycle: a pod-group claim lives with its group, not
+// its pods. Prepared once on the node while any worker runs there;
+// unprepared when the node's last worker is gone, though the claim stays
+// allocated and reserved for the group; prepared again, with the same
+// device per request, for workers that replace them; and deleted, its
+// devices free, with the group.
+func TestPodGroupClaimLifecycle(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	const node = "gpu-h100"
+	h100 := []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["gpu.tessera.dev"].model == "H100"`}}}
+	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "pair"}}
+	for i := range 2 {
+		tmpl.Spec.Spec.Devices.Requests = append(tmpl.Spec.Spec.Devices.Requests, resourceapi.DeviceRequest{
+			Name: fmt.Sprintf("worker-%d", i), Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.tessera.dev", Selectors: h100}})
+	}
+	if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pg := &schedulingapi.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "pair"}, Spec: schedulingapi.PodGroupSpec{
+		SchedulingPolicy: schedulingapi.PodGroupSchedulingPolicy{Gang: &schedulingapi.GangSchedulingPolicy{MinCount: 2}},
+		ResourceClaims:   []schedulingapi.PodGroupResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("pair")}},
+	}}
+	if _, err := client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	worker := func(name, request string) {
+		t.Helper()
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+			NodeSelector:    map[string]string{"kubernetes.io/hostname": node},
+			SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptrTo("pair")},
+			ResourceClaims:  []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptrTo("pair")}},
+			Containers: []corev1.Container{{Name: "worker", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu", Request: request}}}}},
+		}}
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	worker("w0", "worker-0")
+	worker("w1", "worker-1")
+	if err := scenario.WaitRunning(ctx, client, ns, []string{"w0", "w1"}, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	g, err := client.SchedulingV1beta1().PodGroups(ns).Get(ctx, "pair", metav1.GetOptions{})
+	if err != nil || len(g.Status.ResourceClaimStatuses) != 1 || g.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+		t.Fatalf("PodGroup status %+v: %v", g.Status, err)
+	}
+	claimName := *g.Status.ResourceClaimStatuses[0].ResourceClaimName
+	rc, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := string(rc.UID)
+	deviceOf := func(pod string) string {
+		t.Helper()
+		pl, err := scenario.Describe(ctx, client, ns, pod, cluster.RecordDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The device the container got: its one GPU node.
+		var gpus []string
+		for _, d := range pl.Containers[0].Devices {
+			if nvidiaGPU.MatchString(d.Path) {
+				gpus = append(gpus, d.Path)
+			}
+		}
+		if len(gpus) != 1 {
+			t.Fatalf("pod %s's container has GPU nodes %v, want its request's one", pod, gpus)
+		}
+		return gpus[0]
+	}
+	first := deviceOf("w0")
+	prepared := func() bool { _, ok := checkpointClaims(t, node)[uid]; return ok && specExists(node, uid) }
+	if !prepared() {
+		t.Fatal("the group's claim is not prepared on the node")
+	}
+	zero := int64(0)
+	del := func(pod string) {
+		t.Helper()
+		if err := client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+			_, err := client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+			return err != nil, "pod still there"
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// One worker goes: the other still uses the claim.
+	del("w1")
+	time.Sleep(3 * time.Second) // the kubelet's unprepare would have come by now
+	if !prepared() {
+		t.Error("the claim was unprepared while worker w0 still runs")
+	}
+	// The last worker on the node goes: unprepared, the claim kept.
+	del("w0")
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) { return !prepared(), "still prepared" }); err != nil {
+		t.Fatalf("the claim with no worker left on the node: %v", err)
+	}
+	rc, err = client.ResourceV1().ResourceClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+	if err != nil || rc.Status.Allocation == nil || len(rc.Status.ReservedFor) != 1 || rc.Status.ReservedFor[0].Resource != "podgroups" {
+		t.Fatalf("the group's claim after its pods went: %v, status %+v; want it allocated and reserved for the group", err, rc.Status)
+	}
+	// Replacement workers: the gang's minCount counts pods that exist, so
+	// both come back (one alone would wait for the other, "waiting for
+	// minCount pods"); the claim is prepared again, the same GPU per
+	// request.
+	worker("w0-again", "worker-0")
+	worker("w1-again", "worker-1")
+	if err := scenario.WaitRunning(ctx, client, ns, []string{"w0-again", "w1-again"}, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := deviceOf("w0-again"); got != first {
+		t.Errorf("replacement worker got %s, the first %s", got, first)
+	}
+	if !prepared() {
+		t.Error("the claim is not prepared for the replacement worker")
+	}
+	// The group goes: its claim with it, unprepared.
+	del("w0-again")
+	del("w1-again")
+	if err := client.SchedulingV1beta1().PodGroups(ns).Delete(ctx, "pair", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := scenario.Poll(ctx, 90*time.Second, func() (bool, string) {
+		_, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+		return err != nil && !prepared(), fmt.Sprintf("claim: %v, prepared: %v", err, prepared())
+	}); err != nil {
+		t.Fatalf("after the group was deleted: %v", err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
