@@ -60,7 +60,7 @@ func Run(m *testing.M, cluster *localcluster.Config, client *kubernetes.Interfac
 // Namespace creates a fresh namespace for one test, named after it (and
 // suffix, which tells a test's namespaces apart), and waits until pods can
 // be admitted into it (localcluster.WaitPodsAdmitted).
-func Namespace(t *testing.T, client kubernetes.Interface, suffix string) string {
+func Namespace(t testing.TB, client kubernetes.Interface, suffix string) string {
 	t.Helper()
 	ctx := context.Background()
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "-").Replace(t.Name()))
