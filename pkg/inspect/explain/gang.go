@@ -252,4 +252,3 @@ func (in *Input) GangTarget(namespace, target string) string {
 	}
 	return ""
 }
-
