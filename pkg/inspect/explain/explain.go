@@ -272,15 +272,7 @@ func (e *explainer) holdAllocated(claims []resourceapi.ResourceClaim, explained 
 			continue
 		}
 		others = append(others, *c)
-		for _, r := range c.Status.Allocation.Devices.Results {
-			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-			if r.ShareID != nil {
-				e.state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
-				e.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
-			} else {
-				e.state.AllocatedDevices.Insert(id)
-			}
-		}
+		e.markAllocated(c.Status.Allocation.Devices.Results)
 	}
 	e.holders = inspect.AllocationsOf(others)
 }
@@ -714,4 +706,18 @@ func (e *explainer) capacityFits(id structured.DeviceID, d *resourceapi.Device, 
 		}
 	}
 	return true
+}
+
+// markAllocated counts results in the allocator's state as in use: a
+// whole device, or a share and the capacity it consumes.
+func (e *explainer) markAllocated(results []resourceapi.DeviceRequestAllocationResult) {
+	for _, r := range results {
+		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+		if r.ShareID != nil {
+			e.state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
+			e.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+		} else {
+			e.state.AllocatedDevices.Insert(id)
+		}
+	}
 }

@@ -186,14 +186,8 @@ func RunGang(ctx context.Context, in *Input, namespace, group string) (*GangExpl
 // hold records results (of claim, placed for pod by the explanation) as
 // allocated, as holdAllocated does for the snapshot's claims.
 func (e *explainer) hold(claim, pod string, results []resourceapi.DeviceRequestAllocationResult) {
+	e.markAllocated(results)
 	for _, r := range results {
-		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-		if r.ShareID != nil {
-			e.state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
-			e.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
-		} else {
-			e.state.AllocatedDevices.Insert(id)
-		}
 		k := inspect.DeviceKey{Pool: r.Pool, Name: r.Device}
 		e.holders[k] = append(e.holders[k], inspect.Holder{Claim: claim, Request: r.Request, Pods: []string{pod + " (gang member, placed by explain)"}})
 	}
