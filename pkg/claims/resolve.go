@@ -54,9 +54,10 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 		}
 		e, ok := pub.Devices[r.Device]
 		if !ok {
-			// A placement partitions block now: what holds its room
-			// decides (checkConflicts), as when it was published.
-			e, ok = pub.Blocked[r.Device]
+			// A placement left out now (partitions block it, or its GPU
+			// is outside the window): what holds its room decides
+			// (checkConflicts), as when it was published.
+			e, ok = pub.LeftOut[r.Device]
 		}
 		if r.Pool != pub.Pool || !ok {
 			missing = append(missing, fmt.Sprintf("%s/%s (request %q)", r.Pool, r.Device, r.Request))

@@ -51,11 +51,15 @@ type Result struct {
 	// Slices are each dynamic GPU's memory slices (by GPU device name):
 	// free, and free but of no use to any published profile now.
 	Slices map[string]MemorySlices
-	// Blocked are the placements of dynamic GPUs left out of the slices
-	// because partitions on their GPU take their room, by name: a claim
-	// allocated one from slices the scheduler had before (a stale claim's
-	// partition still there) is judged by the conflict, not as unknown.
-	Blocked map[string]Entry
+	// LeftOut are the placements of dynamic GPUs left out of the slices, by
+	// name: partitions on their GPU take their room, or their GPU is
+	// outside the window (window.go). A claim allocated one from slices the
+	// scheduler had before (a stale claim's partition still there) is
+	// judged by the conflict, not as unknown.
+	LeftOut map[string]Entry
+	// Open names the dynamic GPUs whose placements are published (every
+	// one without a window): what the next build's Options.Open reads.
+	Open map[string]bool
 	// Node is the inventory the devices were built from (each Entry's GPU
 	// points into it), with the links between its GPUs: what a claim's
 	// NCCL topology file is written from (pkg/nccltopo).
@@ -104,6 +108,7 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 	}
 	rank := gpuRank(n, order, fabrics)
 	res := &Result{Pool: nodeName, Devices: map[string]Entry{}, Node: n}
+	res.Open = window(n, order, rank, opts)
 	var items []item
 	var counterSets []resourceapi.CounterSet
 	for pos, gi := range order {
@@ -117,14 +122,14 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 		if dyn {
 			var set resourceapi.CounterSet
 			var ms *MemorySlices
-			var blocked []Entry
-			set, its, blocked, mode.Withheld, ms, err = dynamicDevices(name, g, fabrics[gi], rank[gi], opts.Held, opts.Profiles)
+			var leftOut []Entry
+			set, its, leftOut, mode.Withheld, ms, err = dynamicDevices(name, g, fabrics[gi], rank[gi], res.Open[name], opts.Held, opts.Profiles)
 			counterSets = append(counterSets, set)
-			for _, e := range blocked {
-				if res.Blocked == nil {
-					res.Blocked = map[string]Entry{}
+			for _, e := range leftOut {
+				if res.LeftOut == nil {
+					res.LeftOut = map[string]Entry{}
 				}
-				res.Blocked[e.Name] = e
+				res.LeftOut[e.Name] = e
 			}
 			if ms != nil {
 				if res.Slices == nil {

@@ -67,6 +67,11 @@ type churnFirstFit struct {
 	// every claim (policyAdaptive): first fit over an order that follows
 	// occupancy.
 	key adaptiveKey
+	// window, when above 0, publishes placements of the GPUs open under a
+	// window of that many (policyWindow); open is by GPU number.
+	window int
+	open   map[int]bool
+	rank   map[int]int
 }
 
 func newChurnFirstFit(tb testing.TB, objs []*resourceapi.ResourceSlice) *churnFirstFit {
@@ -129,9 +134,21 @@ func parseChurnDevice(tb testing.TB, d resourceapi.Device) churnDevice {
 // allocate takes the first fitting device for a claim of profile and
 // returns its index, or -1.
 func (f *churnFirstFit) allocate(profile string) int {
+	best := f.first(profile, f.window > 0)
+	if best >= 0 {
+		f.taken[best] = true
+		f.used[f.devs[best].gpu] |= f.devs[best].mask
+		f.reopen()
+	}
+	return best
+}
+
+// first returns the device first fit takes for profile, only among the
+// published ones if windowed, or -1.
+func (f *churnFirstFit) first(profile string, windowed bool) int {
 	best, bestKey := -1, []int(nil)
 	for i, d := range f.devs {
-		if d.profile != profile || !f.free(i) {
+		if d.profile != profile || !f.free(i) || (windowed && d.profile != wholeKind && !f.open[d.gpu]) {
 			continue
 		}
 		if f.key == nil {
@@ -142,10 +159,6 @@ func (f *churnFirstFit) allocate(profile string) int {
 			best, bestKey = i, k
 		}
 	}
-	if best >= 0 {
-		f.taken[best] = true
-		f.used[f.devs[best].gpu] |= f.devs[best].mask
-	}
 	return best
 }
 
@@ -155,6 +168,57 @@ func (f *churnFirstFit) release(i int) {
 	}
 	f.taken[i] = false
 	f.used[f.devs[i].gpu] &^= f.devs[i].mask
+	f.reopen()
+}
+
+// reopen recomputes the window after a change, as the agent republishes
+// after a carve, a destroy or a whole GPU's prepare and release: a GPU is
+// touched while a placement of it is taken, held whole while it is.
+func (f *churnFirstFit) reopen() {
+	if f.window <= 0 {
+		return
+	}
+	states := map[int]*publish.WindowGPU{}
+	for _, d := range f.devs {
+		if states[d.gpu] == nil {
+			states[d.gpu] = &publish.WindowGPU{Name: strconv.Itoa(d.gpu), Rank: f.rank[d.gpu], WasOpen: f.open[d.gpu]}
+		}
+	}
+	for i, d := range f.devs {
+		if !f.taken[i] {
+			continue
+		}
+		if d.profile == wholeKind {
+			states[d.gpu].HeldWhole = true
+		} else {
+			states[d.gpu].Touched = true
+		}
+	}
+	var gpus []publish.WindowGPU
+	for _, s := range states {
+		gpus = append(gpus, *s)
+	}
+	open := publish.OpenGPUs(gpus, f.window)
+	f.open = map[int]bool{}
+	for name := range open {
+		g, _ := strconv.Atoi(name)
+		f.open[g] = true
+	}
+}
+
+// windowed makes f publish placements through a window of k, starting
+// from a fresh node: the GPUs' ranks are the reverse of the order their
+// placements come in (rule 4).
+func (f *churnFirstFit) windowed(k int) {
+	f.window, f.rank, f.open = k, map[int]int{}, map[int]bool{}
+	n := 0
+	for _, d := range f.devs {
+		if _, seen := f.rank[d.gpu]; !seen && d.profile != wholeKind {
+			f.rank[d.gpu] = -n
+			n++
+		}
+	}
+	f.reopen()
 }
 
 var (

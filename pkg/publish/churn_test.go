@@ -92,6 +92,10 @@ const (
 	// policyAdaptive + a key of adaptiveRules: first fit over Tessera's
 	// devices reordered by the state before every claim.
 	policyAdaptive = "adaptive="
+	// policyWindow: first fit over Tessera's devices with a placement
+	// window of 2 (window.go), recomputed after every change as the agent
+	// republishes.
+	policyWindow = "window"
 )
 
 // churnStats is the outcome of one churn run.
@@ -103,13 +107,17 @@ type churnStats struct {
 	// fragmented counts refusals the repacking oracle would have placed
 	// next to the same live claims: the cost of where earlier claims landed.
 	fragmented int
+	// excluded counts refusals (policyWindow) that first fit over every
+	// placement would have placed in the same state: the window's
+	// exclusions hit. openGPUs sums the GPUs open at each arrival.
+	excluded, openGPUs int
 }
 
 func (s churnStats) share() float64       { return 100 * float64(s.placed) / float64(s.arrived) }
 func (s churnStats) servedShare() float64 { return 100 * float64(s.served) / float64(s.offered) }
 
 func (s churnStats) String() string {
-	return fmt.Sprintf("placed %4d of %d (%.1f%%), slice-events served %.1f%%, refused but packable %d", s.placed, s.arrived, s.share(), s.servedShare(), s.fragmented)
+	return fmt.Sprintf("placed %4d of %d (%.1f%%), slice-events served %.1f%%, refused but packable %d, refused by the window only %d", s.placed, s.arrived, s.share(), s.servedShare(), s.fragmented, s.excluded)
 }
 
 func (s *churnStats) add(o churnStats) {
@@ -118,6 +126,8 @@ func (s *churnStats) add(o churnStats) {
 	s.offered += o.offered
 	s.served += o.served
 	s.fragmented += o.fragmented
+	s.excluded += o.excluded
+	s.openGPUs += o.openGPUs
 }
 
 // runChurn plays events arrivals of seed under policy and returns how many
@@ -140,6 +150,9 @@ func runChurn(tb testing.TB, policy string, seed int64, events, checked int) chu
 		objs := churnSlices(tb, policy)
 		c = churnCluster(tb, objs)
 		ff = newChurnFirstFit(tb, objs)
+	case policy == policyWindow:
+		ff = newChurnFirstFit(tb, churnSlices(tb, policyTessera))
+		ff.windowed(2)
 	case strings.HasPrefix(policy, policyOrder):
 		ff = newChurnFirstFit(tb, churnSlices(tb, policy))
 	case strings.HasPrefix(policy, policyAdaptive):
@@ -181,7 +194,11 @@ func runChurn(tb testing.TB, policy string, seed int64, events, checked int) chu
 		packable := pk.fits(next, pk.gpus)
 		l := liveClaim{end: t + a.life, kind: k, device: -1}
 		if ff != nil {
+			st.openGPUs += len(ff.open)
 			l.device = ff.allocate(a.kind)
+			if l.device < 0 && ff.window > 0 && ff.first(a.kind, false) >= 0 {
+				st.excluded++
+			}
 		}
 		if c != nil && t == checked {
 			c = nil // the allocator's state is dropped; first fit carries on alone
@@ -242,7 +259,7 @@ func TestChurnPacking(t *testing.T) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			t.Parallel()
 			got := map[string]churnStats{}
-			for _, p := range []string{policyTessera, policyNaive, policyBound} {
+			for _, p := range []string{policyTessera, policyNaive, policyBound, policyWindow} {
 				got[p] = runChurn(t, p, seed, churnEvents, churnChecked())
 				t.Logf("seed %d %-8s %v", seed, p, got[p])
 			}
@@ -254,6 +271,11 @@ func TestChurnPacking(t *testing.T) {
 			}
 			if s := runChurn(t, policyOrder+"name", seed, churnEvents, 0); s != naive {
 				t.Errorf("first fit in name order: %v, naive %v", s, naive)
+			}
+			// The window opens GPUs where first fit puts the next
+			// partition anyway: packing must not suffer.
+			if w := got[policyWindow]; w.placed < tessera.placed || w.served < tessera.served {
+				t.Errorf("with a window of 2: %v; everything published: %v", w, tessera)
 			}
 			if tessera.placed < naive.placed {
 				t.Errorf("tessera placed %d, naive name order %d", tessera.placed, naive.placed)
@@ -271,7 +293,7 @@ func TestChurnPacking(t *testing.T) {
 // refusals per seed that repacking would have placed (packable-refusals).
 // The figures are deterministic; ns/op is the cost of the simulation.
 func BenchmarkChurn(b *testing.B) {
-	for _, p := range []string{policyTessera, policyNaive, policyBound} {
+	for _, p := range []string{policyTessera, policyNaive, policyBound, policyWindow} {
 		b.Run("policy="+p, func(b *testing.B) {
 			var total churnStats
 			for b.Loop() {
@@ -283,6 +305,10 @@ func BenchmarkChurn(b *testing.B) {
 			b.ReportMetric(total.share(), "placed-%")
 			b.ReportMetric(total.servedShare(), "served-%")
 			b.ReportMetric(float64(total.fragmented)/churnSeeds, "packable-refusals")
+			if p == policyWindow {
+				b.ReportMetric(float64(total.excluded)/churnSeeds, "window-exclusions")
+				b.ReportMetric(float64(total.openGPUs)/float64(total.arrived), "open-GPUs")
+			}
 		})
 	}
 }

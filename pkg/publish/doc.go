@@ -82,6 +82,15 @@
 //     the agent republishes takes the next profile's first placement, not
 //     the smallest profile's second.
 //
+//  8. With Options.Window K, a dynamic GPU without partitions publishes its
+//     placements only while it is open: K such GPUs are, the first in the
+//     order of rule 4, and an open GPU stays open until a claim holds it
+//     whole (window.go says why that is the only safe moment to close one).
+//     Whole GPUs and GPUs with partitions are always published. An empty
+//     8-GPU H100 node publishes 58 devices with K=2 instead of 208, and
+//     first fit takes the device it took before, since the window is where
+//     rule 4 puts the next partition.
+//
 // Under random MIG and whole-GPU claims arriving and leaving on one DGX H100
 // at full offered load (BenchmarkChurn), first fit in this order places more
 // claims than name order and fewer than a bound that may repack every

@@ -48,8 +48,9 @@ func dynamicGPU(g *inventory.GPU, p Partitioning) (bool, GPUMode) {
 // pinned on, and every profile at every placement consuming its share. The
 // counters of partitions held reports nobody holds are withheld from the
 // set; their UUIDs are returned, with the GPU's memory slices and the
-// placements left out because partitions block them.
-func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, held func(string, *inventory.Partition) bool, profiles []string) (resourceapi.CounterSet, []item, []Entry, []string, *MemorySlices, error) {
+// placements left out: those partitions block, and every free one of a GPU
+// outside the window (not open).
+func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, open bool, held func(string, *inventory.Partition) bool, profiles []string) (resourceapi.CounterSet, []item, []Entry, []string, *MemorySlices, error) {
 	pt := g.Partitioning
 	plan, err := planCounters(g)
 	if err != nil {
@@ -60,7 +61,7 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 	avail := free(plan, g)
 	usable := make([]bool, pt.MemorySlices) // slices a placement that fits covers
 	var items []item
-	var blocked []Entry
+	var leftOut []Entry
 	if !pt.ModeChangeNeedsReset || !pt.Enabled {
 		d, err := wholeGPUDevice(name, g, f)
 		if err != nil {
@@ -74,12 +75,7 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 		for _, pl := range pr.Placements {
 			p := inventory.Partition{Kind: pt.Kind, Profile: pr.Name, Placement: pl, MemoryBytes: pr.MemoryBytes, ComputeUnits: pr.ComputeUnits, Engines: pr.Engines}
 			pname := PartitionName(name, p)
-			d, err := partitionDevice(pname, g, &p, f)
-			if err != nil {
-				return set, nil, nil, nil, nil, fmt.Errorf("device %s: %w", pname, err)
-			}
 			use := plan.consumption(pr, pl)
-			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: use}}
 			e := Entry{Name: pname, GPU: g, Carve: &Carve{Profile: pr.Name, Placement: pl}}
 			for k := range g.Partitions {
 				if q := &g.Partitions[k]; q.Profile == pr.Name && q.Placement == pl {
@@ -93,21 +89,28 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 			if fit {
 				markSlices(usable, pl)
 			}
-			if !fit && e.Partition == nil {
+			if (!fit || !open) && e.Partition == nil {
 				// The partitions that exist leave it no room: no allocation
 				// can take it (their counters are taken), so it is left out
 				// until a destroy republishes it. Never an allocated one: a
 				// placement allocated and not yet carved fits, since the
 				// counters kept it apart from every partition allocated.
-				blocked = append(blocked, e)
+				// Or its GPU is outside the window, which closes no GPU a
+				// placement of which may be allocated (window.go).
+				leftOut = append(leftOut, e)
 				continue
 			}
+			d, err := partitionDevice(pname, g, &p, f)
+			if err != nil {
+				return set, nil, nil, nil, nil, fmt.Errorf("device %s: %w", pname, err)
+			}
+			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: use}}
 			items = append(items, item{dev: d, entry: e, group: groupPlacement, parent: rank, mem: pr.MemoryBytes, stranded: stranded(pt, pl), damage: damage(pt, pr, pl), start: pl.Start,
 				blocked: e.Partition != nil})
 		}
 	}
 	ms := memorySlices(g, avail, usable)
-	return set, items, blocked, withheld, &ms, nil
+	return set, items, leftOut, withheld, &ms, nil
 }
 
 // withhold takes from counters what each partition of g that held says

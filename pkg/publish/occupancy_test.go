@@ -125,8 +125,8 @@ func TestOccupancyOrder(t *testing.T) {
 			t.Errorf("%s: published %v after carving, want %v", n, kept, !gone)
 		}
 		// The agent still knows it, for a claim allocated it before.
-		if _, known := occ.Blocked[n]; known != gone {
-			t.Errorf("%s: in Blocked %v, want %v", n, known, gone)
+		if _, known := occ.LeftOut[n]; known != gone {
+			t.Errorf("%s: in LeftOut %v, want %v", n, known, gone)
 		}
 	}
 	seenBlocked, firstDone := false, map[string]bool{}

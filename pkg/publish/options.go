@@ -43,6 +43,19 @@ type Options struct {
 	// exists at a placement of another profile is still published, so the
 	// claim holding it keeps its device.
 	Profiles []string
+	// Window, on a dynamic node, is how many GPUs without partitions
+	// publish their placements besides those with partitions (the agent's
+	// --dynamic-window; window.go); their whole GPUs are always published.
+	// 0 publishes every GPU's placements.
+	Window int
+	// Open reports whether the dynamic GPU named gpu (gpu-<n>) had its
+	// placements published before this build: an open GPU stays open until
+	// a claim holds it whole. Nil means every GPU's were (nothing is known
+	// of the slices before, the safe assumption).
+	Open func(gpu string) bool
+	// HeldWhole reports whether a claim holds the GPU with UUID gpu whole:
+	// with a window, that GPU's placements close. Nil: none does.
+	HeldWhole func(gpu string) bool
 	// Sharing says whether whole GPUs and static partitions are published
 	// multi-allocatable (shared.go); empty is SharingNone.
 	Sharing Sharing

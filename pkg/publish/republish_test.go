@@ -15,14 +15,24 @@ import (
 )
 
 // TestRepublishNeverDoubleBooks: random churn on a dynamic DGX H100 with
-// the real allocator. Claims of every profile and whole GPUs are allocated;
-// some are carved at once, others stay allocated and uncarved (a prepare
-// not yet come) across republishes; claims are released. After every carve
-// or destroy the node republishes (placements the partitions block are
-// left out) and the scheduler sees the new slices with what it allocated.
-// Every allocated device stays published, the hardware accepts every
-// carve the allocator chose, and no two allocations share a memory slice.
+// the real allocator, without and with a window of 2. Claims of every
+// profile and whole GPUs are allocated; some are prepared (carved, or held
+// whole) at once, others stay allocated and unprepared (a prepare not yet
+// come) across republishes; claims are released. After every carve,
+// destroy, whole-GPU prepare or release the node republishes (placements
+// the partitions block are left out; the window closes GPUs held whole and
+// opens others, from what the build before opened) and the scheduler sees
+// the new slices with what it allocated. Every allocated device stays
+// published, the hardware accepts every carve the allocator chose, and no
+// two allocations share a memory slice.
 func TestRepublishNeverDoubleBooks(t *testing.T) {
+	for _, window := range []int{0, 2} {
+		t.Run(fmt.Sprint("window=", window), func(t *testing.T) { republishChurn(t, window) })
+	}
+}
+
+func republishChurn(t *testing.T, window int) {
+	closes := 0 // GPUs the window closed, over every seed
 	_, ctx := ktesting.NewTestContext(t)
 	classes, err := alloctest.Classes()
 	if err != nil {
@@ -36,10 +46,11 @@ func TestRepublishNeverDoubleBooks(t *testing.T) {
 			var res *publish.Result
 			var c *alloctest.Cluster
 			type held struct {
-				claim  string
-				device string
-				carved string // partition UUID once carved
-				alloc  resourceapi.AllocationResult
+				claim    string
+				device   string
+				carved   string // partition UUID once carved
+				prepared bool   // a whole GPU the agent holds
+				alloc    resourceapi.AllocationResult
 			}
 			var live []*held
 			republish := func() {
@@ -48,8 +59,31 @@ func TestRepublishNeverDoubleBooks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if res, err = publish.Build("dgx-h100", inv, dynamic); err != nil {
+				o := dynamic
+				o.Window = window
+				if res != nil {
+					o.Open = func(g string) bool { return res.Open[g] }
+				} else {
+					o.Open = func(string) bool { return false }
+				}
+				o.HeldWhole = func(uuid string) bool {
+					for _, h := range live {
+						if h.prepared && res.Devices[h.device].GPU.UUID == uuid {
+							return true
+						}
+					}
+					return false
+				}
+				prev := res
+				if res, err = publish.Build("dgx-h100", inv, o); err != nil {
 					t.Fatal(err)
+				}
+				if prev != nil {
+					for g := range prev.Open {
+						if !res.Open[g] {
+							closes++
+						}
+					}
 				}
 				next := alloctest.NewCluster(publish.Objects(names.DriverName, "dgx-h100", res.Resources), classes)
 				if c != nil {
@@ -64,9 +98,11 @@ func TestRepublishNeverDoubleBooks(t *testing.T) {
 			}
 			republish()
 			allocs := 0
-			for step := range 60 {
-				switch op := rng.IntN(3); {
-				case op == 0 || len(live) == 0:
+			// Allocations outnumber releases, so the node fills and whole
+			// GPUs land on GPUs the window opened.
+			for step := range 100 {
+				switch op := rng.IntN(5); {
+				case op <= 1 || len(live) == 0:
 					kind := kinds[rng.IntN(len(kinds))]
 					name := fmt.Sprintf("c%d", step)
 					claim := wholeClaim(name)
@@ -82,11 +118,13 @@ func TestRepublishNeverDoubleBooks(t *testing.T) {
 					}
 					allocs++
 					live = append(live, &held{claim: name, device: alloctest.Devices(got[0])[0], alloc: got[0]})
-				case op == 1:
-					// The agent prepares one allocated, uncarved placement.
+				case op <= 3:
+					// The agent prepares one allocated, uncarved placement
+					// or whole GPU.
 					var pending []*held
 					for _, h := range live {
-						if h.carved == "" && res.Devices[h.device].Carve != nil && res.Devices[h.device].Partition == nil {
+						e := res.Devices[h.device]
+						if (h.carved == "" && e.Carve != nil && e.Partition == nil) || (e.Carve == nil && !h.prepared) {
 							pending = append(pending, h)
 						}
 					}
@@ -95,6 +133,11 @@ func TestRepublishNeverDoubleBooks(t *testing.T) {
 					}
 					h := pending[rng.IntN(len(pending))]
 					e := res.Devices[h.device]
+					if e.Carve == nil {
+						h.prepared = true
+						republish()
+						continue
+					}
 					p, err := hw.CreatePartition(ctx, e.GPU.UUID, e.Carve.Profile, e.Carve.Placement)
 					if err != nil {
 						t.Fatalf("step %d: the hardware refuses %s, which the allocator gave claim %s: %v", step, h.device, h.claim, err)
@@ -110,6 +153,9 @@ func TestRepublishNeverDoubleBooks(t *testing.T) {
 						if err := hw.DestroyPartition(ctx, res.Devices[h.device].GPU.UUID, h.carved); err != nil {
 							t.Fatal(err)
 						}
+						republish()
+					}
+					if h.prepared {
 						republish()
 					}
 				}
@@ -132,9 +178,13 @@ func TestRepublishNeverDoubleBooks(t *testing.T) {
 					}
 				}
 			}
-			if allocs < 12 {
-				t.Errorf("only %d allocations in 60 steps: the churn does not exercise the node", allocs)
+			if allocs < 20 {
+				t.Errorf("only %d allocations in 100 steps: the churn does not exercise the node", allocs)
 			}
 		})
 	}
+	if window > 0 && closes == 0 {
+		t.Errorf("the window closed no GPU: the churn does not exercise closing")
+	}
+	t.Logf("window %d: %d GPUs closed", window, closes)
 }

@@ -1,0 +1,107 @@
+package publish
+
+import (
+	"sort"
+
+	"github.com/tessera-gpu/tessera/pkg/inventory"
+	"github.com/tessera-gpu/tessera/pkg/names"
+)
+
+// The placement window (package doc, rule 8). A dynamic H100 publishes 25
+// placements next to its whole GPU, and the scheduler converts every
+// device of a node on every Filter and evaluates CEL on every device it
+// scans, so an 8-GPU node costs it 208 devices. First fit fills placements
+// from one end of the node, one GPU at a time, so most untouched GPUs'
+// placements only lengthen the scan. With a window of K, a dynamic GPU
+// publishes its placements when it has partitions, and otherwise only while
+// it is one of the K untouched GPUs that are open; its whole GPU is always
+// published.
+//
+// What may not happen is unpublishing a placement a claim is allocated:
+// the allocator counts a counter set's use only from allocated devices it
+// finds in the slices, so the same memory slices could be handed out twice.
+// The agent learns of an allocation only at prepare, so it never closes an
+// open GPU on a guess:
+//
+//   - an open GPU stays open (sticky) while it has no partitions and no
+//     claim holds it whole, even beyond K, and across restarts (the agent
+//     reads which GPUs its last slices opened);
+//   - it closes only while a prepared claim holds the whole GPU: that claim
+//     takes every counter, so no placement of the GPU can be allocated then,
+//     and none can have been before (the allocator would have refused the
+//     whole GPU);
+//   - a GPU with partitions is always open: a partition's own placement
+//     stays allocated to its claim until the claim is deallocated, which the
+//     agent does not see.
+//
+// Opening is always safe; it happens when fewer than K untouched GPUs are
+// open, in fill order (the last GPU of rule 2 first), so the window is where
+// first fit would put the next partition anyway.
+
+// WindowGPU is what the window knows of one dynamic GPU.
+type WindowGPU struct {
+	// Name is the GPU's device name (gpu-<n>); Rank its place in rule 2.
+	Name string
+	Rank int
+	// Touched: partitions exist on it. HeldWhole: a claim holds the whole
+	// GPU. WasOpen: its placements were published before. Pinned: it has
+	// no whole GPU device (MIG mode on for good), so its placements are all
+	// it can offer.
+	Touched, HeldWhole, WasOpen, Pinned bool
+}
+
+// OpenGPUs returns the names of gpus whose placements are published with a
+// window of k (k <= 0: every GPU's).
+func OpenGPUs(gpus []WindowGPU, k int) map[string]bool {
+	open := make(map[string]bool, len(gpus))
+	var closed []WindowGPU
+	untouchedOpen := 0
+	for _, g := range gpus {
+		switch {
+		case k <= 0 || g.Pinned || g.Touched:
+			open[g.Name] = true
+		case g.HeldWhole:
+			// Closed: the claim holding it takes every counter.
+		case g.WasOpen:
+			open[g.Name] = true
+		default:
+			closed = append(closed, g)
+			continue
+		}
+		if open[g.Name] && !g.Touched {
+			untouchedOpen++
+		}
+	}
+	sort.Slice(closed, func(a, b int) bool { return closed[a].Rank > closed[b].Rank })
+	for _, g := range closed {
+		if untouchedOpen >= k {
+			break
+		}
+		open[g.Name] = true
+		untouchedOpen++
+	}
+	return open
+}
+
+// window returns the dynamic GPUs of n whose placements this build
+// publishes, by device name.
+func window(n *inventory.Node, order []int, rank map[int]int, opts Options) map[string]bool {
+	var gpus []WindowGPU
+	for pos, gi := range order {
+		g := &n.GPUs[gi]
+		if dyn, _ := dynamicGPU(g, opts.Partitioning); !dyn {
+			continue
+		}
+		name := names.GPU(pos)
+		pt := g.Partitioning
+		gpus = append(gpus, WindowGPU{
+			Name:      name,
+			Rank:      rank[gi],
+			Touched:   len(g.Partitions) > 0,
+			HeldWhole: opts.HeldWhole != nil && opts.HeldWhole(g.UUID),
+			WasOpen:   opts.Open == nil || opts.Open(name),
+			Pinned:    pt.ModeChangeNeedsReset && pt.Enabled,
+		})
+	}
+	return OpenGPUs(gpus, opts.Window)
+}
