@@ -34,3 +34,19 @@ func (m *Manager) HeldDevices() map[ClaimRef][]HeldDevice {
 	}
 	return out
 }
+
+// HoldsWhole reports whether a claim the checkpoint records (preparing or
+// prepared) holds the GPU with UUID gpu whole: its allocation takes every
+// counter of a dynamic GPU, so no placement of it can be allocated.
+func (m *Manager) HoldsWhole(gpu string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.cp.Claims {
+		for _, d := range c.Devices {
+			if d.GPUUUID == gpu && d.PartitionUUID == "" && d.Placement == nil && d.ShareID == "" {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -75,6 +75,10 @@ type Options struct {
 	// Profiles restricts the MIG profiles a dynamic GPU publishes
 	// (publish.Options.Profiles); empty publishes all.
 	Profiles []string
+	// DynamicWindow is how many GPUs without partitions publish their
+	// placements on a dynamic node (publish.Options.Window); 0 publishes
+	// every GPU's.
+	DynamicWindow int
 	// OrphanRetry is how often, on a dynamic node, partitions that no claim
 	// holds and that the start-up sweep could not destroy are tried again;
 	// one minute when zero.
@@ -168,7 +172,10 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	// The first build waits for the checkpoint: what claims hold decides
 	// what a dynamic GPU withholds. On a dynamic node recovery may have
 	// destroyed partitions; a static node's changes none.
-	d.pub.setHeld(d.claims.Holds)
+	d.pub.setHeld(d.claims.Holds, d.claims.HoldsWhole)
+	if o.Partitioning == publish.Dynamic && o.DynamicWindow > 0 {
+		d.pub.open = previouslyOpen(ctx, o)
+	}
 	r := heldChanged
 	if o.Partitioning == publish.Dynamic {
 		r |= inventoryChanged
@@ -225,6 +232,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cs []*resourceapi.Re
 		}
 		out[c.UID] = prepareResult(string(c.UID), devs)
 	}
+	d.followWindow(ctx)
 	return out, nil
 }
 
@@ -271,6 +279,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, cs []kubeletplugin
 			klog.FromContext(ctx).Error(out[c.UID], "Unprepare failed", "claim", c.NamespacedName)
 		}
 	}
+	d.followWindow(ctx)
 	return out, nil
 }
 

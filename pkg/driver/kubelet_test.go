@@ -54,6 +54,10 @@ type node struct {
 	partitioning publish.Partitioning
 	// sharing is the node's --sharing (none when empty).
 	sharing publish.Sharing
+	// window is the node's --dynamic-window (0: every placement).
+	window int
+	// reactor, if set, sees every API call first (a fault to inject).
+	reactor k8stesting.ReactionFunc
 	// poll is Options.InventoryPoll (50ms when zero).
 	poll time.Duration
 	// orphanRetry is Options.OrphanRetry (50ms when zero).
@@ -90,6 +94,9 @@ func launch(t testing.TB, n *node) *node {
 	n.client = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}})
 	n.client.PrependReactor("create", "*", generateName)
 	n.client.PrependReactor("*", "*", resourceVersions())
+	if n.reactor != nil {
+		n.client.PrependReactor("*", "*", n.reactor)
+	}
 	n.start()
 	t.Cleanup(n.stop)
 	return n
@@ -120,7 +127,7 @@ func (n *node) start() {
 		PluginDataDir: filepath.Join(n.dir, "plugin"), RegistrarDir: filepath.Join(n.dir, "registry"),
 		CDIDir: n.cdiDir(), BootID: "boot", InventoryPoll: cmp.Or(n.poll, 50*time.Millisecond),
 		Metrics: n.metrics, Partitioning: n.partitioning, Sharing: n.sharing, OrphanRetry: cmp.Or(n.orphanRetry, 50*time.Millisecond),
-		Host: n.host(),
+		Host: n.host(), DynamicWindow: n.window,
 	})
 	if err != nil {
 		n.t.Fatal(err)

@@ -22,6 +22,8 @@ func Preview(ctx context.Context, o Options, evs []backend.HealthEvent) (*publis
 	}
 	tr.Expire(time.Now())
 	p := newPublisher(&o, tr)
+	// As on a node where the agent never ran: its window opens afresh.
+	p.open = map[string]bool{}
 	if err := p.publish(ctx, inventoryChanged); err != nil {
 		return nil, err
 	}

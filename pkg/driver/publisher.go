@@ -57,13 +57,20 @@ type publisher struct {
 	// are kept and nothing is sent.
 	send func(context.Context, resourceslice.DriverResources) error
 	// held is what claims hold; nil before the checkpoint is read.
-	held func(string, *inventory.Partition) bool
+	// heldWhole says which GPUs a claim holds whole (the window closes
+	// them); nil: none.
+	held      func(string, *inventory.Partition) bool
+	heldWhole func(gpu string) bool
 
 	// Written only by the caller that runs publishes (busy), one at a time,
 	// and earlyErr by New.
 	inv      *inventory.Node
 	sent     *resourceslice.DriverResources
 	earlyErr error
+	// open names the dynamic GPUs whose placements the last build
+	// published (what the window keeps open); nil until known, when every
+	// GPU counts as open (window.go in pkg/publish).
+	open map[string]bool
 
 	resMu     sync.RWMutex
 	published *publish.Result
@@ -87,7 +94,7 @@ func newPublisher(o *Options, tr *health.Tracker) *publisher {
 // running agent and the dry run build through it. held is nil before the
 // checkpoint is read: every partition counts as held.
 func publishOptions(o *Options, taints func(string) []resourceapi.DeviceTaint, held func(string, *inventory.Partition) bool) publish.Options {
-	return publish.Options{Partitioning: o.Partitioning, Sharing: o.Sharing, Profiles: o.Profiles, Taints: taints, Held: held,
+	return publish.Options{Partitioning: o.Partitioning, Sharing: o.Sharing, Profiles: o.Profiles, Window: o.DynamicWindow, Taints: taints, Held: held,
 		Isolation:         o.isolation,
 		MinShareIsolation: o.MinShareIsolation, WholeLegacyMPS: o.WholeLegacyMPS}
 }
@@ -106,10 +113,10 @@ func (p *publisher) start(send func(context.Context, resourceslice.DriverResourc
 	p.mu.Unlock()
 }
 
-// setHeld gives later builds what claims hold.
-func (p *publisher) setHeld(held func(string, *inventory.Partition) bool) {
+// setHeld gives later builds what claims hold: partitions, and GPUs whole.
+func (p *publisher) setHeld(held func(string, *inventory.Partition) bool, whole func(gpu string) bool) {
 	p.mu.Lock()
-	p.held = held
+	p.held, p.heldWhole = held, whole
 	p.mu.Unlock()
 }
 
@@ -170,7 +177,7 @@ func (p *publisher) publish(ctx context.Context, r reason) error {
 func (p *publisher) drain(ctx context.Context) {
 	for {
 		p.mu.Lock()
-		rd, r, send, held := p.next, p.pending, p.send, p.held
+		rd, r, send, held, whole := p.next, p.pending, p.send, p.held, p.heldWhole
 		if rd == nil {
 			p.busy = false
 			p.mu.Unlock()
@@ -178,14 +185,14 @@ func (p *publisher) drain(ctx context.Context) {
 		}
 		p.next, p.pending = nil, unchanged
 		p.mu.Unlock()
-		rd.err = p.run(ctx, r, send, held)
+		rd.err = p.run(ctx, r, send, held, whole)
 		close(rd.done)
 	}
 }
 
 // run is one publish: discover if the hardware may have changed, build if
 // anything did, send if the slices differ from those last sent.
-func (p *publisher) run(ctx context.Context, r reason, send func(context.Context, resourceslice.DriverResources) error, held func(string, *inventory.Partition) bool) error {
+func (p *publisher) run(ctx context.Context, r reason, send func(context.Context, resourceslice.DriverResources) error, held func(string, *inventory.Partition) bool, whole func(string) bool) error {
 	if r&inventoryChanged != 0 || p.inv == nil {
 		if err := p.discover(ctx); err != nil {
 			return err
@@ -194,7 +201,7 @@ func (p *publisher) run(ctx context.Context, r reason, send func(context.Context
 	res := p.Published()
 	if r != unchanged || res == nil {
 		var err error
-		if res, err = p.build(ctx, held); err != nil {
+		if res, err = p.build(ctx, held, whole); err != nil {
 			return err
 		}
 	}
@@ -231,12 +238,19 @@ func (p *publisher) discover(ctx context.Context) error {
 	return nil
 }
 
-// build builds the slices of the inventory discovered last and keeps them.
-func (p *publisher) build(ctx context.Context, held func(string, *inventory.Partition) bool) (*publish.Result, error) {
-	res, err := publish.Build(p.opts.NodeName, p.inv, publishOptions(p.opts, p.taints, held))
+// build builds the slices of the inventory discovered last and keeps them,
+// with the window opened from what the build before opened.
+func (p *publisher) build(ctx context.Context, held func(string, *inventory.Partition) bool, whole func(string) bool) (*publish.Result, error) {
+	o := publishOptions(p.opts, p.taints, held)
+	o.HeldWhole = whole
+	if open := p.open; open != nil {
+		o.Open = func(gpu string) bool { return open[gpu] }
+	}
+	res, err := publish.Build(p.opts.NodeName, p.inv, o)
 	if err != nil {
 		return nil, err
 	}
+	p.open = res.Open
 	p.resMu.Lock()
 	p.published = res
 	p.resMu.Unlock()

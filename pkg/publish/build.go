@@ -59,7 +59,9 @@ type Result struct {
 	LeftOut map[string]Entry
 	// Open names the dynamic GPUs whose placements are published (every
 	// one without a window): what the next build's Options.Open reads.
-	Open map[string]bool
+	// Window is what the window knew of each dynamic GPU (WindowMoved).
+	Open   map[string]bool
+	Window []WindowGPU
 	// Node is the inventory the devices were built from (each Entry's GPU
 	// points into it), with the links between its GPUs: what a claim's
 	// NCCL topology file is written from (pkg/nccltopo).
@@ -108,7 +110,7 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 	}
 	rank := gpuRank(n, order, fabrics)
 	res := &Result{Pool: nodeName, Devices: map[string]Entry{}, Node: n}
-	res.Open = window(n, order, rank, opts)
+	res.Window, res.Open = window(n, order, rank, opts)
 	var items []item
 	var counterSets []resourceapi.CounterSet
 	for pos, gi := range order {

@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"maps"
 	"sort"
 
 	"github.com/tessera-gpu/tessera/pkg/inventory"
@@ -40,9 +41,10 @@ import (
 
 // WindowGPU is what the window knows of one dynamic GPU.
 type WindowGPU struct {
-	// Name is the GPU's device name (gpu-<n>); Rank its place in rule 2.
-	Name string
-	Rank int
+	// Name is the GPU's device name (gpu-<n>), UUID its UUID; Rank its
+	// place in rule 2.
+	Name, UUID string
+	Rank       int
 	// Touched: partitions exist on it. HeldWhole: a claim holds the whole
 	// GPU. WasOpen: its placements were published before. Pinned: it has
 	// no whole GPU device (MIG mode on for good), so its placements are all
@@ -83,9 +85,9 @@ func OpenGPUs(gpus []WindowGPU, k int) map[string]bool {
 	return open
 }
 
-// window returns the dynamic GPUs of n whose placements this build
-// publishes, by device name.
-func window(n *inventory.Node, order []int, rank map[int]int, opts Options) map[string]bool {
+// window returns what the window knows of each dynamic GPU of n and the
+// GPUs whose placements this build publishes, by device name.
+func window(n *inventory.Node, order []int, rank map[int]int, opts Options) ([]WindowGPU, map[string]bool) {
 	var gpus []WindowGPU
 	for pos, gi := range order {
 		g := &n.GPUs[gi]
@@ -96,6 +98,7 @@ func window(n *inventory.Node, order []int, rank map[int]int, opts Options) map[
 		pt := g.Partitioning
 		gpus = append(gpus, WindowGPU{
 			Name:      name,
+			UUID:      g.UUID,
 			Rank:      rank[gi],
 			Touched:   len(g.Partitions) > 0,
 			HeldWhole: opts.HeldWhole != nil && opts.HeldWhole(g.UUID),
@@ -103,5 +106,22 @@ func window(n *inventory.Node, order []int, rank map[int]int, opts Options) map[
 			Pinned:    pt.ModeChangeNeedsReset && pt.Enabled,
 		})
 	}
-	return OpenGPUs(gpus, opts.Window)
+	return gpus, OpenGPUs(gpus, opts.Window)
+}
+
+// WindowMoved reports whether the window would open other GPUs than res
+// did, were the GPUs held whole those heldWhole reports: a claim now holds
+// an open GPU whole, or released one while the window was short. The agent
+// republishes then; a window of k <= 0 never moves.
+func WindowMoved(res *Result, k int, heldWhole func(gpu string) bool) bool {
+	if k <= 0 || res == nil {
+		return false
+	}
+	gpus := make([]WindowGPU, len(res.Window))
+	for i, g := range res.Window {
+		g.WasOpen, g.HeldWhole = res.Open[g.Name], heldWhole(g.UUID)
+		gpus[i] = g
+	}
+	open := OpenGPUs(gpus, k)
+	return !maps.Equal(open, res.Open)
 }

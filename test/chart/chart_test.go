@@ -241,6 +241,7 @@ func TestDefaults(t *testing.T) {
 		"TESSERA_PLUGIN_DATA_DIR":            "/var/lib/kubelet/plugins/gpu.tessera.dev",
 		"TESSERA_REGISTRAR_DIR":              "/var/lib/kubelet/plugins_registry",
 		"TESSERA_CDI_DIR":                    "/var/run/cdi",
+		"TESSERA_DYNAMIC_WINDOW":             "2",
 		"TESSERA_VENDOR_CDI_DIRS":            "/etc/cdi,/var/run/cdi",
 		"TESSERA_METRICS_ADDRESS":            ":9478",
 		"TESSERA_MPS_ROOT":                   "/var/run/tessera/mps",
@@ -565,6 +566,19 @@ func TestOptions(t *testing.T) {
 		_, c := daemonSet(t, render(t, "dynamicProfiles={1g.10gb,3g.40gb}"))
 		if got := env(c)["TESSERA_DYNAMIC_PROFILES"]; got != "1g.10gb,3g.40gb" {
 			t.Errorf("TESSERA_DYNAMIC_PROFILES=%q", got)
+		}
+	})
+	t.Run("dynamicWindow", func(t *testing.T) {
+		if _, c := daemonSet(t, render(t)); env(c)["TESSERA_DYNAMIC_WINDOW"] != "2" {
+			t.Errorf("default TESSERA_DYNAMIC_WINDOW=%q, want 2", env(c)["TESSERA_DYNAMIC_WINDOW"])
+		}
+		if _, c := daemonSet(t, render(t, "dynamicWindow=0")); env(c)["TESSERA_DYNAMIC_WINDOW"] != "0" {
+			t.Errorf("dynamicWindow=0: TESSERA_DYNAMIC_WINDOW=%q", env(c)["TESSERA_DYNAMIC_WINDOW"])
+		}
+		for _, bad := range []string{"-1", "1.5", "two"} {
+			if _, err := chart(t).Template(ns, "dynamicWindow="+bad); err == nil || !strings.Contains(err.Error(), "dynamicWindow must be a whole number") {
+				t.Errorf("dynamicWindow=%s: %v", bad, err)
+			}
 		}
 	})
 	t.Run("sharing", func(t *testing.T) {
