@@ -126,7 +126,9 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 			var ms *MemorySlices
 			var leftOut []Entry
 			set, its, leftOut, mode.Withheld, ms, err = dynamicDevices(name, g, fabrics[gi], rank[gi], res.Open[name], opts.Held, opts.Profiles)
-			counterSets = append(counterSets, set)
+			if set.Name != "" {
+				counterSets = append(counterSets, set)
+			}
 			for _, e := range leftOut {
 				if res.LeftOut == nil {
 					res.LeftOut = map[string]Entry{}

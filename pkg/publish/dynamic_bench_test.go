@@ -98,6 +98,9 @@ type fleetLayout struct {
 	// slices each takes and its weight.
 	kinds []fillKind
 	claim func(name, kind string) *resourceapi.ResourceClaim
+	// republish: fills allocate from the slices the agent publishes after
+	// each claim before (a window follows what is carved and held).
+	republish bool
 }
 
 type fillKind struct {
@@ -119,14 +122,24 @@ var (
 	}
 	tesseraLayout = func(opts publish.Options) func(b *testing.B, devices []string) []*resourceapi.ResourceSlice {
 		return func(b *testing.B, devices []string) []*resourceapi.ResourceSlice {
-			return occupiedSlices(b, opts, devices)
+			return occupiedSlices(b, "dgx-h100", opts, devices)
 		}
 	}
 	fleetLayouts = []fleetLayout{
 		{name: "static", driver: names.DriverName, claims: []string{"gpu"}, publish: tesseraLayout(publish.Options{Partitioning: publish.Static}),
 			kinds: []fillKind{{"gpu", 8, 100}}, claim: tesseraClaim},
+		// The static MIG reference: dgx-h100-mig, GPUs 6 and 7 cut by an
+		// operator (7x 1g.10gb; 3g.40gb, 2g.20gb, 2x 1g.10gb), published
+		// as they are.
+		{name: "static-mig", driver: names.DriverName, claims: []string{"1g.10gb", "3g.40gb"},
+			publish: func(b *testing.B, devices []string) []*resourceapi.ResourceSlice {
+				return occupiedSlices(b, "dgx-h100-mig", publish.Options{Partitioning: publish.Static}, devices)
+			},
+			kinds: []fillKind{{"gpu", 8, 40}, {"1g.10gb", 1, 40}, {"3g.40gb", 4, 20}}, claim: tesseraClaim},
 		{name: "dynamic", driver: names.DriverName, claims: []string{"gpu", "1g.10gb", "3g.40gb"}, publish: tesseraLayout(publish.Options{Partitioning: publish.Dynamic}),
 			kinds: migKinds, claim: tesseraClaim},
+		{name: "dynamic-window", driver: names.DriverName, claims: []string{"gpu", "1g.10gb", "3g.40gb"},
+			publish: tesseraLayout(publish.Options{Partitioning: publish.Dynamic, Window: 2}), kinds: migKinds, claim: tesseraClaim, republish: true},
 		{name: "dynamic-3", driver: names.DriverName, claims: []string{"gpu", "1g.10gb", "3g.40gb"},
 			publish: tesseraLayout(publish.Options{Partitioning: publish.Dynamic, Profiles: []string{"1g.10gb", "3g.40gb", "7g.80gb"}}),
 			kinds:   mig3Kinds, claim: tesseraClaim},
@@ -136,37 +149,57 @@ var (
 )
 
 // occupiedSlices publishes a dgx-h100 with opts after carving the
-// partitions of devices (whole GPUs among them stay as they are: a claim
-// holding a whole GPU carves nothing).
-func occupiedSlices(b *testing.B, opts publish.Options, devices []string) []*resourceapi.ResourceSlice {
+// partitions of devices in order (a claim holding a whole GPU carves
+// nothing and holds it whole), republishing after each as the agent does,
+// from a node where it never ran: a window opens from the build before.
+func occupiedSlices(b *testing.B, machine string, opts publish.Options, devices []string) []*resourceapi.ResourceSlice {
 	ctx := context.Background()
-	hw, inv := alloctest.DiscoverSim(b, "dgx-h100", fleetTemplate)
-	empty, err := publish.Build(fleetTemplate, inv, opts)
+	hw, inv := alloctest.DiscoverSim(b, machine, fleetTemplate)
+	every, err := publish.Build(fleetTemplate, inv, publish.Options{Partitioning: opts.Partitioning})
 	if err != nil {
 		b.Fatal(err)
 	}
+	whole := map[string]bool{}
+	opts.HeldWhole = func(uuid string) bool { return whole[uuid] }
+	var res *publish.Result
+	build := func() {
+		if res != nil {
+			open := res.Open
+			opts.Open = func(gpu string) bool { return open[gpu] }
+		} else {
+			opts.Open = func(string) bool { return false }
+		}
+		if res, err = publish.Build(fleetTemplate, inv, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	build()
 	for _, d := range devices {
-		e, ok := empty.Devices[d]
+		e, ok := every.Devices[d]
 		if !ok {
 			b.Fatalf("no device %s", d)
 		}
+		if _, published := res.Devices[d]; !published {
+			b.Fatalf("device %s was allocated but is not published", d)
+		}
 		if e.Carve == nil {
-			continue
+			whole[e.GPU.UUID] = true
+		} else {
+			if err := hw.SetPartitionMode(ctx, e.GPU.UUID, true); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := hw.CreatePartition(ctx, e.GPU.UUID, e.Carve.Profile, e.Carve.Placement); err != nil {
+				b.Fatal(err)
+			}
+			if inv, err = hw.Discover(ctx); err != nil {
+				b.Fatal(err)
+			}
 		}
-		if err := hw.SetPartitionMode(ctx, e.GPU.UUID, true); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := hw.CreatePartition(ctx, e.GPU.UUID, e.Carve.Profile, e.Carve.Placement); err != nil {
-			b.Fatal(err)
+		if opts.Window > 0 {
+			build()
 		}
 	}
-	if inv, err = hw.Discover(ctx); err != nil {
-		b.Fatal(err)
-	}
-	res, err := publish.Build(fleetTemplate, inv, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
+	build()
 	return publish.Objects(names.DriverName, fleetTemplate, res.Resources)
 }
 
@@ -350,6 +383,12 @@ func fillPatterns(b *testing.B, c *alloctest.Cluster, l fleetLayout, k int) [][]
 					break
 				}
 				r -= kd.weight
+			}
+			if l.republish {
+				c = alloctest.NewCluster(l.publish(b, devs), c.Classes)
+				for _, d := range devs {
+					c.MarkAllocated(fleetTemplate, d)
+				}
 			}
 			got, err := c.Allocate(ctx, fleetTemplate, l.claim(fmt.Sprint("fill", i), kind.kind))
 			if err != nil {
