@@ -94,6 +94,20 @@ func TestWindowFreshNode(t *testing.T) {
 	if len(res.LeftOut) != 6*25 {
 		t.Errorf("%d placements left out, want 150", len(res.LeftOut))
 	}
+	// Closed GPUs publish no counter set, and their whole GPUs consume none.
+	sets := 0
+	for _, s := range res.Resources.Pools["dgx-h100"].Slices {
+		sets += len(s.SharedCounters)
+		for _, d := range s.Devices {
+			gpu, _ := names.ParentGPU(d.Name)
+			if consumes := len(d.ConsumesCounters) > 0; consumes != res.Open[gpu] {
+				t.Errorf("device %s consumes counters %v, its GPU open %v", d.Name, consumes, res.Open[gpu])
+			}
+		}
+	}
+	if sets != 2 {
+		t.Errorf("%d counter sets, want the 2 open GPUs'", sets)
+	}
 	for _, kind := range []string{"gpu", "1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"} {
 		claim := func() *resourceapi.ResourceClaim {
 			if kind == "gpu" {
