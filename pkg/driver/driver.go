@@ -279,7 +279,6 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, cs []kubeletplugin
 			klog.FromContext(ctx).Error(out[c.UID], "Unprepare failed", "claim", c.NamespacedName)
 		}
 	}
-	d.followWindow(ctx)
 	return out, nil
 }
 

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,9 +14,11 @@ import (
 // server no writes, however often it polls its backend (every 10 ms here,
 // a hundred polls a second) and publishes nothing again.
 func TestIdleAgentWritesNothing(t *testing.T) {
-	for _, profile := range []string{"dgx-h100", "mi300x-8", "mixed-inference"} {
-		t.Run(profile, func(t *testing.T) {
-			n := launch(t, &node{profile: profile, poll: 10 * time.Millisecond})
+	for _, nd := range []node{{profile: "dgx-h100"}, {profile: "mi300x-8"}, {profile: "mixed-inference"},
+		{profile: "dgx-h100", partitioning: publish.Dynamic, window: 2}} {
+		t.Run(fmt.Sprint(nd.profile, "/", nd.partitioning, "/window=", nd.window), func(t *testing.T) {
+			nd.poll = 10 * time.Millisecond
+			n := launch(t, &nd)
 			waitPublished(t, n)
 			before := len(n.client.Actions())
 			time.Sleep(time.Second)
@@ -79,4 +82,81 @@ func TestRepublishAfterCarveIsOneUpdate(t *testing.T) {
 	if w := writes(before); len(w) > 1 {
 		t.Errorf("unprepare cost %d slice writes: %v", len(w), w)
 	}
+}
+
+// sliceWrites are the slice writes the node's agent sent since action
+// since, by verb.
+func (n *node) sliceWrites(since int) (out []string) {
+	for _, a := range n.client.Actions()[since:] {
+		if v := a.GetVerb(); v != "get" && v != "list" && v != "watch" && a.GetResource().Resource == "resourceslices" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// TestWindowWritesOneSliceAGPU: with a window, a carve on an open GPU
+// updates its slice, and the GPU the window then opens is an update of its
+// own: two writes, no new generation (which would rewrite all ten slices).
+// A claim holding an open GPU whole closes it (one update) and the window
+// opens the next (one more); its release changes nothing, the window being
+// full; destroying the partition leaves its GPU open (one update).
+func TestWindowWritesOneSliceAGPU(t *testing.T) {
+	n := launch(t, &node{profile: "dgx-h100", partitioning: publish.Dynamic, window: 2, poll: 10 * time.Millisecond})
+	waitPublished(t, n)
+	step := func(what string, want int, do func()) {
+		t.Helper()
+		before := len(n.client.Actions())
+		do()
+		time.Sleep(time.Second) // many polls: every change is seen and published
+		w := n.sliceWrites(before)
+		if len(w) != want {
+			t.Errorf("%s: %d slice writes %v, want %d", what, len(w), w, want)
+		}
+		for _, v := range w {
+			if v != "update" {
+				t.Errorf("%s: a slice %s, want updates only", what, v)
+			}
+		}
+	}
+	first := func(profile string) string {
+		res := n.driver.Published()
+		for _, name := range res.Order {
+			if e := res.Devices[name]; e.Carve != nil && e.Carve.Profile == profile && e.Partition == nil {
+				return name
+			}
+		}
+		t.Fatalf("no %s published", profile)
+		return ""
+	}
+	small := n.addClaim("small", first("1g.10gb"))
+	step("carve", 2, func() {
+		if e := n.prepare(small).Claims[small.Uid].GetError(); e != "" {
+			t.Fatal(e)
+		}
+	})
+	// An open GPU without partitions: the window's last.
+	res := n.driver.Published()
+	var free string
+	for _, g := range res.Window {
+		if res.Open[g.Name] && !g.Touched {
+			free = g.Name
+		}
+	}
+	whole := n.addClaim("whole", free)
+	step("hold "+free+" whole", 2, func() {
+		if e := n.prepare(whole).Claims[whole.Uid].GetError(); e != "" {
+			t.Fatal(e)
+		}
+	})
+	step("release "+free, 0, func() {
+		if e := n.unprepare(whole).Claims[whole.Uid].GetError(); e != "" {
+			t.Fatal(e)
+		}
+	})
+	step("destroy", 1, func() {
+		if e := n.unprepare(small).Claims[small.Uid].GetError(); e != "" {
+			t.Fatal(e)
+		}
+	})
 }

@@ -35,6 +35,10 @@ const (
 	// heldChanged: which partitions claims hold changed (the checkpoint
 	// was read); build again.
 	heldChanged
+	// windowOpen: the placement window may open GPUs; a build for any other
+	// reason only closes them, so that an opening is a slice update of its
+	// own (window.go in pkg/publish).
+	windowOpen
 )
 
 // publisher owns what the node publishes: the inventory last discovered,
@@ -201,7 +205,9 @@ func (p *publisher) run(ctx context.Context, r reason, send func(context.Context
 	res := p.Published()
 	if r != unchanged || res == nil {
 		var err error
-		if res, err = p.build(ctx, held, whole); err != nil {
+		// The first send publishes every slice anyway.
+		deferOpen := p.sent != nil && r&windowOpen == 0
+		if res, err = p.build(ctx, held, whole, deferOpen); err != nil {
 			return err
 		}
 	}
@@ -240,9 +246,9 @@ func (p *publisher) discover(ctx context.Context) error {
 
 // build builds the slices of the inventory discovered last and keeps them,
 // with the window opened from what the build before opened.
-func (p *publisher) build(ctx context.Context, held func(string, *inventory.Partition) bool, whole func(string) bool) (*publish.Result, error) {
+func (p *publisher) build(ctx context.Context, held func(string, *inventory.Partition) bool, whole func(string) bool, deferOpen bool) (*publish.Result, error) {
 	o := publishOptions(p.opts, p.taints, held)
-	o.HeldWhole = whole
+	o.HeldWhole, o.DeferOpen = whole, deferOpen
 	if open := p.open; open != nil {
 		o.Open = func(gpu string) bool { return open[gpu] }
 	}

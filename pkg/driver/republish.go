@@ -11,7 +11,8 @@ import (
 )
 
 // watchInventory republishes whenever a backend that can change under the
-// agent reports a new generation. Polling is cheap (a sysfs read, a few
+// agent reports a new generation, and otherwise opens the placement window
+// when it is due (openWindow). Polling is cheap (a sysfs read, a few
 // NVML queries per GPU) and needs nothing from the backend beyond
 // Generation.
 func (d *Driver) watchInventory(ctx context.Context, g backend.Generationer, every time.Duration) {
@@ -27,6 +28,9 @@ func (d *Driver) watchInventory(ctx context.Context, g backend.Generationer, eve
 			return
 		}
 		if cur == last {
+			if err := d.openWindow(ctx); err != nil {
+				logger.Error(err, "Republish to open the placement window")
+			}
 			return
 		}
 		logger.Info("Inventory changed", "generation", cur, "previous", last)

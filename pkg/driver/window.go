@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -10,20 +11,72 @@ import (
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
 
-// followWindow republishes when the claims prepared or unprepared moved the
-// placement window: a GPU a claim now holds whole closes (its placements
-// cannot be allocated while it is held), and a GPU released opens again if
-// the window is short. The build is handed to the kubelet plugin helper,
-// whose controller writes the slices in the background, so the call waits
-// for the build only; a failure is logged, and the next republish catches
-// up.
+// followWindow republishes at once when a prepared claim holds whole a GPU
+// whose placements are published: they can no longer be allocated. The build
+// is handed to the kubelet plugin helper, whose controller writes the slices
+// in the background, so the call waits for the build only; a failure is
+// logged, and the next republish catches up. GPUs the window opens wait for
+// openWindow.
 func (d *Driver) followWindow(ctx context.Context) {
-	if d.opts.Partitioning != publish.Dynamic || !publish.WindowMoved(d.Published(), d.opts.DynamicWindow, d.claims.HoldsWhole) {
+	if d.opts.Partitioning != publish.Dynamic || d.opts.DynamicWindow <= 0 || !publish.WindowCloses(d.Published(), d.claims.HoldsWhole) {
 		return
 	}
 	if err := d.pub.publish(ctx, heldChanged); err != nil {
-		klog.FromContext(ctx).Error(err, "Republish after a GPU was held or released whole")
+		klog.FromContext(ctx).Error(err, "Republish after a GPU was held whole")
 	}
+}
+
+// openWindow republishes with the GPUs the window opens, if any: after a
+// carve or a whole GPU's hold closed or touched an open one, or a release
+// while the window was short. The inventory watch calls it on every tick.
+// It waits until the API server holds the slices sent last, so that the
+// opening reaches the resourceslice controller as a change of its own: two
+// slices changed in one sync would have it write every slice of the pool
+// again.
+func (d *Driver) openWindow(ctx context.Context) error {
+	res := d.Published()
+	if d.opts.Partitioning != publish.Dynamic || !publish.WindowMoved(res, d.opts.DynamicWindow, d.claims.HoldsWhole) {
+		return nil
+	}
+	if synced, err := d.apiHolds(ctx, res); err != nil || !synced {
+		return err
+	}
+	return d.pub.publish(ctx, windowOpen)
+}
+
+// apiHolds reports whether the newest generation of the node's pool in the
+// API server publishes exactly res's devices.
+func (d *Driver) apiHolds(ctx context.Context, res *publish.Result) (bool, error) {
+	if d.opts.KubeClient == nil {
+		return true, nil
+	}
+	l, err := d.opts.KubeClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + d.opts.NodeName})
+	if err != nil {
+		return false, fmt.Errorf("list ResourceSlices: %w", err)
+	}
+	var gen int64
+	for _, s := range l.Items {
+		if s.Spec.Driver == names.DriverName && s.Spec.Pool.Name == res.Pool {
+			gen = max(gen, s.Spec.Pool.Generation)
+		}
+	}
+	published := map[string]bool{}
+	for _, s := range l.Items {
+		if s.Spec.Driver == names.DriverName && s.Spec.Pool.Name == res.Pool && s.Spec.Pool.Generation == gen {
+			for _, dev := range s.Spec.Devices {
+				published[dev.Name] = true
+			}
+		}
+	}
+	if len(published) != len(res.Order) {
+		return false, nil
+	}
+	for _, name := range res.Order {
+		if !published[name] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // previouslyOpen reads which dynamic GPUs' placements the node's slices in

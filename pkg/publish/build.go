@@ -59,9 +59,12 @@ type Result struct {
 	LeftOut map[string]Entry
 	// Open names the dynamic GPUs whose placements are published (every
 	// one without a window): what the next build's Options.Open reads.
-	// Window is what the window knew of each dynamic GPU (WindowMoved).
-	Open   map[string]bool
-	Window []WindowGPU
+	// Window is what the window knew of each dynamic GPU (WindowMoved);
+	// OpenDeferred is set when Options.DeferOpen kept GPUs closed that the
+	// window would open.
+	Open         map[string]bool
+	Window       []WindowGPU
+	OpenDeferred bool
 	// Node is the inventory the devices were built from (each Entry's GPU
 	// points into it), with the links between its GPUs: what a claim's
 	// NCCL topology file is written from (pkg/nccltopo).
@@ -90,6 +93,9 @@ type item struct {
 	// room for; tier is a placement's rank within its GPU (occupancy.go).
 	blocked bool
 	tier    int
+	// placeholder stands for the placements of a GPU outside the window:
+	// it keeps their slice, empty, and is no device.
+	placeholder bool
 }
 
 // Build turns a node's inventory into the node's one pool of
@@ -110,7 +116,7 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 	}
 	rank := gpuRank(n, order, fabrics)
 	res := &Result{Pool: nodeName, Devices: map[string]Entry{}, Node: n}
-	res.Window, res.Open = window(n, order, rank, opts)
+	res.Window, res.Open, res.OpenDeferred = window(n, order, rank, opts)
 	var items []item
 	var counterSets []resourceapi.CounterSet
 	for pos, gi := range order {
@@ -126,9 +132,7 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 			var ms *MemorySlices
 			var leftOut []Entry
 			set, its, leftOut, mode.Withheld, ms, err = dynamicDevices(name, g, fabrics[gi], rank[gi], res.Open[name], opts.Held, opts.Profiles)
-			if set.Name != "" {
-				counterSets = append(counterSets, set)
-			}
+			counterSets = append(counterSets, set)
 			for _, e := range leftOut {
 				if res.LeftOut == nil {
 					res.LeftOut = map[string]Entry{}
@@ -204,6 +208,9 @@ func taint(items []item, taints func(gpu string) []resourceapi.DeviceTaint) erro
 		return nil
 	}
 	for i := range items {
+		if items[i].placeholder {
+			continue
+		}
 		ts := taints(items[i].entry.GPU.UUID)
 		if len(ts) > MaxTaintsPerDevice {
 			return fmt.Errorf("device %s has %d taints, limit %d", items[i].dev.Name, len(ts), MaxTaintsPerDevice)
@@ -222,6 +229,9 @@ func isolate(items []item, assess func(*inventory.GPU, *inventory.Partition) iso
 		return
 	}
 	for i := range items {
+		if items[i].placeholder {
+			continue
+		}
 		e := items[i].entry
 		p := e.Partition
 		if p == nil && e.Carve != nil {
@@ -248,9 +258,12 @@ func paginate(items []item, counterSets []resourceapi.CounterSet, res *Result) (
 			return pool, fmt.Errorf("device %s has %d attributes and capacities, limit %d", it.dev.Name, n, MaxAttrsAndCapacity)
 		}
 		newGPU := it.group == groupPlacement && i > 0 && (items[i-1].group != groupPlacement || items[i-1].parent != it.parent)
-		if len(cur.Devices) == MaxDevicesPerSlice || (newGPU && len(cur.Devices) > 0) {
+		if len(cur.Devices) == MaxDevicesPerSlice || (newGPU && (len(cur.Devices) > 0 || items[i-1].placeholder)) {
 			pool.Slices = append(pool.Slices, cur)
 			cur = resourceslice.Slice{}
+		}
+		if it.placeholder {
+			continue
 		}
 		cur.Devices = append(cur.Devices, it.dev)
 		res.Devices[it.dev.Name] = it.entry

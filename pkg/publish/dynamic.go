@@ -49,11 +49,9 @@ func dynamicGPU(g *inventory.GPU, p Partitioning) (bool, GPUMode) {
 // counters of partitions held reports nobody holds are withheld from the
 // set; their UUIDs are returned, with the GPU's memory slices and the
 // placements left out: those partitions block, and every free one of a GPU
-// outside the window (not open). A closed GPU publishes no counter set (the
-// set's Name is empty) and its whole GPU consumes none: nothing else of it
-// is published to compete, and a claim allocated the whole GPU while it was
-// closed is counted again as soon as the GPU opens, since the allocator
-// counts from the allocated devices as the slices publish them then.
+// outside the window (not open). A closed GPU keeps its counter set and its
+// whole GPU's consumption, so opening it changes its placements' slice
+// only.
 func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, open bool, held func(string, *inventory.Partition) bool, profiles []string) (resourceapi.CounterSet, []item, []Entry, []string, *MemorySlices, error) {
 	pt := g.Partitioning
 	plan, err := planCounters(g)
@@ -71,9 +69,7 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 		if err != nil {
 			return set, nil, nil, nil, nil, fmt.Errorf("device %s (%s): %w", name, g.PCIBusID, err)
 		}
-		if open {
-			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: plan.all()}}
-		}
+		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: plan.all()}}
 		items = append(items, item{dev: d, entry: Entry{Name: name, GPU: g}, group: groupWhole, parent: rank})
 	}
 	for i := range pt.Profiles {
@@ -115,10 +111,12 @@ func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, 
 				blocked: e.Partition != nil})
 		}
 	}
-	ms := memorySlices(g, avail, usable)
 	if !open {
-		set = resourceapi.CounterSet{}
+		// Its placements' slice stays, empty: the pool keeps its number
+		// of slices, so opening the GPU updates that one slice.
+		items = append(items, item{entry: Entry{Name: name, GPU: g}, group: groupPlacement, parent: rank, placeholder: true})
 	}
+	ms := memorySlices(g, avail, usable)
 	return set, items, leftOut, withheld, &ms, nil
 }
 

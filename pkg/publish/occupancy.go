@@ -59,7 +59,7 @@ func tierPlacements(items []item) {
 	seen := map[key]bool{}
 	for i := range items {
 		it := &items[i]
-		if it.group != groupPlacement {
+		if it.group != groupPlacement || it.placeholder {
 			continue
 		}
 		k := key{it.parent, it.entry.Carve.Profile}

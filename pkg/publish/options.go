@@ -53,6 +53,9 @@ type Options struct {
 	// a claim holds it whole. Nil means every GPU's were (nothing is known
 	// of the slices before, the safe assumption).
 	Open func(gpu string) bool
+	// DeferOpen opens no GPU that is closed, only closes: the agent opens
+	// GPUs in a republish of their own (window.go).
+	DeferOpen bool
 	// HeldWhole reports whether a claim holds the GPU with UUID gpu whole:
 	// with a window, that GPU's placements close. Nil: none does.
 	HeldWhole func(gpu string) bool

@@ -38,6 +38,13 @@ import (
 // Opening is always safe; it happens when fewer than K untouched GPUs are
 // open, in fill order (the last GPU of rule 2 first), so the window is where
 // first fit would put the next partition anyway.
+//
+// Every dynamic GPU keeps its counter set and a slice for its placements,
+// empty while it is closed, so opening or closing a GPU updates that one
+// slice. The agent opens GPUs in a build of their own (Options.DeferOpen):
+// a carve that also opened a GPU would change two slices at once, and the
+// resourceslice controller answers a change of more than one slice by
+// writing every slice of the pool again under a new generation.
 
 // WindowGPU is what the window knows of one dynamic GPU.
 type WindowGPU struct {
@@ -54,7 +61,10 @@ type WindowGPU struct {
 
 // OpenGPUs returns the names of gpus whose placements are published with a
 // window of k (k <= 0: every GPU's).
-func OpenGPUs(gpus []WindowGPU, k int) map[string]bool {
+func OpenGPUs(gpus []WindowGPU, k int) map[string]bool { return openGPUs(gpus, k, true) }
+
+// openGPUs is OpenGPUs; without mayOpen no closed GPU opens.
+func openGPUs(gpus []WindowGPU, k int, mayOpen bool) map[string]bool {
 	open := make(map[string]bool, len(gpus))
 	var closed []WindowGPU
 	untouchedOpen := 0
@@ -76,7 +86,7 @@ func OpenGPUs(gpus []WindowGPU, k int) map[string]bool {
 	}
 	sort.Slice(closed, func(a, b int) bool { return closed[a].Rank > closed[b].Rank })
 	for _, g := range closed {
-		if untouchedOpen >= k {
+		if untouchedOpen >= k || !mayOpen {
 			break
 		}
 		open[g.Name] = true
@@ -85,9 +95,10 @@ func OpenGPUs(gpus []WindowGPU, k int) map[string]bool {
 	return open
 }
 
-// window returns what the window knows of each dynamic GPU of n and the
-// GPUs whose placements this build publishes, by device name.
-func window(n *inventory.Node, order []int, rank map[int]int, opts Options) ([]WindowGPU, map[string]bool) {
+// window returns what the window knows of each dynamic GPU of n, the GPUs
+// whose placements this build publishes, by device name, and whether
+// Options.DeferOpen kept it from opening some.
+func window(n *inventory.Node, order []int, rank map[int]int, opts Options) ([]WindowGPU, map[string]bool, bool) {
 	var gpus []WindowGPU
 	for pos, gi := range order {
 		g := &n.GPUs[gi]
@@ -106,13 +117,18 @@ func window(n *inventory.Node, order []int, rank map[int]int, opts Options) ([]W
 			Pinned:    pt.ModeChangeNeedsReset && pt.Enabled,
 		})
 	}
-	return gpus, OpenGPUs(gpus, opts.Window)
+	open := OpenGPUs(gpus, opts.Window)
+	if !opts.DeferOpen {
+		return gpus, open, false
+	}
+	kept := openGPUs(gpus, opts.Window, false)
+	return gpus, kept, !maps.Equal(kept, open)
 }
 
 // WindowMoved reports whether the window would open other GPUs than res
 // did, were the GPUs held whole those heldWhole reports: a claim now holds
-// an open GPU whole, or released one while the window was short. The agent
-// republishes then; a window of k <= 0 never moves.
+// an open GPU whole, a GPU was released while the window was short, or res
+// deferred an opening. A window of k <= 0 never moves.
 func WindowMoved(res *Result, k int, heldWhole func(gpu string) bool) bool {
 	if k <= 0 || res == nil {
 		return false
@@ -124,4 +140,20 @@ func WindowMoved(res *Result, k int, heldWhole func(gpu string) bool) bool {
 	}
 	open := OpenGPUs(gpus, k)
 	return !maps.Equal(open, res.Open)
+}
+
+// WindowCloses reports whether a claim now holds whole (heldWhole) a GPU
+// without partitions that res publishes placements of: the agent
+// republishes at once, since that GPU's placements can no longer be
+// allocated.
+func WindowCloses(res *Result, heldWhole func(gpu string) bool) bool {
+	if res == nil {
+		return false
+	}
+	for _, g := range res.Window {
+		if res.Open[g.Name] && !g.Touched && !g.Pinned && heldWhole(g.UUID) {
+			return true
+		}
+	}
+	return false
 }

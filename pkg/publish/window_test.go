@@ -94,19 +94,27 @@ func TestWindowFreshNode(t *testing.T) {
 	if len(res.LeftOut) != 6*25 {
 		t.Errorf("%d placements left out, want 150", len(res.LeftOut))
 	}
-	// Closed GPUs publish no counter set, and their whole GPUs consume none.
-	sets := 0
+	// Closed GPUs keep their counter sets, and their placements' slices,
+	// empty: opening a GPU changes that one slice.
+	var sets, devSlices, empty int
 	for _, s := range res.Resources.Pools["dgx-h100"].Slices {
 		sets += len(s.SharedCounters)
-		for _, d := range s.Devices {
-			gpu, _ := names.ParentGPU(d.Name)
-			if consumes := len(d.ConsumesCounters) > 0; consumes != res.Open[gpu] {
-				t.Errorf("device %s consumes counters %v, its GPU open %v", d.Name, consumes, res.Open[gpu])
+		if len(s.SharedCounters) == 0 {
+			devSlices++
+			if len(s.Devices) == 0 {
+				empty++
 			}
 		}
 	}
-	if sets != 2 {
-		t.Errorf("%d counter sets, want the 2 open GPUs'", sets)
+	if sets != 8 || devSlices != 1+8 || empty != 6 {
+		t.Errorf("%d counter sets, %d device slices (%d empty); want 8 sets, the whole GPUs' slice and one per GPU, the 6 closed ones empty", sets, devSlices, empty)
+	}
+	every, err := publish.Build("dgx-h100", inv, dynamic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := len(res.Resources.Pools["dgx-h100"].Slices), len(every.Resources.Pools["dgx-h100"].Slices); a != b {
+		t.Errorf("%d slices with the window, %d without", a, b)
 	}
 	for _, kind := range []string{"gpu", "1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"} {
 		claim := func() *resourceapi.ResourceClaim {
