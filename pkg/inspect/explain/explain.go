@@ -312,6 +312,9 @@ func (e *explainer) verdict(alloc structured.Allocator, n *inspect.NodeDevices, 
 	}
 	if !v.Fits {
 		v.Reasons = reasons(&v)
+		if w := windowReason(n, pending); w != "" {
+			v.Reasons = append(v.Reasons, w)
+		}
 	}
 	return v
 }

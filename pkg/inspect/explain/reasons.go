@@ -453,3 +453,44 @@ func requestLabel(v *NodeVerdict, r *RequestReport) string {
 	}
 	return r.Request
 }
+
+// windowReason names the dynamic GPUs of n whose placements are not
+// published (counter sets without a partition device: GPUs without
+// partitions outside the agent's placement window), when a claim asks the
+// MIG class: a claim that needs more of them than are open waits for the
+// agent to open more. "" when none applies.
+func windowReason(n *inspect.NodeDevices, claims []*resourceapi.ResourceClaim) string {
+	mig := "mig." + names.DriverName
+	asks := false
+	for _, c := range claims {
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly != nil && r.Exactly.DeviceClassName == mig {
+				asks = true
+			}
+			for _, s := range r.FirstAvailable {
+				asks = asks || s.DeviceClassName == mig
+			}
+		}
+	}
+	if !asks {
+		return ""
+	}
+	open := sets.New[inspect.DeviceKey]()
+	for _, d := range n.Devices {
+		if gpu, ok := names.ParentGPU(d.Dev.Name); ok && gpu != d.Dev.Name {
+			open.Insert(inspect.DeviceKey{Pool: d.Pool, Name: gpu})
+		}
+	}
+	var closed []string
+	for k := range n.CounterSets {
+		if _, ok := names.ParentGPU(k.Name); ok && !open.Has(k) {
+			closed = append(closed, k.Name)
+		}
+	}
+	if len(closed) == 0 {
+		return ""
+	}
+	slices.SortFunc(closed, inspect.CompareDeviceNames)
+	return fmt.Sprintf("the placements of %s are not published: GPUs without partitions outside the agent's placement window (--dynamic-window), "+
+		"opened as the open GPUs fill (docs/partitioning.md#the-placement-window)", list(closed, 8))
+}

@@ -1,6 +1,13 @@
 package explain
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/tessera-gpu/tessera/pkg/inspect"
+)
 
 // alternativesReason consumes the firstAvailable alternatives of one
 // request and says where the next request starts; it always moves on.
@@ -48,5 +55,32 @@ func TestAlternativesReasonAdvances(t *testing.T) {
 				t.Errorf("reason %q, want one: %v", reason, tt.reason)
 			}
 		})
+	}
+}
+
+func TestWindowReason(t *testing.T) {
+	dev := func(name string) inspect.PoolDevice {
+		return inspect.PoolDevice{Pool: "node-1", Dev: &resourceapi.Device{Name: name}}
+	}
+	node := &inspect.NodeDevices{Name: "node-1",
+		Devices: []inspect.PoolDevice{dev("gpu-0"), dev("gpu-1"), dev("gpu-2"), dev("gpu-2-mig-1g-10gb-5"), dev("gpu-10")},
+		CounterSets: map[inspect.DeviceKey]resourceapi.CounterSet{
+			{Pool: "node-1", Name: "gpu-0"}: {}, {Pool: "node-1", Name: "gpu-1"}: {}, {Pool: "node-1", Name: "gpu-2"}: {}, {Pool: "node-1", Name: "gpu-10"}: {},
+		}}
+	claim := func(class string) *resourceapi.ResourceClaim {
+		c := &resourceapi.ResourceClaim{}
+		c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class}}}
+		return c
+	}
+	got := windowReason(node, []*resourceapi.ResourceClaim{claim("mig.gpu.tessera.dev")})
+	if !strings.Contains(got, "gpu-0, gpu-1, gpu-10 are not published") || !strings.Contains(got, "--dynamic-window") {
+		t.Errorf("MIG claim: %q", got)
+	}
+	if got := windowReason(node, []*resourceapi.ResourceClaim{claim("nvidia.gpu.tessera.dev")}); got != "" {
+		t.Errorf("whole-GPU claim: %q, want none", got)
+	}
+	node.Devices = append(node.Devices, dev("gpu-0-mig-7g-80gb-0"), dev("gpu-1-mig-1g-10gb-0"), dev("gpu-10-mig-1g-10gb-0"))
+	if got := windowReason(node, []*resourceapi.ResourceClaim{claim("mig.gpu.tessera.dev")}); got != "" {
+		t.Errorf("every GPU open: %q, want none", got)
 	}
 }
