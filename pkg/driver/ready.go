@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/tessera-gpu/tessera/pkg/names"
 	"github.com/tessera-gpu/tessera/pkg/publish"
 )
@@ -34,11 +32,11 @@ func (d *Driver) Ready(ctx context.Context) error {
 // whole, as the agent last built it.
 func (d *Driver) poolPublished(ctx context.Context) error {
 	res := d.Published()
-	l, err := d.opts.KubeClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + d.opts.NodeName})
+	l, err := nodeSlices(ctx, d.opts)
 	if err != nil {
-		return fmt.Errorf("list ResourceSlices: %w", err)
+		return err
 	}
-	pool := publish.Pools(l.Items, names.DriverName)[res.Pool]
+	pool := publish.Pools(l, names.DriverName)[res.Pool]
 	if pool == nil {
 		pool = &publish.PoolState{}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
@@ -50,18 +51,18 @@ func (d *Driver) apiHolds(ctx context.Context, res *publish.Result) (bool, error
 	if d.opts.KubeClient == nil {
 		return true, nil
 	}
-	l, err := d.opts.KubeClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + d.opts.NodeName})
+	l, err := nodeSlices(ctx, d.opts)
 	if err != nil {
-		return false, fmt.Errorf("list ResourceSlices: %w", err)
+		return false, err
 	}
 	var gen int64
-	for _, s := range l.Items {
+	for _, s := range l {
 		if s.Spec.Driver == names.DriverName && s.Spec.Pool.Name == res.Pool {
 			gen = max(gen, s.Spec.Pool.Generation)
 		}
 	}
 	published := map[string]bool{}
-	for _, s := range l.Items {
+	for _, s := range l {
 		if s.Spec.Driver == names.DriverName && s.Spec.Pool.Name == res.Pool && s.Spec.Pool.Generation == gen {
 			for _, dev := range s.Spec.Devices {
 				published[dev.Name] = true
@@ -91,13 +92,13 @@ func previouslyOpen(ctx context.Context, o Options) map[string]bool {
 	if o.KubeClient == nil {
 		return nil
 	}
-	l, err := o.KubeClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + o.NodeName})
+	l, err := nodeSlices(ctx, o)
 	if err != nil {
 		logger.Error(err, "Read the node's published slices; every dynamic GPU's placements stay published until one is held whole")
 		return nil
 	}
 	open := map[string]bool{}
-	for _, s := range l.Items {
+	for _, s := range l {
 		if s.Spec.Driver != names.DriverName || s.Spec.Pool.Name != o.NodeName {
 			continue
 		}
@@ -108,4 +109,13 @@ func previouslyOpen(ctx context.Context, o Options) map[string]bool {
 		}
 	}
 	return open
+}
+
+// nodeSlices lists the ResourceSlices of o's node in the API server.
+func nodeSlices(ctx context.Context, o Options) ([]resourceapi.ResourceSlice, error) {
+	l, err := o.KubeClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + o.NodeName})
+	if err != nil {
+		return nil, fmt.Errorf("list ResourceSlices: %w", err)
+	}
+	return l.Items, nil
 }
