@@ -312,7 +312,7 @@ func (e *explainer) verdict(alloc structured.Allocator, n *inspect.NodeDevices, 
 	}
 	if !v.Fits {
 		v.Reasons = reasons(&v)
-		if w := windowReason(n, pending); w != "" {
+		if w := windowReason(n, v.Requests); w != "" {
 			v.Reasons = append(v.Reasons, w)
 		}
 	}

@@ -456,23 +456,13 @@ func requestLabel(v *NodeVerdict, r *RequestReport) string {
 
 // windowReason names the dynamic GPUs of n whose placements are not
 // published (counter sets without a partition device: GPUs without
-// partitions outside the agent's placement window), when a claim asks the
-// MIG class: a claim that needs more of them than are open waits for the
-// agent to open more. "" when none applies.
-func windowReason(n *inspect.NodeDevices, claims []*resourceapi.ResourceClaim) string {
+// partitions outside the agent's placement window), when a request (or
+// firstAvailable alternative) of reqs asks the MIG class: a claim that
+// needs more of them than are open waits for the agent to open more. ""
+// when none applies.
+func windowReason(n *inspect.NodeDevices, reqs []RequestReport) string {
 	mig := "mig." + names.DriverName
-	asks := false
-	for _, c := range claims {
-		for _, r := range c.Spec.Devices.Requests {
-			if r.Exactly != nil && r.Exactly.DeviceClassName == mig {
-				asks = true
-			}
-			for _, s := range r.FirstAvailable {
-				asks = asks || s.DeviceClassName == mig
-			}
-		}
-	}
-	if !asks {
+	if !slices.ContainsFunc(reqs, func(r RequestReport) bool { return r.Class == mig }) {
 		return ""
 	}
 	open := sets.New[inspect.DeviceKey]()

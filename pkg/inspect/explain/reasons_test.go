@@ -67,20 +67,16 @@ func TestWindowReason(t *testing.T) {
 		CounterSets: map[inspect.DeviceKey]resourceapi.CounterSet{
 			{Pool: "node-1", Name: "gpu-0"}: {}, {Pool: "node-1", Name: "gpu-1"}: {}, {Pool: "node-1", Name: "gpu-2"}: {}, {Pool: "node-1", Name: "gpu-10"}: {},
 		}}
-	claim := func(class string) *resourceapi.ResourceClaim {
-		c := &resourceapi.ResourceClaim{}
-		c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class}}}
-		return c
-	}
-	got := windowReason(node, []*resourceapi.ResourceClaim{claim("mig.gpu.tessera.dev")})
+	claim := func(class string) []RequestReport { return []RequestReport{{Request: "r", Class: class}} }
+	got := windowReason(node, claim("mig.gpu.tessera.dev"))
 	if !strings.Contains(got, "gpu-0, gpu-1, gpu-10 are not published") || !strings.Contains(got, "--dynamic-window") {
 		t.Errorf("MIG claim: %q", got)
 	}
-	if got := windowReason(node, []*resourceapi.ResourceClaim{claim("nvidia.gpu.tessera.dev")}); got != "" {
+	if got := windowReason(node, claim("nvidia.gpu.tessera.dev")); got != "" {
 		t.Errorf("whole-GPU claim: %q, want none", got)
 	}
 	node.Devices = append(node.Devices, dev("gpu-0-mig-7g-80gb-0"), dev("gpu-1-mig-1g-10gb-0"), dev("gpu-10-mig-1g-10gb-0"))
-	if got := windowReason(node, []*resourceapi.ResourceClaim{claim("mig.gpu.tessera.dev")}); got != "" {
+	if got := windowReason(node, claim("mig.gpu.tessera.dev")); got != "" {
 		t.Errorf("every GPU open: %q, want none", got)
 	}
 }
