@@ -6,6 +6,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/pkg/names"
@@ -55,29 +56,19 @@ func (d *Driver) apiHolds(ctx context.Context, res *publish.Result) (bool, error
 	if err != nil {
 		return false, err
 	}
-	var gen int64
-	for _, s := range l {
-		if s.Spec.Driver == names.DriverName && s.Spec.Pool.Name == res.Pool {
-			gen = max(gen, s.Spec.Pool.Generation)
-		}
+	pool := publish.Pools(l, names.DriverName)[res.Pool]
+	if pool == nil {
+		return false, nil
 	}
-	published := map[string]bool{}
+	published := sets.New[string]()
 	for _, s := range l {
-		if s.Spec.Driver == names.DriverName && s.Spec.Pool.Name == res.Pool && s.Spec.Pool.Generation == gen {
+		if s.Spec.Driver == names.DriverName && s.Spec.Pool.Name == res.Pool && s.Spec.Pool.Generation == pool.Generation {
 			for _, dev := range s.Spec.Devices {
-				published[dev.Name] = true
+				published.Insert(dev.Name)
 			}
 		}
 	}
-	if len(published) != len(res.Order) {
-		return false, nil
-	}
-	for _, name := range res.Order {
-		if !published[name] {
-			return false, nil
-		}
-	}
-	return true, nil
+	return published.Len() == len(res.Order) && published.HasAll(res.Order...), nil
 }
 
 // previouslyOpen reads which dynamic GPUs' placements the node's slices in
