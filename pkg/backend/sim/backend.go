@@ -35,6 +35,9 @@ type Backend struct {
 	changes  uint64          // creates and destroys by this process (Generation)
 	inUse    map[string]bool // partition UUIDs held outside the driver (state.go)
 	watchers map[*watcher]struct{}
+	// numbers is every device node of the state by path (DeviceNumbers),
+	// nil until asked after a change: each save drops it.
+	numbers map[string]devNode
 
 	// mpsRoot and mpsControl configure mps (WithMPS); nil mps: no MPS.
 	mpsRoot    string
@@ -156,15 +159,19 @@ func (b *Backend) DeviceNumbers(devPath string) (major, minor int64, ok bool) {
 	devPath = strings.TrimPrefix(filepath.ToSlash(filepath.Clean(devPath)), "/dev/")
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	// The state always has its nodes: New made them, and a partition
-	// whose nodes the vendor refuses is never created.
-	nodes, _ := nodeDevices(&b.node)
-	for _, n := range nodes {
-		if n.path == devPath {
-			return n.major, n.minor, true
+	if b.numbers == nil {
+		// The state always has its nodes: New made them, and a partition
+		// whose nodes the vendor refuses is never created. Kept until the
+		// next change: a prepare asks for each node its spec names, and the
+		// hardware's own backends answer without work.
+		nodes, _ := nodeDevices(&b.node)
+		b.numbers = make(map[string]devNode, len(nodes))
+		for _, n := range nodes {
+			b.numbers[n.path] = n
 		}
 	}
-	return 0, 0, false
+	n, ok := b.numbers[devPath]
+	return n.major, n.minor, ok
 }
 
 // CreatePartition implements backend.Backend with the hardware's rules:
@@ -301,6 +308,7 @@ func (b *Backend) gpu(uuid string) (*inventory.GPU, error) {
 
 // save persists the current state; the caller holds mu (or is New).
 func (b *Backend) save() error {
+	b.numbers = nil
 	doc := stateDoc{Version: stateVersion, BootID: b.bootID, Machine: b.machine.Name, NodeName: b.machine.NodeName, Serial: b.serial}
 	for _, g := range b.node.GPUs {
 		sg := GPUState{UUID: g.UUID, PCIBusID: g.PCIBusID, Partitions: g.Partitions, TimeSlice: g.TimeSlice}

@@ -11,6 +11,8 @@ package preparebench
 import (
 	"fmt"
 	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // A Driver is a kubelet plugin to measure.
@@ -29,6 +31,10 @@ type Driver struct {
 	// ReadyzPerSecond a second when that is positive; ReadyzURL is where.
 	ReadyzFlood, ReadyzPerSecond int
 	ReadyzURL                    string
+	// ContentType is what its API client asks the API server for, so the
+	// harness's GET of each claim costs what the plugin's helper's GET of
+	// it costs; empty is client-go's default, JSON.
+	ContentType string
 }
 
 // Tessera is the agent on a simulated DGX H100 (static partitioning: eight
@@ -46,6 +52,8 @@ func Tessera(binary string, extra ...string) Driver {
 			}
 			return append(argv, extra...), filepath.Join(dir, "plugin", "dra.sock")
 		},
+		// The agent reads the API server in protobuf (pkg/agent).
+		ContentType: runtime.ContentTypeProtobuf,
 	}
 }
 

@@ -19,8 +19,10 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 )
 
@@ -36,9 +38,9 @@ const (
 type Result struct {
 	Label string
 	// PrepareP50 and UnprepareP50: one claim at a time. GetP50 is a GET
-	// of the claim by the harness just before each sequential prepare:
-	// what every driver's kubelet plugin helper spends of a prepare on
-	// reading the claim.
+	// of the claim by the harness just before each sequential prepare, in
+	// the driver's own content type (Driver.ContentType): what its kubelet
+	// plugin helper spends of a prepare on reading the claim.
 	PrepareP50, UnprepareP50, GetP50 time.Duration
 	// PrepareRate and UnprepareRate: claims per second with InFlight calls
 	// in flight.
@@ -168,7 +170,27 @@ func startDriver(ctx context.Context, client kubernetes.Interface, kubeconfig, d
 		stop()
 		return nil, nil, fmt.Errorf("%s (log %s): %w", d.Label, logPath, err)
 	}
-	return &bench{client: client, dra: drapb.NewDRAPluginClient(conn), driver: d.DriverName, node: node, devices: devices}, stop, nil
+	getter, err := getClient(kubeconfig, d.ContentType)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return &bench{client: client, getter: getter, dra: drapb.NewDRAPluginClient(conn), driver: d.DriverName, node: node, devices: devices}, stop, nil
+}
+
+// getClient is the client the harness GETs claims with for a driver: its
+// content type, no rate limit of its own.
+func getClient(kubeconfig, contentType string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 5000, 10000
+	if contentType != "" {
+		cfg.ContentType = contentType
+		cfg.AcceptContentTypes = contentType + "," + runtime.ContentTypeJSON
+	}
+	return kubernetes.NewForConfig(cfg)
 }
 
 // runtimeDir makes a directory on tmpfs for what a node keeps under
@@ -250,6 +272,7 @@ func waitReady(ctx context.Context, client kubernetes.Interface, driver, node, s
 
 type bench struct {
 	client  kubernetes.Interface
+	getter  kubernetes.Interface // the claim GET, as the driver makes it
 	dra     drapb.DRAPluginClient
 	driver  string
 	node    string
@@ -321,7 +344,7 @@ func (b *bench) sequential(ctx context.Context, prefix string, n int) (time.Dura
 	var prep, unprep, get []time.Duration
 	for _, c := range claims {
 		t0 := time.Now()
-		if _, err := b.client.ResourceV1().ResourceClaims(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{}); err != nil {
+		if _, err := b.getter.ResourceV1().ResourceClaims(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{}); err != nil {
 			return 0, 0, 0, err
 		}
 		get = append(get, time.Since(t0))

@@ -40,12 +40,16 @@ func cel(class, expr string) resourceapi.ExactDeviceRequest {
 	return resourceapi.ExactDeviceRequest{DeviceClassName: class, Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}}}
 }
 
-// Layouts are the ways a node publishes: whole H100s, dynamic MIG (a pod
-// asks a 1g.10gb slice) with every placement published (--dynamic-window=0)
-// and with the agent's default window of 2 on a node where it never ran,
-// and capacity shares of L4s (7Gi each).
+// Layouts are the ways a node publishes: whole H100s, MIG cut by an
+// operator beforehand (dgx-h100-mig: nine 1g.10gb instances on GPUs 6 and
+// 7, the rest whole; a pod asks a 1g.10gb slice, the reference a dynamic
+// node is compared with for the same claim), dynamic MIG (the same claim)
+// with every placement published (--dynamic-window=0) and with the agent's
+// default window of 2 on a node where it never ran, and capacity shares of
+// L4s (7Gi each).
 var Layouts = []Layout{
 	{"static", "dgx-h100", publish.Options{Partitioning: publish.Static}, cel("nvidia.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].model == "H100"`)},
+	{"static-mig", "dgx-h100-mig", publish.Options{Partitioning: publish.Static}, cel("mig.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].profile == "1g.10gb"`)},
 	{"dynamic", "dgx-h100", publish.Options{Partitioning: publish.Dynamic}, cel("mig.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].profile == "1g.10gb"`)},
 	{"dynamic-window", "dgx-h100", publish.Options{Partitioning: publish.Dynamic, Window: 2, Open: func(string) bool { return false }},
 		cel("mig.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].profile == "1g.10gb"`)},
