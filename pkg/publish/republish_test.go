@@ -105,10 +105,7 @@ func republishChurn(t *testing.T, window int) {
 				case op <= 1 || len(live) == 0:
 					kind := kinds[rng.IntN(len(kinds))]
 					name := fmt.Sprintf("c%d", step)
-					claim := wholeClaim(name)
-					if kind != "gpu" {
-						claim = migClaim(name, kind)
-					}
+					claim := tesseraClaim(name, kind)
 					got, err := c.Allocate(ctx, "dgx-h100", claim)
 					if err != nil {
 						t.Fatal(err)

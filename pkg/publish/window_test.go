@@ -117,12 +117,7 @@ func TestWindowFreshNode(t *testing.T) {
 		t.Errorf("%d slices with the window, %d without", a, b)
 	}
 	for _, kind := range []string{"gpu", "1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"} {
-		claim := func() *resourceapi.ResourceClaim {
-			if kind == "gpu" {
-				return wholeClaim("c")
-			}
-			return migClaim("c", kind)
-		}
+		claim := func() *resourceapi.ResourceClaim { return tesseraClaim("c", kind) }
 		all, err := build(dynamic).Allocate(ctx, "dgx-h100", claim())
 		if err != nil {
 			t.Fatal(err)
@@ -183,10 +178,7 @@ func randomState(t *testing.T, ctx context.Context, rng *rand.Rand, steps int) n
 			c.MarkResult("dgx-h100", h)
 		}
 		kind := kinds[rng.IntN(len(kinds))]
-		claim := wholeClaim(fmt.Sprint("s", i))
-		if kind != "gpu" {
-			claim = migClaim(fmt.Sprint("s", i), kind)
-		}
+		claim := tesseraClaim(fmt.Sprint("s", i), kind)
 		got, err := c.Allocate(ctx, "dgx-h100", claim)
 		if err != nil {
 			t.Fatal(err)
