@@ -17,6 +17,12 @@ import (
 // still finds the daemon.
 const MPSContainerPipeDir = "/tmp/nvidia-mps"
 
+// mpsPipeMountOptions: the tenant writes its sockets in the pipe
+// directory, and so could drop a program or a device node there; neither
+// may run or open from it, in the tenant's container or anywhere else the
+// directory is mounted (the daemon pod's command is pinned besides).
+var mpsPipeMountOptions = []string{"rbind", "rw", "nosuid", "nodev", "noexec"}
+
 // mpsDevice returns the CDI device every container using one of the claim's
 // MPS devices gets: the daemon's pipe directory mounted, and the CUDA_MPS_*
 // environment that makes CUDA connect to it with the claim's limits. nil
@@ -74,7 +80,7 @@ func mpsDevice(claimUID, scope string, devs []ClaimDevice) (*cdispec.Device, err
 			Mounts: []*cdispec.Mount{{
 				HostPath:      pipe,
 				ContainerPath: MPSContainerPipeDir,
-				Options:       []string{"rbind", "rw"},
+				Options:       mpsPipeMountOptions,
 			}},
 		},
 	}, nil

@@ -226,6 +226,7 @@ func TestDefaults(t *testing.T) {
 		"NODE_NAME":                          "fieldRef:spec.nodeName",
 		"POD_NAMESPACE":                      "fieldRef:metadata.namespace",
 		"TESSERA_MPS_DAEMONS":                "pod",
+		"TESSERA_MPS_CONTROL":                "nvidia-cuda-mps-control",
 		"TESSERA_MPS_DAEMON_IMAGE":           "ghcr.io/tessera-gpu/tessera-kubelet-plugin:0.1.0",
 		"TESSERA_MPS_DAEMON_SERVICE_ACCOUNT": "tessera-mps-daemon",
 		"TESSERA_MPS_DAEMON_PRIVILEGED":      "true",

@@ -1,7 +1,6 @@
 package chart
 
 import (
-	"context"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,13 +10,10 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/cel/environment"
-	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/tessera-gpu/tessera/pkg/mps"
-	"github.com/tessera-gpu/tessera/pkg/mps/daemonpod"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/daemonpods"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
 )
 
@@ -240,38 +236,10 @@ func (p *policy) admit(t *testing.T, user, node, op string, object, oldObject *c
 	return ""
 }
 
-// daemonPodOf is the pod the agent's launcher (pkg/mps/daemonpod) creates
-// with the flags the chart sets, for a daemon under root.
-func daemonPodOf(t *testing.T, e map[string]string, node, root string) *corev1.Pod {
-	t.Helper()
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
-	l, err := daemonpod.New(daemonpod.Config{
-		Client: client, Namespace: ns, NodeName: node, Image: e["TESSERA_MPS_DAEMON_IMAGE"],
-		ServiceAccount: e["TESSERA_MPS_DAEMON_SERVICE_ACCOUNT"], Privileged: e["TESSERA_MPS_DAEMON_PRIVILEGED"] == "true",
-		PriorityClassName: e["TESSERA_MPS_DAEMON_PRIORITY_CLASS"],
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := root + "/claim-1"
-	h, err := l.Launch(context.Background(), mps.Launch{
-		ID: "claim-1", Argv: []string{"nvidia-cuda-mps-control", "-f"}, Dir: dir,
-		Env: map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-1", "CUDA_MPS_PIPE_DIRECTORY": dir + "/pipe", mps.EnvDaemonID: "claim-1"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, name, _ := strings.Cut(h.Pod, "/")
-	pod, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pod
-}
-
 // TestMPSDaemonPolicy evaluates the rendered policy with Kubernetes' CEL
-// on the pod the agent's launcher really creates, and on that pod with one
-// field changed.
+// on the pods the agent's launcher really creates (legacy MPS and MPS v3),
+// and on every hostile variant of daemonpods.Hostile: each refused, with a
+// message that names what it must not do.
 func TestMPSDaemonPolicy(t *testing.T) {
 	const agent = "system:serviceaccount:" + ns + ":tessera"
 	const node = "gpu-1"
@@ -283,6 +251,7 @@ func TestMPSDaemonPolicy(t *testing.T) {
 		{[]string{"backend=sim"}, "/var/run/tessera/sim/" + node + "/mps"},
 		{[]string{"backend=sim", "sim.stateDir=/srv/sim"}, "/srv/sim/mps"},
 		{[]string{"backend=nvml", "mps.root=/run/mps"}, "/run/mps"},
+		{[]string{"backend=nvml", "mps.daemonPod.privileged=false"}, "/var/run/tessera/mps"},
 	} {
 		t.Run(strings.Join(append([]string{"defaults"}, backend.sets...), ","), func(t *testing.T) {
 			objs := render(t, backend.sets...)
@@ -294,66 +263,44 @@ func TestMPSDaemonPolicy(t *testing.T) {
 			_, c := daemonSet(t, objs)
 			e := env(c)
 			privileged := e["TESSERA_MPS_DAEMON_PRIVILEGED"] == "true"
-			good := daemonPodOf(t, e, node, backend.root)
-			if msg := p.admit(t, agent, node, "CREATE", good, nil); msg != "" {
-				t.Fatalf("the launcher's own pod is denied: %s", msg)
+			var good *corev1.Pod
+			for _, v3 := range []bool{false, true} {
+				pod, err := daemonpods.Of(e, ns, node, backend.root, v3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if msg := p.admit(t, agent, node, "CREATE", pod, nil); msg != "" {
+					t.Fatalf("the launcher's own pod (MPS v3 %v, command %q) is denied: %s", v3, pod.Spec.Containers[0].Command, msg)
+				}
+				if msg := p.admit(t, agent, node, "DELETE", nil, pod); msg != "" {
+					t.Errorf("delete of the node's daemon pod denied: %s", msg)
+				}
+				good = pod
 			}
-			if msg := p.admit(t, agent, node, "DELETE", nil, good); msg != "" {
-				t.Errorf("delete of the node's daemon pod denied: %s", msg)
+			// Each hostile variant, created by the agent of node; then what
+			// depends on who asks and how.
+			type request struct {
+				daemonpods.Case
+				op, user, node string
+			}
+			var reqs []request
+			for _, c := range daemonpods.Hostile(good, backend.root, privileged, "other") {
+				reqs = append(reqs, request{Case: c})
 			}
 			change := func(f func(*corev1.Pod)) *corev1.Pod {
 				pod := good.DeepCopy()
 				f(pod)
 				return pod
 			}
-			ctr := func(f func(*corev1.Container)) func(*corev1.Pod) {
-				return func(p *corev1.Pod) { f(&p.Spec.Containers[0]) }
-			}
-			for _, tc := range []struct {
-				name  string
-				op    string
-				user  string
-				node  string
-				pod   *corev1.Pod
-				field string // in the message; "" = allowed
-			}{
-				{name: "another node", pod: change(func(p *corev1.Pod) { p.Spec.NodeName = "gpu-2" }), field: "spec.nodeName"},
-				{name: "no node name", pod: change(func(p *corev1.Pod) { p.Spec.NodeName = "" }), field: "spec.nodeName"},
-				{name: "token names no node", node: "-", pod: good, field: "node-name"},
-				{name: "no daemon label", pod: change(func(p *corev1.Pod) { delete(p.Labels, "app.kubernetes.io/name") }), field: "metadata.labels"},
-				{name: "another service account", pod: change(func(p *corev1.Pod) { p.Spec.ServiceAccountName = "tessera" }), field: "spec.serviceAccountName"},
-				{name: "token mounted", pod: change(func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = nil }), field: "spec.automountServiceAccountToken"},
-				{name: "hostPID", pod: change(func(p *corev1.Pod) { p.Spec.HostPID = true }), field: "spec.hostPID"},
-				{name: "hostNetwork", pod: change(func(p *corev1.Pod) { p.Spec.HostNetwork = true }), field: "spec.hostNetwork"},
-				{name: "hostIPC", pod: change(func(p *corev1.Pod) { p.Spec.HostIPC = true }), field: "spec.hostIPC"},
-				{name: "wrong image", pod: change(ctr(func(c *corev1.Container) { c.Image = "busybox" })), field: "image"},
-				{name: "two containers", pod: change(func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, p.Spec.Containers[0]) }), field: "spec.containers"},
-				{name: "init container", pod: change(func(p *corev1.Pod) { p.Spec.InitContainers = []corev1.Container{{Name: "i", Image: "busybox"}} }), field: "spec.initContainers"},
-				{name: "ephemeral container", pod: change(func(p *corev1.Pod) {
-					p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "e", Image: "busybox"}}}
-				}), field: "spec.ephemeralContainers"},
-				{name: "host root", pod: change(func(p *corev1.Pod) { p.Spec.Volumes[0].HostPath.Path = "/" }), field: "spec.volumes"},
-				{name: "the MPS root itself", pod: change(func(p *corev1.Pod) { p.Spec.Volumes[0].HostPath.Path = backend.root }), field: "spec.volumes"},
-				{name: "out of the root by ..", pod: change(func(p *corev1.Pod) { p.Spec.Volumes[0].HostPath.Path = backend.root + "/../../../etc" }), field: "spec.volumes"},
-				{name: "a sibling of the root", pod: change(func(p *corev1.Pod) { p.Spec.Volumes[0].HostPath.Path = backend.root + "x/claim-1" }), field: "spec.volumes"},
-				{name: "an emptyDir", pod: change(func(p *corev1.Pod) {
-					p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "x", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-				}), field: "spec.volumes"},
-				{name: "a resource claim", pod: change(func(p *corev1.Pod) {
-					p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr("c")}}
-				}), field: "spec.resourceClaims"},
-				{name: "added capability", pod: change(ctr(func(c *corev1.Container) {
-					if c.SecurityContext.Capabilities == nil {
-						c.SecurityContext.Capabilities = &corev1.Capabilities{}
-					}
-					c.SecurityContext.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"}
-				})), field: "capabilities.add"},
-				{name: "privileged", pod: change(ctr(func(c *corev1.Container) { c.SecurityContext.Privileged = ptr(true) })), field: map[bool]string{true: "", false: "privileged"}[privileged]},
-				{name: "someone else's request", user: "system:serviceaccount:other:x", pod: change(func(p *corev1.Pod) { p.Spec.HostPID = true })},
-				{name: "delete on another node", op: "DELETE", pod: change(func(p *corev1.Pod) { p.Spec.NodeName = "gpu-2" }), field: "spec.nodeName"},
-				{name: "delete of another pod", op: "DELETE", pod: change(func(p *corev1.Pod) { p.Labels = map[string]string{"app": "web"} }), field: "metadata.labels"},
-				{name: "delete of a hostPID daemon", op: "DELETE", pod: change(func(p *corev1.Pod) { p.Spec.HostPID = true })},
-			} {
+			reqs = append(reqs,
+				request{Case: daemonpods.Case{Name: "no node name", Pod: change(func(p *corev1.Pod) { p.Spec.NodeName = "" }), Field: "spec.nodeName"}},
+				request{Case: daemonpods.Case{Name: "token names no node", Pod: good, Field: "node-name"}, node: "-"},
+				request{Case: daemonpods.Case{Name: "someone else's request", Pod: change(func(p *corev1.Pod) { p.Spec.HostPID = true })}, user: "system:serviceaccount:other:x"},
+				request{Case: daemonpods.Case{Name: "delete on another node", Pod: change(func(p *corev1.Pod) { p.Spec.NodeName = "gpu-2" }), Field: "spec.nodeName"}, op: "DELETE"},
+				request{Case: daemonpods.Case{Name: "delete of another pod", Pod: change(func(p *corev1.Pod) { p.Labels = map[string]string{"app": "web"} }), Field: "metadata.labels"}, op: "DELETE"},
+				request{Case: daemonpods.Case{Name: "delete of a hostPID daemon", Pod: change(func(p *corev1.Pod) { p.Spec.HostPID = true })}, op: "DELETE"},
+			)
+			for _, tc := range reqs {
 				op, user, tok := tc.op, tc.user, tc.node
 				if op == "" {
 					op = "CREATE"
@@ -368,17 +315,17 @@ func TestMPSDaemonPolicy(t *testing.T) {
 				}
 				var msg string
 				if op == "CREATE" {
-					msg = p.admit(t, user, tok, op, tc.pod, nil)
+					msg = p.admit(t, user, tok, op, tc.Pod, nil)
 				} else {
-					msg = p.admit(t, user, tok, op, nil, tc.pod)
+					msg = p.admit(t, user, tok, op, nil, tc.Pod)
 				}
 				switch {
-				case tc.field == "" && msg != "":
-					t.Errorf("%s: denied: %s", tc.name, msg)
-				case tc.field != "" && msg == "":
-					t.Errorf("%s: allowed", tc.name)
-				case tc.field != "" && (!strings.Contains(msg, tc.field) || !strings.HasPrefix(msg, "tessera:") && !strings.HasPrefix(msg, "'tessera:")):
-					t.Errorf("%s: message %q does not name %s", tc.name, msg, tc.field)
+				case tc.Field == "" && msg != "":
+					t.Errorf("%s: denied: %s", tc.Name, msg)
+				case tc.Field != "" && msg == "":
+					t.Errorf("%s: allowed", tc.Name)
+				case tc.Field != "" && (!strings.Contains(msg, tc.Field) || !strings.HasPrefix(msg, "tessera:") && !strings.HasPrefix(msg, "'tessera:")):
+					t.Errorf("%s: message %q does not name %s", tc.Name, msg, tc.Field)
 				}
 			}
 		})

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,13 +21,11 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/tessera-gpu/tessera/pkg/mps"
-	"github.com/tessera-gpu/tessera/pkg/mps/daemonpod"
 	"github.com/tessera-gpu/tessera/pkg/names"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/daemonpods"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
@@ -112,18 +111,33 @@ func TestChart(t *testing.T) {
 	// agent of node A keeps its pool as it published it.
 	dryRun := []string{metav1.DryRunAll}
 
-	// The agent may create MPS daemon pods (pkg/mps/daemonpod) and nothing
-	// else, only on its own node: server-side dry runs against the real
-	// API server, with the pod the agent's launcher builds from the
-	// chart's flags.
-	t.Run("MPSDaemonPodsOnOwnNodeOnly", func(t *testing.T) {
+	// The agent may create exactly the MPS daemon pods its launcher
+	// (pkg/mps/daemonpod) builds, only on its own node: server-side dry
+	// runs against the real API server, as the agent's node-bound
+	// identity, of the launcher's pods built from the chart's flags and of
+	// every hostile variant of daemonpods.Hostile. The dry run passes the
+	// API server's defaulting and validation first, so the policy judges
+	// the pod as it would be stored.
+	t.Run("MPSDaemonPodsExactlyAsTheAgentMakesThem", func(t *testing.T) {
 		_, c := chartDaemonSet(t, objs)
+		e := map[string]string{}
+		for _, v := range c.Env {
+			e[v.Name] = v.Value
+		}
+		root := e["TESSERA_MPS_ROOT"]
 		pods := agent.CoreV1().Pods(chartNS)
 		create := func(p *corev1.Pod) error {
 			_, err := pods.Create(ctx, p, metav1.CreateOptions{DryRun: dryRun})
 			return err
 		}
-		other := launcherPod(t, c, nodeB)
+		launcherPod := func(node string, v3 bool) *corev1.Pod {
+			p, err := daemonpods.Of(e, chartNS, node, root, v3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		other := launcherPod(nodeB, false)
 		// The policy may take a moment: until the pod of node B is denied.
 		if err := scenario.Poll(ctx, 30*time.Second, func() (bool, string) {
 			err := create(other)
@@ -132,16 +146,37 @@ func TestChart(t *testing.T) {
 			t.Fatal(err)
 		}
 		deniedByPolicy(t, "a daemon pod of another node", create(other), "only pods of its own node")
-		own := launcherPod(t, c, nodeA)
-		if err := create(own); err != nil {
-			t.Fatalf("agent of %s creating its own node's daemon pod, as its launcher builds it: %v", nodeA, err)
+		var own *corev1.Pod
+		for _, v3 := range []bool{false, true} {
+			own = launcherPod(nodeA, v3)
+			if err := create(own); err != nil {
+				t.Fatalf("agent of %s creating its own node's daemon pod (MPS v3 %v), as its launcher builds it: %v", nodeA, v3, err)
+			}
 		}
-		hostPID := own.DeepCopy()
-		hostPID.Spec.HostPID = true
-		deniedByPolicy(t, "a daemon pod with hostPID", create(hostPID), "shares no host namespace")
-		image := own.DeepCopy()
-		image.Spec.Containers[0].Image = "registry.example/miner:latest"
-		deniedByPolicy(t, "a daemon pod of another image", create(image), "runs the agent's image")
+		// A RuntimeClass that exists, so that the API server's RuntimeClass
+		// admission lets the variant that names it reach the policy.
+		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "chart-test-" + nodeA}, Handler: "runc"}
+		if _, err := client.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = client.NodeV1().RuntimeClasses().Delete(context.Background(), rc.Name, metav1.DeleteOptions{})
+		})
+		privileged := e["TESSERA_MPS_DAEMON_PRIVILEGED"] == "true"
+		for _, tc := range daemonpods.Hostile(own, root, privileged, rc.Name) {
+			err := create(tc.Pod)
+			switch {
+			case tc.Field == "" && err != nil:
+				t.Errorf("%s: %v, want admitted", tc.Name, err)
+			case tc.Field == "":
+			case tc.Invalid:
+				if !apierrors.IsInvalid(err) {
+					t.Errorf("%s: %v, want refused as invalid by the API server", tc.Name, err)
+				}
+			default:
+				deniedByPolicy(t, tc.Name, err, tc.Field)
+			}
+		}
 		plain := own.DeepCopy()
 		plain.Labels = nil
 		deniedByPolicy(t, "a pod that is no daemon", create(plain), "only MPS daemon pods")
@@ -597,35 +632,4 @@ func chartDaemonSet(t *testing.T, objs []*unstructured.Unstructured) (*appsv1.Da
 	}
 	t.Fatal("the chart renders no DaemonSet")
 	return nil, nil
-}
-
-// launcherPod is the MPS daemon pod the agent's launcher builds on node,
-// with the flags the chart gives the agent (its env), for a daemon under
-// the chart's MPS root.
-func launcherPod(t *testing.T, c *corev1.Container, node string) *corev1.Pod {
-	t.Helper()
-	e := map[string]string{}
-	for _, v := range c.Env {
-		e[v.Name] = v.Value
-	}
-	fc := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
-	l, err := daemonpod.New(daemonpod.Config{Client: fc, Namespace: chartNS, NodeName: node, Image: e["TESSERA_MPS_DAEMON_IMAGE"],
-		ServiceAccount: e["TESSERA_MPS_DAEMON_SERVICE_ACCOUNT"], Privileged: e["TESSERA_MPS_DAEMON_PRIVILEGED"] == "true",
-		PriorityClassName: e["TESSERA_MPS_DAEMON_PRIORITY_CLASS"]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := e["TESSERA_MPS_ROOT"] + "/claim-1"
-	h, err := l.Launch(context.Background(), mps.Launch{ID: "claim-1", Argv: []string{"nvidia-cuda-mps-control", "-f"}, Dir: dir,
-		Env: map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-1", "CUDA_MPS_PIPE_DIRECTORY": dir + "/pipe", mps.EnvDaemonID: "claim-1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, name, _ := strings.Cut(h.Pod, "/")
-	p, err := fc.CoreV1().Pods(chartNS).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ResourceVersion, p.UID = "", ""
-	return p
 }

@@ -154,3 +154,16 @@ is <sim-state-dir>/mps, the state dir defaulting to
 {{- printf "'%s/'" (trimSuffix "/" .Values.mps.root) }}
 {{- end }}
 {{- end }}
+
+{{/* The MPS control program and its leading arguments (--mps-control), as a
+JSON list: the daemon pods' command is this plus the daemon's arguments,
+and the admission policy admits no other. The sim image holds the stand-in
+at /usr/bin/tessera-sim; every other backend runs NVIDIA's, found on the
+image's PATH. */}}
+{{- define "tessera.mpsControl" -}}
+{{- if eq .Values.backend "sim" }}
+{{- toJson (list "/usr/bin/tessera-sim" "mps-control") }}
+{{- else }}
+{{- toJson (list "nvidia-cuda-mps-control") }}
+{{- end }}
+{{- end }}
