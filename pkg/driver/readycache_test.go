@@ -57,8 +57,7 @@ func TestConfirmationFlood(t *testing.T) {
 }
 
 // TestConfirmationExpires: a result answers for the TTL only, failures
-// included, so deleted slices turn the agent unready a TTL later; a check
-// its caller gave up on is not kept.
+// included, so deleted slices turn the agent unready a TTL later.
 func TestConfirmationExpires(t *testing.T) {
 	var calls int
 	result := error(nil)
@@ -84,14 +83,55 @@ func TestConfirmationExpires(t *testing.T) {
 		t.Fatalf("a failure is cached too: %v, %d calls", err, calls)
 	}
 
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	now = now.Add(10 * time.Second)
-	result = nil
-	c.check = func(ctx context.Context) error { calls++; return ctx.Err() }
-	_ = c.get(cancelled)
-	c.check = func(context.Context) error { calls++; return nil }
-	if err := c.get(ctx); err != nil || calls != 4 {
-		t.Fatalf("after a cancelled check: %v, %d calls; want a fresh check", err, calls)
+}
+
+// TestConfirmationCallersHangUp: requests whose callers hang up share the
+// one check all the same; it runs to its end with a context none of them
+// cancels, and its result answers the next requests for the TTL. A client
+// that opens and drops requests costs one check per TTL, as any other.
+func TestConfirmationCallersHangUp(t *testing.T) {
+	var calls atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	c := newConfirmation(func(ctx context.Context) error {
+		if calls.Add(1) == 1 {
+			close(started)
+		}
+		<-release
+		return ctx.Err() // nil unless a caller's cancel reached the check
+	}, 5*time.Second)
+	now := time.Unix(1000, 0)
+	c.now = func() time.Time { return now }
+
+	for i := range 100 {
+		ctx, cancel := context.WithCancel(context.Background())
+		if i%2 == 0 {
+			cancel() // hung up before asking
+		} else {
+			go func() { <-started; cancel() }() // hangs up while the check runs
+		}
+		if err := c.get(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("request %d: %v, want its own cancellation", i, err)
+		}
+		cancel()
+	}
+	close(release)
+	// Waits for the check in flight, which every caller above left.
+	if err := c.get(context.Background()); err != nil {
+		t.Fatalf("the check the callers left: %v, want it run to its end uncancelled", err)
+	}
+	for range 100 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = c.get(ctx)
+		if err := c.get(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("300 requests within one TTL, 150 of them hung up, made %d checks; want 1", n)
+	}
+	now = now.Add(6 * time.Second)
+	if err := c.get(context.Background()); err != nil || calls.Load() != 2 {
+		t.Fatalf("after the TTL: %v, %d checks; want a second", err, calls.Load())
 	}
 }
