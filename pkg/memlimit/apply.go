@@ -49,8 +49,12 @@ func Apply(h Hook, l Limit, st specs.State, env Env) error {
 	if err != nil {
 		return err
 	}
+	cgDir, err := dir(h.CgroupRoot, cg)
+	if err != nil {
+		return fmt.Errorf("the container's cgroup: %w", err)
+	}
 	if !h.Simulated {
-		if _, err := os.Stat(dir(h.CgroupRoot, cg)); err != nil {
+		if _, err := os.Stat(cgDir); err != nil {
 			return fmt.Errorf("the container's cgroup %s is not under the cgroup v2 root %s: %w", cg, h.CgroupRoot, err)
 		}
 	}
@@ -137,8 +141,21 @@ func releaseWhere(h Hook, env Env, match func(Record) bool) error {
 }
 
 // release lifts r's limit where its cgroup is still there and removes r.
+// A record that is not one the hook writes (checkRecord) has nothing
+// lifted: its file goes, and the error names it.
 func release(h Hook, env Env, r Record) error {
-	if _, err := os.Stat(dir(h.CgroupRoot, r.Cgroup)); err == nil {
+	file := r.file
+	if file == "" {
+		file = recordPath(h.StateDir, r)
+	}
+	if err := checkRecord(r); err != nil {
+		if rerr := os.Remove(file); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+		return fmt.Errorf("memory limit record %s dropped, nothing lifted: %w", file, err)
+	}
+	d, _ := dir(h.CgroupRoot, r.Cgroup) // checkRecord checked the cgroup
+	if _, err := os.Stat(d); err == nil {
 		set, err := env.setter(h, r.Mechanism)
 		if err != nil {
 			return err
@@ -147,7 +164,7 @@ func release(h Hook, env Env, r Record) error {
 			return fmt.Errorf("lift %s from cgroup %s: %w", r.Limit, r.Cgroup, err)
 		}
 	}
-	if err := os.Remove(recordPath(h.StateDir, r)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil

@@ -55,8 +55,27 @@ func procCgroup(procRoot string, pid int, simulated bool) (string, error) {
 	return cg, nil
 }
 
-// dir is cg's directory under root.
-func dir(root, cg string) string { return filepath.Join(root, filepath.FromSlash(cg)) }
+// dir is cg's directory under root, once cg is known to name one strictly
+// below it: a clean absolute path, not the root, no "..". A cgroup path
+// comes from the kernel (procCgroup) or from a record in the state
+// directory, which the hook trusts no more than anything else it reads
+// back: a record naming "/../../etc" must not have its dmem.max written,
+// nor (simulated) its directory removed.
+func dir(root, cg string) (string, error) {
+	if err := checkCgroup(cg); err != nil {
+		return "", err
+	}
+	return filepath.Join(root, filepath.FromSlash(cg)), nil
+}
+
+// checkCgroup reports whether cg is a cgroup path below the hierarchy's
+// root, as procCgroup returns them.
+func checkCgroup(cg string) error {
+	if cg == "" || !path.IsAbs(cg) || path.Clean(cg) != cg || cg == "/" || strings.ContainsAny(cg, "\x00\n") {
+		return fmt.Errorf("cgroup %q is not a clean absolute path below the cgroup root", cg)
+	}
+	return nil
+}
 
 // enableDmem turns the dmem controller on in the subtree_control of every
 // ancestor of cg below root (the root's included), so that cg has dmem

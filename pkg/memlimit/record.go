@@ -26,6 +26,9 @@ type Record struct {
 	Container string `json:"container"`
 	PID       int    `json:"pid"`
 	Cgroup    string `json:"cgroup"`
+	// file is the record's file, when it was read from one: what release
+	// removes, rather than a path built from what the file says.
+	file string
 }
 
 const recordExt = ".json"
@@ -56,12 +59,24 @@ func readRecord(p string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var r Record
+	r := Record{file: p}
 	if err := json.Unmarshal(b, &r); err != nil {
 		// A torn or foreign file holds nothing: it is replaced.
-		return &Record{}, nil
+		return &Record{file: p}, nil
 	}
 	return &r, nil
+}
+
+// checkRecord reports whether r is a record the hook could have written:
+// a valid limit, and a container and cgroup that name nothing outside the
+// state directory and the cgroup root. Release checks each record it
+// reads before it lifts anything.
+func checkRecord(r Record) error {
+	errs := []error{r.Limit.validate(), checkCgroup(r.Cgroup)}
+	if r.Container == "" || strings.ContainsAny(r.Container, "/\x00") || r.Container == "." || r.Container == ".." {
+		errs = append(errs, fmt.Errorf("container %q is not a container ID", r.Container))
+	}
+	return errors.Join(errs...)
 }
 
 // Records lists the state directory's records, sorted by file name; a

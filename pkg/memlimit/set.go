@@ -52,14 +52,22 @@ func (e Env) setter(h Hook, m Mechanism) (Setter, error) {
 type dmem struct{}
 
 func (dmem) Set(root, cg string, l Limit) error {
+	d, err := dir(root, cg)
+	if err != nil {
+		return err
+	}
 	if err := enableDmem(root, cg); err != nil {
 		return err
 	}
-	return writeDmemMax(dir(root, cg), l.Region, strconv.FormatInt(l.Bytes, 10))
+	return writeDmemMax(d, l.Region, strconv.FormatInt(l.Bytes, 10))
 }
 
 func (dmem) Lift(root, cg string, l Limit) error {
-	return writeDmemMax(dir(root, cg), l.Region, "max")
+	d, err := dir(root, cg)
+	if err != nil {
+		return err
+	}
+	return writeDmemMax(d, l.Region, "max")
 }
 
 // simulatedDmem plays the kernel in the simulator's tree: the container's
@@ -72,7 +80,10 @@ func (simulatedDmem) Set(root, cg string, l Limit) error {
 	if _, err := os.Stat(filepath.Join(root, "dmem.capacity")); err != nil {
 		return fmt.Errorf("the simulated node's cgroup root offers no dmem controller: %w", err)
 	}
-	d := dir(root, cg)
+	d, err := dir(root, cg)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return fmt.Errorf("simulated cgroup %s: %w", cg, err)
 	}
@@ -80,9 +91,9 @@ func (simulatedDmem) Set(root, cg string, l Limit) error {
 }
 
 func (simulatedDmem) Lift(root, cg string, _ Limit) error {
-	d := dir(root, cg)
-	if filepath.Clean(d) == filepath.Clean(root) {
-		return fmt.Errorf("simulated cgroup %q is the root", cg)
+	d, err := dir(root, cg)
+	if err != nil {
+		return err
 	}
 	return os.RemoveAll(d)
 }
