@@ -245,6 +245,7 @@ func TestDefaults(t *testing.T) {
 		"TESSERA_DYNAMIC_WINDOW":             "2",
 		"TESSERA_VENDOR_CDI_DIRS":            "/etc/cdi,/var/run/cdi",
 		"TESSERA_METRICS_ADDRESS":            ":9478",
+		"TESSERA_METRICS_AUTH":               "true",
 		"TESSERA_MPS_ROOT":                   "/var/run/tessera/mps",
 		"TESSERA_HEALTH_XID_POLICY":          "",
 		"TESSERA_HEALTH_WINDOW":              "10m",

@@ -410,6 +410,11 @@ func (c *Config) StartPluginWithKubeconfig(s *State, n Node, kubeconfig string) 
 		"--sim-profile="+n.Profile,
 		"--partitioning="+n.PartitioningOf(),
 		"--sharing="+n.SharingOf(),
+		// The shared node (l4-4) has a legacy-MPS driver: the demo and the
+		// suite show what an operator who opts in to sharing its GPUs gets
+		// (each share's status says the control pipe is shared), which is
+		// not the agent's default (whole).
+		"--legacy-mps-shares=share",
 		"--sim-state-dir="+c.SimStateDir(n.Name),
 		"--kubeconfig="+kubeconfig,
 		"--plugin-data-dir="+c.PluginDataDir(n.Name),
