@@ -70,6 +70,9 @@ type node struct {
 	// limitHook installs a memory limit hook (a stand-in file) and gives
 	// the agent the simulator's cgroup tree with it (memlimits_test.go).
 	limitHook bool
+	// polls counts the agent's inventory polls (polls_test.go); nil where
+	// wrap hides the simulator's generation, so the agent does not poll.
+	polls *pollCounter
 }
 
 func newNode(t *testing.T, profile string) *node { return newBenchNode(t, profile) }
@@ -121,6 +124,9 @@ func (n *node) start() {
 	var b backend.Backend = n.backend
 	if n.wrap != nil {
 		b = n.wrap(b)
+	} else {
+		n.polls = &pollCounter{simulator: n.backend}
+		b = n.polls
 	}
 	n.driver, err = New(n.ctx, Options{
 		NodeName: "node-1", Backend: b, KubeClient: n.client,
