@@ -16,6 +16,7 @@ func newDoctor(src *source) *cobra.Command {
 	var (
 		metricsURLs []string
 		selector    string
+		caFile      string
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor [NODE...]",
@@ -38,9 +39,13 @@ resourceclaims, nodes, events and pods, and get on pods/proxy.`,
 		Example: `  kubectl tessera doctor
   kubectl tessera doctor gpu-h100
   # the local cluster prints each node's metrics URL; doctor asks /readyz there
-  kubectl tessera doctor gpu-h100 --metrics-url gpu-h100=http://127.0.0.1:39123/metrics`,
+  kubectl tessera doctor gpu-h100 --metrics-url gpu-h100=https://127.0.0.1:39123/metrics --metrics-ca-file ca.crt`,
 		RunE: func(cmd *cobra.Command, nodes []string) error {
 			urls, err := agents.ParseURLs(metricsURLs)
+			if err != nil {
+				return err
+			}
+			hc, err := agents.HTTPClient(caFile)
 			if err != nil {
 				return err
 			}
@@ -52,6 +57,7 @@ resourceclaims, nodes, events and pods, and get on pods/proxy.`,
 				Nodes:         nodes,
 				MetricsURLs:   urls,
 				AgentSelector: selector,
+				HTTPClient:    hc,
 			})
 			if err != nil {
 				return err
@@ -71,5 +77,7 @@ resourceclaims, nodes, events and pods, and get on pods/proxy.`,
 		"NODE=URL: ask NODE's agent /readyz at the host:port of URL (its metrics URL, e.g. http://127.0.0.1:PORT/metrics as the local cluster prints it) instead of through its pod; repeatable")
 	cmd.Flags().StringVar(&selector, "agent-selector", doctor.DefaultAgentSelector,
 		"label selector of the agent pods (the chart's DaemonSet), in all namespaces")
+	cmd.Flags().StringVar(&caFile, "metrics-ca-file", "",
+		"verify the certificates of https --metrics-url agents against the PEM CAs in this file (default: the system's)")
 	return cmd
 }

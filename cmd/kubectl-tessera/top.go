@@ -14,15 +14,32 @@ import (
 type topFlags struct {
 	output, sortBy, selector, prometheus string
 	metricsURLs                          []string
+	tokenFile, caFile                    string
 }
 
 func (f *topFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.output, "output", "o", "", "output format: wide, json or yaml (default a table)")
 	cmd.Flags().StringVar(&f.sortBy, "sort-by", "", "order busiest first by utilization or memory (default by name)")
 	cmd.Flags().StringArrayVar(&f.metricsURLs, "metrics-url", nil,
-		"NODE=URL: read NODE's agent metrics at URL (e.g. http://127.0.0.1:PORT/metrics as the local cluster prints it) instead of through its pod; repeatable")
+		"NODE=URL: read NODE's agent metrics at URL (e.g. https://127.0.0.1:PORT/metrics as the local cluster prints it; see --metrics-ca-file) instead of through its pod; repeatable")
 	cmd.Flags().StringVar(&f.selector, "agent-selector", agents.DefaultSelector, "label selector of the agent pods (the chart's DaemonSet), in all namespaces")
 	cmd.Flags().StringVar(&f.prometheus, "prometheus-url", "", "ask this Prometheus (http://HOST:PORT), which scrapes the agents, instead of the agents")
+	cmd.Flags().StringVar(&f.tokenFile, "metrics-token-file", "", "send the agents the bearer token in this file instead of your own credentials' (which may hold none: a client certificate), e.g. kubectl create token of a ServiceAccount that may get /metrics")
+	cmd.Flags().StringVar(&f.caFile, "metrics-ca-file", "", "verify the certificates of https --metrics-url agents against the PEM CAs in this file (default: the system's)")
+}
+
+// agentToken is the bearer token the agents get: --metrics-token-file's,
+// else the one the caller's credentials send the API server ("" for a
+// client certificate).
+func (f *topFlags) agentToken(src *source) (string, error) {
+	if f.tokenFile != "" {
+		return agents.ReadTokenFile(f.tokenFile)
+	}
+	rc, err := src.config.ToRESTConfig()
+	if err != nil {
+		return "", err
+	}
+	return agents.BearerToken(rc)
 }
 
 // gather reads the agents' (or Prometheus') series for nodes.
@@ -38,7 +55,16 @@ func (f *topFlags) gather(cmd *cobra.Command, src *source, nodes []string) (*top
 	if err != nil {
 		return nil, err
 	}
-	res, err := top.Gather(cmd.Context(), c, top.Options{Nodes: nodes, MetricsURLs: urls, AgentSelector: f.selector, PrometheusURL: f.prometheus})
+	o := top.Options{Nodes: nodes, MetricsURLs: urls, AgentSelector: f.selector, PrometheusURL: f.prometheus}
+	if f.prometheus == "" {
+		if o.Token, err = f.agentToken(src); err != nil {
+			return nil, err
+		}
+		if o.HTTPClient, err = agents.HTTPClient(f.caFile); err != nil {
+			return nil, err
+		}
+	}
+	res, err := top.Gather(cmd.Context(), c, o)
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +82,11 @@ func newTop(src *source) *cobra.Command {
 tessera_device_allocation_info, docs/metrics.md): read through the API server's
 proxy to each agent pod (get pods/proxy), at --metrics-url for agents that run
 as host processes, or from a Prometheus that scrapes them (--prometheus-url).
+
+An agent serves /metrics only to a user who may get the non-resource URL
+/metrics (the chart's <release>-metrics-reader ClusterRole): top sends it your
+credentials' bearer token, over HTTPS only, or --metrics-token-file's where
+your credentials are a client certificate (docs/kubectl-tessera.md).
 
 A device several pods share reports its whole readings, marked *: the hardware
 reports none per pod.`,

@@ -79,6 +79,11 @@ type Config struct {
 	// TelemetryPoll is how often the backend's device telemetry is read
 	// (pkg/telemetry); 0 turns it off.
 	TelemetryPoll time.Duration
+
+	// Who may read /metrics, and over what (metricsauth.go).
+	MetricsAuth        bool
+	MetricsTLSCertFile string
+	MetricsTLSKeyFile  string
 }
 
 // DefaultMetricsAddress is on by default so that the chart's metrics Service
@@ -144,6 +149,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.PodResourcesSocket, "pod-resources-socket", podresources.DefaultSocket, "The kubelet's PodResources socket (<kubelet root>/pod-resources/kubelet.sock), for --attribution-poll.")
 	fs.DurationVar(&c.TelemetryPoll, "telemetry-poll", telemetry.DefaultInterval, "How often the backend's device telemetry (memory, utilization, temperature, power, SM clock) is read for the tessera_gpu_* metrics, on its own timer, never on a scrape (docs/metrics.md). 0 disables it.")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", DefaultMetricsAddress, "host:port serving Prometheus /metrics and /healthz. Empty disables them. A port in use stops the agent at start.")
+	fs.BoolVar(&c.MetricsAuth, "metrics-auth", true, "Serve --metrics-address over HTTPS and let only callers whose bearer token the API server accepts (a TokenReview) and who may get the non-resource URL /metrics (a SubjectAccessReview) read /metrics; /healthz and /readyz stay open for the kubelet's probes. The agent's credentials need create on tokenreviews and subjectaccessreviews. false serves plain HTTP to anyone who reaches the port, and with --attribution-poll every tenant's pod, namespace, claim and container names with it (docs/metrics.md).")
+	fs.StringVar(&c.MetricsTLSCertFile, "metrics-tls-cert-file", "", "With --metrics-auth, the metrics port's serving certificate (PEM, with its chain), read again when it changes. Empty: a self-signed certificate generated at each start, which a scraper cannot verify (it skips verification; the traffic is still encrypted).")
+	fs.StringVar(&c.MetricsTLSKeyFile, "metrics-tls-key-file", "", "The private key of --metrics-tls-cert-file (PEM).")
 	fs.BoolVar(&c.Profiling, "profiling", false, "Serve Go's /debug/pprof on --profiling-address, for profiling the agent where it runs: kubectl port-forward to the agent's pod, then go tool pprof http://127.0.0.1:9479/debug/pprof/profile?seconds=30.")
 	fs.StringVar(&c.ProfilingAddress, "profiling-address", DefaultProfilingAddress, "host:port of --profiling's /debug/pprof; the host must be a loopback address (pprof has no authentication).")
 }
@@ -193,6 +201,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--legacy-mps-shares: %q is neither share nor whole", c.LegacyMPSShares)
 	}
 	if err := c.validateMPSDaemons(); err != nil {
+		return err
+	}
+	if err := c.validateMetricsAuth(); err != nil {
 		return err
 	}
 	if _, err := health.ParseXIDOverrides(nil, c.HealthXIDPolicy); err != nil {

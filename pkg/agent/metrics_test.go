@@ -33,10 +33,12 @@ func TestMetricsAddressFlag(t *testing.T) {
 func TestServeMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if m, err := serveMetrics(ctx, "", false); m != nil || err != nil {
+	// Plain HTTP here: metricsauth_test.go serves the guarded port.
+	at := func(addr string) *Config { return &Config{MetricsAddress: addr} }
+	if m, err := serveMetrics(ctx, at(""), nil, false); m != nil || err != nil {
 		t.Errorf("empty address: %v, %v; want no metrics", m, err)
 	}
-	if m, err := serveMetrics(ctx, "127.0.0.1:0", false); m == nil || err != nil {
+	if m, err := serveMetrics(ctx, at("127.0.0.1:0"), nil, false); m == nil || err != nil {
 		t.Errorf("free port: %v, %v", m, err)
 	}
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
@@ -44,12 +46,12 @@ func TestServeMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	if _, err := serveMetrics(ctx, taken.Addr().String(), false); err == nil || !strings.Contains(err.Error(), "--metrics-address") {
+	if _, err := serveMetrics(ctx, at(taken.Addr().String()), nil, false); err == nil || !strings.Contains(err.Error(), "--metrics-address") {
 		t.Errorf("port in use: %v", err)
 	}
 	// In a handover the port is the agent's before this one (host
 	// network): taken once that one lets it go.
-	m, err := serveMetrics(ctx, taken.Addr().String(), true)
+	m, err := serveMetrics(ctx, at(taken.Addr().String()), nil, true)
 	if err != nil || m == nil {
 		t.Fatalf("port in use in a handover: %v, %v", m, err)
 	}

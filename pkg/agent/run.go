@@ -165,7 +165,7 @@ func Run(ctx context.Context, c *Config) error {
 			}
 		}()
 	}
-	m, err := serveMetrics(ctx, c.MetricsAddress, standby != nil)
+	m, err := serveMetrics(ctx, c, client, standby != nil)
 	if err != nil {
 		return err
 	}
@@ -265,19 +265,26 @@ func startTelemetry(ctx context.Context, c *Config, b backend.Backend, d *driver
 	go p.Run(ctx)
 }
 
-// serveMetrics serves the agent's metrics on addr until ctx ends; with an
-// empty addr there are none (nil records nothing). It binds before the
-// driver starts so that a bad address fails the agent at once.
+// serveMetrics serves the agent's metrics on --metrics-address until ctx
+// ends, guarded as --metrics-auth says (metricsauth.go); with an empty
+// address there are none (nil records nothing). It binds before the driver
+// starts so that a bad address fails the agent at once.
 //
 // With handover, a port in use is the agent's before this one on the
 // host network (a rolling update): it is taken once that one exits, and
 // meanwhile that agent answers the probes, which is as true of the node.
-func serveMetrics(ctx context.Context, addr string, handover bool) (*metrics.Metrics, error) {
+func serveMetrics(ctx context.Context, c *Config, client kubernetes.Interface, handover bool) (*metrics.Metrics, error) {
+	addr := c.MetricsAddress
 	if addr == "" {
 		return nil, nil
 	}
+	guard, tlsCfg, err := c.metricsServing(client, klog.FromContext(ctx))
+	if err != nil {
+		return nil, err
+	}
 	m := metrics.New()
-	_, err := metrics.Listen(ctx, addr, m.Handler())
+	h := m.GuardedHandler(guard)
+	_, err = metrics.ListenTLS(ctx, addr, h, tlsCfg)
 	if err == nil {
 		return m, nil
 	}
@@ -288,7 +295,7 @@ func serveMetrics(ctx context.Context, addr string, handover bool) (*metrics.Met
 	go func() {
 		for ctx.Err() == nil {
 			time.Sleep(100 * time.Millisecond)
-			if _, err := metrics.Listen(ctx, addr, m.Handler()); err == nil {
+			if _, err := metrics.ListenTLS(ctx, addr, h, tlsCfg); err == nil {
 				return
 			} else if !errors.Is(err, syscall.EADDRINUSE) {
 				klog.FromContext(ctx).Error(err, "Serve metrics")

@@ -1,6 +1,7 @@
 // Package metrics is the node agent's Prometheus instrumentation: the
-// metrics it exports, a registry of its own, and the /metrics and /healthz
-// handler.
+// metrics it exports, a registry of its own, and the /metrics, /healthz
+// and /readyz handler and listener (HTTPS, with plain HTTP beside it for the
+// probes only; who may read /metrics is pkg/metrics/auth's).
 //
 // The registry is not the client library's global one so that only what is
 // listed here is exported (libraries that register on the default registry

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -25,14 +26,25 @@ func (m *Metrics) SetReadiness(check func(context.Context) error) {
 // Handler serves /metrics from the registry, /healthz, which answers ok
 // while the process serves HTTP at all (liveness), and /readyz, which
 // answers ok only when the readiness check passes: for the agent,
-// registered with the kubelet and every slice published.
-func (m *Metrics) Handler() http.Handler {
+// registered with the kubelet and every slice published. Nothing is
+// guarded: GuardedHandler is what the agent serves.
+func (m *Metrics) Handler() http.Handler { return m.GuardedHandler(nil) }
+
+// GuardedHandler is Handler with /metrics behind guard (pkg/metrics/auth:
+// a token and the right to get /metrics); nil guards nothing. /healthz and
+// /readyz stay open: the kubelet probes them without credentials, and they
+// say no more than the pod's status does.
+func (m *Metrics) GuardedHandler(guard func(http.Handler) http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+	var exposition http.Handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		// A failing collector should not hide the others.
 		ErrorHandling: promhttp.ContinueOnError,
 		Registry:      m.reg, // promhttp_metric_handler_* on the same registry
-	}))
+	})
+	if guard != nil {
+		exposition = guard(exposition)
+	}
+	mux.Handle("/metrics", exposition)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -72,11 +84,22 @@ const shutdownGrace = 5 * time.Second
 
 // Listen binds addr now, so that a port already in use fails the agent at
 // start rather than leaving it running without metrics, and serves h on it
-// until ctx ends.
+// over plain HTTP until ctx ends.
 func Listen(ctx context.Context, addr string, h http.Handler) (net.Addr, error) {
+	return ListenTLS(ctx, addr, h, nil)
+}
+
+// ListenTLS is Listen over HTTPS with cfg (nil: plain HTTP only). With
+// cfg, plain HTTP is still answered on /healthz and /readyz, for the
+// kubelet's probes, and on nothing else (listener.go has why).
+func ListenTLS(ctx context.Context, addr string, h http.Handler, cfg *tls.Config) (net.Addr, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener on %s: %w", addr, err)
+	}
+	scheme := "http"
+	if cfg != nil {
+		l, h, scheme = newSniffListener(l, cfg), httpsOnly(h), "https"
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	logger := klog.FromContext(ctx)
@@ -93,6 +116,6 @@ func Listen(ctx context.Context, addr string, h http.Handler) (net.Addr, error) 
 			logger.Error(err, "Shut down metrics server")
 		}
 	}()
-	logger.Info("Serving metrics", "address", l.Addr().String(), "paths", []string{"/metrics", "/healthz", "/readyz"})
+	logger.Info("Serving metrics", "address", l.Addr().String(), "scheme", scheme, "paths", []string{"/metrics", "/healthz", "/readyz"})
 	return l.Addr(), nil
 }

@@ -30,3 +30,10 @@ var DeviceClasses = []string{
 	"mig." + DriverName,
 	"xcp." + DriverName,
 }
+
+// ForwardedAuthorizationHeader carries a caller's "Bearer <token>" to an
+// agent's metrics port where a proxy in between consumes Authorization: the
+// API server's pods/proxy authenticates the caller with it and strips it,
+// so `kubectl tessera top` sends its caller's token here too, and the agent
+// (pkg/metrics/auth) reviews a token from either.
+const ForwardedAuthorizationHeader = "X-Forwarded-Authorization"

@@ -144,6 +144,11 @@ var optionSets = [][]string{
 	{"logging.format=json", "logging.verbosity=5"},
 	{"metrics.port=9555"},
 	{"metrics.enabled=false", "serviceMonitor.enabled=true"},
+	{"metrics.auth.enabled=false", "attribution.poll=0", "serviceMonitor.enabled=true"},
+	{"metrics.auth.enabled=false", "networkPolicy.enabled=true", `networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring`},
+	{"metrics.auth.scraperServiceAccounts[0].name=prometheus-k8s", "metrics.auth.scraperServiceAccounts[0].namespace=monitoring"},
+	{"metrics.tls.existingSecret=agent-metrics-tls", "metrics.tls.serverName=agents.example", "serviceMonitor.enabled=true"},
+	{"serviceMonitor.enabled=true", "serviceMonitor.bearerTokenSecret.name=prometheus-token", "serviceMonitor.bearerTokenSecret.key=token"},
 	{"admissionPolicy.enabled=false"},
 	{"hostNetwork=true"},
 	{"kubeletDir=/var/lib/k0s/kubelet"},
@@ -174,6 +179,7 @@ func TestDefaults(t *testing.T) {
 	objs := render(t)
 	want := []string{
 		"ClusterRole/tessera",
+		"ClusterRole/tessera-metrics-reader",
 		"ClusterRoleBinding/tessera",
 		"DaemonSet/tessera",
 		"Deployment/tessera-webhook",
@@ -236,7 +242,7 @@ func TestDefaults(t *testing.T) {
 		"TESSERA_PARTITIONING":               "static",
 		"TESSERA_SHARING":                    "none",
 		"TESSERA_MIN_SHARE_ISOLATION":        "none",
-		"TESSERA_LEGACY_MPS_SHARES":          "share",
+		"TESSERA_LEGACY_MPS_SHARES":          "whole",
 		"TESSERA_KUBE_API_QPS":               "200",
 		"TESSERA_KUBE_API_BURST":             "400",
 		"TESSERA_PLUGIN_DATA_DIR":            "/var/lib/kubelet/plugins/gpu.tessera.dev",
@@ -345,20 +351,34 @@ func flagsOf(file string) map[string]bool {
 }
 
 // TestClusterRole: exactly what the agent calls, nothing more (see
-// templates/rbac.yaml for where each call is).
+// templates/rbac.yaml for where each call is): the token and access
+// reviews only while it authenticates /metrics.
 func TestClusterRole(t *testing.T) {
-	objs := render(t)
-	cr := one[rbacv1.ClusterRole](t, objs, "ClusterRole", "tessera")
-	want := []rbacv1.PolicyRule{
+	base := []rbacv1.PolicyRule{
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/driver"}, ResourceNames: []string{"gpu.tessera.dev"}, Verbs: []string{"associated-node:patch"}},
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 	}
-	if !reflect.DeepEqual(cr.Rules, want) {
-		t.Errorf("rules\n%+v\nwant\n%+v", cr.Rules, want)
+	reviews := []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}
+	for _, tc := range []struct {
+		sets []string
+		want []rbacv1.PolicyRule
+	}{
+		{nil, append(slices.Clone(base), reviews...)},
+		{[]string{"metrics.auth.enabled=false", "attribution.poll=0"}, base},
+		{[]string{"metrics.enabled=false"}, base},
+	} {
+		cr := one[rbacv1.ClusterRole](t, render(t, tc.sets...), "ClusterRole", "tessera")
+		if !reflect.DeepEqual(cr.Rules, tc.want) {
+			t.Errorf("%v: rules\n%+v\nwant\n%+v", tc.sets, cr.Rules, tc.want)
+		}
+	}
+	objs := render(t)
 	crb := one[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", "tessera")
 	if crb.RoleRef.Name != "tessera" || crb.RoleRef.Kind != "ClusterRole" ||
 		!reflect.DeepEqual(crb.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tessera", Namespace: ns}}) {

@@ -514,9 +514,10 @@ func applyChart(t *testing.T, ctx context.Context, objs []*unstructured.Unstruct
 	}
 	// Two service accounts (the agent's, the MPS daemons'), the cluster
 	// role and its binding, the daemons' role and its binding, two
-	// policies with their bindings, five classes.
-	if n != 15 {
-		t.Fatalf("applied %d objects of the chart, want 15", n)
+	// policies with their bindings, five classes, and the metrics
+	// scrapers' cluster role.
+	if n != 16 {
+		t.Fatalf("applied %d objects of the chart, want 16", n)
 	}
 }
 

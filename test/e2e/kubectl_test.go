@@ -88,7 +88,8 @@ func TestKubectlTesseraDoctor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"doctor"}
+	// The agents' certificates are the cluster CA's; /readyz needs no token.
+	args := []string{"doctor", "--metrics-ca-file", cluster.MetricsCAFile()}
 	for _, n := range nodes {
 		args = append(args, "--metrics-url", n.Name+"="+localcluster.MetricsURL(s, n.Name))
 	}

@@ -20,7 +20,7 @@ import (
 )
 
 // TestMetricsMatchPreparedClaims runs pods with claims on one node, scrapes
-// that node's plugin over HTTP as Prometheus would, and checks that the
+// that node's plugin over HTTPS with a token as Prometheus would, and checks that the
 // prepare and unprepare counts and the prepared gauges moved by exactly the
 // claims this test prepared. Values are compared before and after, so what
 // other tests did on the node does not matter.
@@ -33,8 +33,10 @@ func TestReadyz(t *testing.T) {
 	}
 	for _, n := range nodes {
 		url := strings.TrimSuffix(localcluster.MetricsURL(s, n.Name), "/metrics") + "/readyz"
+		// No token: /readyz is open, as the kubelet's probes need.
+		hc := metricsClientWithToken(t, "")
 		if err := scenario.Poll(context.Background(), 30*time.Second, func() (bool, string) {
-			resp, err := http.Get(url)
+			resp, err := hc.Get(url)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -231,7 +233,7 @@ type sample struct {
 
 func scrape(t *testing.T, url string) samples {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := metricsClient(t).Get(url)
 	if err != nil {
 		t.Fatalf("scrape %s: %v", url, err)
 	}

@@ -30,13 +30,40 @@ const promJob = "tessera-metrics"
 // prometheus is a real Prometheus server (hack/build-prometheus.sh)
 // scraping every agent of the local cluster each second, with the chart's
 // rules, as the chart's ServiceMonitor and PrometheusRule set one up: job
-// tessera-metrics, the node label, honor_labels.
+// tessera-metrics, the node label, honor_labels, HTTPS with a token.
 type prometheus struct {
 	t    *testing.T
 	base string
 }
 
 func startPrometheus(t *testing.T, s *localcluster.State) *prometheus {
+	t.Helper()
+	return startPrometheusWith(t, s, agentsJob(s, promJob, map[string]any{"type": "Bearer", "credentials_file": cluster.MetricsTokenFile()}))
+}
+
+// agentsJob is a scrape config of every agent as the chart's
+// ServiceMonitor makes it, named name, with authorization (nil: none):
+// HTTPS, the node label, honor_labels. The agents' certificates are the
+// cluster CA's, so verified rather than skipped.
+func agentsJob(s *localcluster.State, name string, authorization map[string]any) map[string]any {
+	var targets []any
+	for _, n := range nodes {
+		targets = append(targets, map[string]any{"targets": []string{localcluster.MetricsAddress(s, n.Name)}, "labels": map[string]string{"node": n.Name}})
+	}
+	job := map[string]any{
+		"job_name": name, "honor_labels": true, "static_configs": targets,
+		"scheme":     "https",
+		"tls_config": map[string]any{"ca_file": cluster.MetricsCAFile()},
+	}
+	if authorization != nil {
+		job["authorization"] = authorization
+	}
+	return job
+}
+
+// startPrometheusWith starts Prometheus with the chart's rules scraping
+// jobs (agentsJob).
+func startPrometheusWith(t *testing.T, s *localcluster.State, jobs ...map[string]any) *prometheus {
 	t.Helper()
 	bin := filepath.Join(repo, "_output/cluster-bin/prometheus")
 	if _, err := os.Stat(bin); err != nil {
@@ -50,16 +77,10 @@ func startPrometheus(t *testing.T, s *localcluster.State) *prometheus {
 	if err := os.WriteFile(filepath.Join(dir, "tessera.rules.yaml"), rules, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var targets []any
-	for _, n := range nodes {
-		targets = append(targets, map[string]any{"targets": []string{localcluster.MetricsAddress(s, n.Name)}, "labels": map[string]string{"node": n.Name}})
-	}
 	cfg, err := yaml.Marshal(map[string]any{
-		"global":     map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"},
-		"rule_files": []string{"tessera.rules.yaml"},
-		"scrape_configs": []any{map[string]any{
-			"job_name": promJob, "honor_labels": true, "static_configs": targets,
-		}},
+		"global":         map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"},
+		"rule_files":     []string{"tessera.rules.yaml"},
+		"scrape_configs": jobs,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -140,9 +139,11 @@ func shareRequest(memory string) resourceapi.ExactDeviceRequest {
 }
 
 // topArgs points kubectl tessera top at every node's agent: the local
-// cluster's agents are host processes, not pods.
+// cluster's agents are host processes, not pods. They serve /metrics over
+// HTTPS to an authorized token: the CA of their certificates and the
+// metrics reader's token (the admin kubeconfig holds none) come with.
 func topArgs(s *localcluster.State) []string {
-	var args []string
+	args := cluster.MetricsFlags()
 	for _, n := range nodes {
 		args = append(args, "--metrics-url", n.Name+"="+localcluster.MetricsURL(s, n.Name))
 	}
@@ -226,7 +227,7 @@ func lintMetrics(t *testing.T, s *localcluster.State) {
 	t.Helper()
 	bin := filepath.Join(repo, "_output/cluster-bin/promtool")
 	for _, n := range nodes {
-		resp, err := http.Get(localcluster.MetricsURL(s, n.Name))
+		resp, err := metricsClient(t).Get(localcluster.MetricsURL(s, n.Name))
 		if err != nil {
 			t.Fatal(err)
 		}

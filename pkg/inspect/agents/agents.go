@@ -16,6 +16,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/tessera-gpu/tessera/pkg/names"
 )
 
 // DefaultSelector selects the agent pods of the chart's DaemonSet
@@ -143,12 +146,23 @@ func WaitingReason(p *corev1.Pod) string {
 var ErrNoProxy = errors.New("the API server's pod proxy gave no answer")
 
 // ProxyGet asks path of the pod's port through the API server (get
-// pods/proxy). The body comes back with a failure too: the agent's or
-// the API server's words.
-func ProxyGet(ctx context.Context, c kubernetes.Interface, p *corev1.Pod, port, path string) ([]byte, error) {
-	rw := c.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, port, path, nil)
+// pods/proxy) with scheme (MetricsScheme). token, when set, goes to the
+// agent as names.ForwardedAuthorizationHeader, over HTTPS only: the API
+// server authenticates the caller by Authorization and strips it, and
+// connects to the pod with no credentials of its own, so the caller's
+// token is how the agent learns who asks. The body comes back with a
+// failure too: the agent's or the API server's words.
+func ProxyGet(ctx context.Context, c kubernetes.Interface, p *corev1.Pod, scheme, port, path, token string) ([]byte, error) {
+	rw := c.CoreV1().Pods(p.Namespace).ProxyGet(scheme, p.Name, port, path, nil)
 	if rw == nil {
 		return nil, ErrNoProxy
+	}
+	if req, ok := rw.(*rest.Request); ok && token != "" && scheme == "https" {
+		h := http.Header{}
+		authorize(h, scheme, token)
+		// Not Authorization: that is the API server's, and set from
+		// the client's own credentials.
+		req.SetHeader(names.ForwardedAuthorizationHeader, h.Get(names.ForwardedAuthorizationHeader))
 	}
 	return rw.DoRaw(ctx)
 }
@@ -156,6 +170,12 @@ func ProxyGet(ctx context.Context, c kubernetes.Interface, p *corev1.Pod, port, 
 // Get asks url directly; an answer other than 200 is an error with the
 // status and the body's first line.
 func Get(ctx context.Context, hc *http.Client, u string) ([]byte, error) {
+	return GetWithToken(ctx, hc, u, "")
+}
+
+// GetWithToken is Get with token as the request's bearer token, sent only
+// when u is HTTPS.
+func GetWithToken(ctx context.Context, hc *http.Client, u, token string) ([]byte, error) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -163,6 +183,7 @@ func Get(ctx context.Context, hc *http.Client, u string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	authorize(req.Header, req.URL.Scheme, token)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err

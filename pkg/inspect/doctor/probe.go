@@ -49,8 +49,10 @@ func probePod(ctx context.Context, c kubernetes.Interface, pods []corev1.Pod) Re
 	if !ok {
 		return Readiness{Via: "pod " + name, Detail: "the agent pod serves no metrics port (chart metrics.enabled=false); readiness not checked"}
 	}
-	via := fmt.Sprintf("pod %s port %s via the API server", name, port)
-	body, err := agents.ProxyGet(ctx, c, p, port, "/readyz")
+	scheme := agents.MetricsScheme(p)
+	via := fmt.Sprintf("pod %s port %s (%s) via the API server", name, port, scheme)
+	// /readyz is open: no token is sent.
+	body, err := agents.ProxyGet(ctx, c, p, scheme, port, "/readyz", "")
 	if errors.Is(err, agents.ErrNoProxy) {
 		return Readiness{Via: via, Detail: err.Error() + "; readiness not checked"}
 	}

@@ -18,7 +18,7 @@ func readyzFinding(in *Input, node string) Finding {
 	r, ok := in.Readiness[node]
 	if !ok {
 		f.Status, f.Detail = StatusWarn, "not checked"
-		f.Fix = "give the agent's address with --metrics-url " + node + "=http://HOST:9478/metrics"
+		f.Fix = "give the agent's address with --metrics-url " + node + "=https://HOST:9478/metrics"
 		return f
 	}
 	via := ""
@@ -33,7 +33,7 @@ func readyzFinding(in *Input, node string) Finding {
 		f.Fix = fmt.Sprintf("the agent on %s is ready once registered with the kubelet and every slice is published: check its log (kubectl logs on its pod)", node)
 	default:
 		f.Status, f.Detail = StatusWarn, r.Detail+via
-		f.Fix = "give the agent's address with --metrics-url " + node + "=http://HOST:9478/metrics"
+		f.Fix = "give the agent's address with --metrics-url " + node + "=https://HOST:9478/metrics"
 	}
 	return f
 }

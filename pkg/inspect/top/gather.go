@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -33,6 +34,11 @@ type Options struct {
 	PrometheusURL string
 	// HTTPClient asks MetricsURLs and PrometheusURL (http.DefaultClient if nil).
 	HTTPClient *http.Client
+	// Token is the bearer token the agents get (over HTTPS only): the
+	// caller's own, or one of --metrics-token-file. An agent with
+	// authentication on (the chart's default) reads /metrics only to a
+	// user who may get /metrics.
+	Token string
 	// Timeout bounds each request (5s if zero).
 	Timeout time.Duration
 }
@@ -172,9 +178,9 @@ func scrapeAgent(ctx context.Context, c kubernetes.Interface, o Options, node st
 		if err != nil {
 			return nil, fmt.Errorf("--metrics-url: %w", err)
 		}
-		body, err := agents.Get(ctx, o.HTTPClient, u)
+		body, err := agents.GetWithToken(ctx, o.HTTPClient, u, o.Token)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", u, err)
+			return nil, fmt.Errorf("%s: %w%s", u, err, tokenHint(err, o.Token))
 		}
 		return ParseText(bytes.NewReader(body), node)
 	}
@@ -189,11 +195,23 @@ func scrapeAgent(ctx context.Context, c kubernetes.Interface, o Options, node st
 	if !ok {
 		return nil, fmt.Errorf("agent pod %s/%s serves no metrics port (chart metrics.enabled=false)", p.Namespace, p.Name)
 	}
-	body, err := agents.ProxyGet(ctx, c, p, port, "/metrics")
+	scheme := agents.MetricsScheme(p)
+	body, err := agents.ProxyGet(ctx, c, p, scheme, port, "/metrics", o.Token)
 	if err != nil {
-		return nil, fmt.Errorf("agent pod %s/%s port %s via the API server (needs get pods/proxy): %w", p.Namespace, p.Name, port, err)
+		return nil, fmt.Errorf("agent pod %s/%s port %s (%s) via the API server (needs get pods/proxy there, and get on /metrics): %w%s", p.Namespace, p.Name, port, scheme, err, tokenHint(err, o.Token))
 	}
 	return ParseText(bytes.NewReader(body), node)
+}
+
+// tokenHint says what to do about an agent's 401: the API server already
+// accepted the caller (it listed the pods or proxied), so a 401 is the
+// agent's, and without a token there was nothing for it to review.
+func tokenHint(err error, token string) string {
+	var se *agents.StatusError
+	if token != "" || !(apierrors.IsUnauthorized(err) || errors.As(err, &se) && se.Code == http.StatusUnauthorized) {
+		return ""
+	}
+	return "; your credentials hold no bearer token (a client certificate?) for the agent to review: give --metrics-token-file, e.g. a token of a ServiceAccount that may get /metrics (kubectl create token), or use --prometheus-url"
 }
 
 func needShares(series []Series) bool {

@@ -49,13 +49,16 @@ func (p plugin) show(ctx context.Context, args []string, hidden ...string) error
 }
 
 // metricsURLs are top's --metrics-url flags: the local cluster's agents
-// are host processes, not pods the API server could proxy to.
+// are host processes, not pods the API server could proxy to. They serve
+// /metrics over HTTPS to an authorized token: the flags name the CA of
+// their certificates and the cluster's metrics reader's token, which the
+// admin kubeconfig (a client certificate) does not hold.
 func (p plugin) metricsURLs() ([]string, error) {
 	s, err := p.c.LoadState()
 	if err != nil {
 		return nil, err
 	}
-	var args []string
+	args := p.c.MetricsFlags()
 	for _, n := range p.c.Nodes {
 		args = append(args, "--metrics-url", n.Name+"="+localcluster.MetricsURL(s, n.Name))
 	}

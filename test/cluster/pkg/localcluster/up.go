@@ -87,6 +87,10 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 	if err := waitAPIServer(ctx, client, c.procByName(s, "kube-apiserver")); err != nil {
 		return err
 	}
+	step("metrics reader %s/%s: get on /metrics, its token in %s", MetricsReaderNamespace, MetricsReaderName, c.MetricsTokenFile())
+	if err := c.grantMetricsReader(ctx, client); err != nil {
+		return err
+	}
 	step("kube-controller-manager, kube-scheduler")
 	if err := c.startControllers(s, p); err != nil {
 		return err
@@ -185,6 +189,12 @@ func (c *Config) makePKI() (*pki, error) {
 			groups   []string
 			hosts    []string
 		}{"kubelet-" + n.Name, "system:node:" + n.Name, []string{"system:nodes"}, nil})
+		// The node's agent's metrics port (metricsauth.go).
+		issue = append(issue, struct {
+			name, cn string
+			groups   []string
+			hosts    []string
+		}{metricsCert(n.Name), "tessera-kubelet-plugin", nil, []string{"127.0.0.1", "localhost"}})
 	}
 	for _, i := range issue {
 		if err := p.issue(i.name, i.cn, i.groups, i.hosts); err != nil {
@@ -422,6 +432,10 @@ func (c *Config) StartPluginWithKubeconfig(s *State, n Node, kubeconfig string) 
 		"--cdi-dir="+c.CDIDir(n.Name),
 		// Each node's plugin shares the host: its own port, loopback only.
 		"--metrics-address="+metricsAddress(s, n.Name),
+		// /metrics authenticated (the default), over HTTPS with a
+		// certificate of the cluster CA (metricsauth.go).
+		"--metrics-tls-cert-file="+c.pkiPath(metricsCert(n.Name)+".crt"),
+		"--metrics-tls-key-file="+c.pkiPath(metricsCert(n.Name)+".key"),
 		// Its own kubelet's PodResources, polled often so a test sees a
 		// pod's tessera_device_allocation_info come and go in seconds.
 		"--pod-resources-socket="+c.PodResourcesSocket(n.Name),
@@ -445,9 +459,11 @@ func PrometheusAddress(s *State) string { return "127.0.0.1:" + strconv.Itoa(s.P
 // MetricsAddress is the host:port of a node's plugin's /metrics.
 func MetricsAddress(s *State, node string) string { return metricsAddress(s, node) }
 
-// MetricsURL is the /metrics URL of a node's plugin.
+// MetricsURL is the /metrics URL of a node's plugin: HTTPS, verified
+// against the cluster CA, /metrics for an authorized token only
+// (Config.MetricsClient).
 func MetricsURL(s *State, node string) string {
-	return "http://" + metricsAddress(s, node) + "/metrics"
+	return "https://" + metricsAddress(s, node) + "/metrics"
 }
 
 // StopPlugin stops a node's plugin (tests).
