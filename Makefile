@@ -2,7 +2,7 @@
 GO        ?= go
 BIN       := bin
 # The agent binary is built with cgo: the nvml backend loads libnvidia-ml.
-# Everything but pkg/backend/nvml and pkg/memlimit/nvmllimit (go-nvml) also
+# Everything but internal/backend/nvml and internal/memlimit/nvmllimit (go-nvml) also
 # builds with CGO_ENABLED=0 (vet checks).
 export CGO_ENABLED ?= 1
 # go-nvml's headers use deprecated declarations; the warnings are noise.
@@ -58,7 +58,7 @@ vet:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem ./pkg/...
+	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...
 
 # bench-prepare: the agent's prepare and unprepare over its gRPC socket
 # against a real API server; REFERENCE=path/to/dra-example-kubeletplugin

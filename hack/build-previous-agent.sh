@@ -6,7 +6,7 @@
 # the image tag "previous" (test/cluster/pkg/localcluster/images.go).
 #
 # The commit is the one before the agents learned to hand a node over
-# (pkg/handover) and to run MPS daemons as pods: the last agent an operator
+# (internal/handover) and to run MPS daemons as pods: the last agent an operator
 # can be running when they upgrade to this one, and so the one they would
 # go back to. Move it forward when a change breaks compatibility again
 # (docs/operating.md, "Upgrades").

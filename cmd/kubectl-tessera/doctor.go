@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect/agents"
-	"github.com/tessera-gpu/tessera/pkg/inspect/doctor"
+	"github.com/tessera-gpu/tessera/internal/inspect/agents"
+	"github.com/tessera-gpu/tessera/internal/inspect/doctor"
 )
 
 // newDoctor is `kubectl tessera doctor [NODE...]`: the troubleshooting

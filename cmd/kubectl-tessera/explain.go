@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect/explain"
+	"github.com/tessera-gpu/tessera/internal/inspect/explain"
 )
 
 func newExplain(src *source) *cobra.Command {

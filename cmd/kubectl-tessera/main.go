@@ -1,7 +1,7 @@
 // Command kubectl-tessera is the kubectl plugin for Tessera GPUs
 // (`kubectl tessera ...` once on PATH). It only reads: ResourceSlices and
 // ResourceClaims, from the cluster or from files (-f). The logic lives in
-// pkg/inspect and its packages per command; this is flags and wiring.
+// internal/inspect and its packages per command; this is flags and wiring.
 package main
 
 import (
@@ -12,10 +12,10 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect"
-	"github.com/tessera-gpu/tessera/pkg/inspect/inventory"
-	"github.com/tessera-gpu/tessera/pkg/inspect/topo"
-	"github.com/tessera-gpu/tessera/pkg/names"
+	"github.com/tessera-gpu/tessera/internal/inspect"
+	"github.com/tessera-gpu/tessera/internal/inspect/inventory"
+	"github.com/tessera-gpu/tessera/internal/inspect/topo"
+	"github.com/tessera-gpu/tessera/internal/names"
 )
 
 func main() {

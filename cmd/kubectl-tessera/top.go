@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect/agents"
-	"github.com/tessera-gpu/tessera/pkg/inspect/top"
+	"github.com/tessera-gpu/tessera/internal/inspect/agents"
+	"github.com/tessera-gpu/tessera/internal/inspect/top"
 )
 
 // topFlags are the flags of both top commands.

@@ -1,5 +1,5 @@
 // Command tessera-cdi-hook is the OCI hook Tessera's CDI specs name for a
-// GPU share whose memory the node holds in the kernel (pkg/memlimit):
+// GPU share whose memory the node holds in the kernel (internal/memlimit):
 //
 //	tessera-cdi-hook limit --claim-uid=... --device=... --mechanism=dmem|nvml --region=... --bytes=...
 //	    (createRuntime) sets the share's limit on the new container's cgroup
@@ -20,8 +20,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/tessera-gpu/tessera/pkg/memlimit"
-	"github.com/tessera-gpu/tessera/pkg/memlimit/nvmllimit"
+	"github.com/tessera-gpu/tessera/internal/memlimit"
+	"github.com/tessera-gpu/tessera/internal/memlimit/nvmllimit"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/tessera-gpu/tessera/pkg/memlimit"
+	"github.com/tessera-gpu/tessera/internal/memlimit"
 )
 
 // The test binary is the hook when asked (underTest: run, or noop to

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/tessera-gpu/tessera/pkg/agent"
-	"github.com/tessera-gpu/tessera/pkg/flagenv"
+	"github.com/tessera-gpu/tessera/internal/agent"
+	"github.com/tessera-gpu/tessera/internal/flagenv"
 )
 
 func main() {

@@ -1,10 +1,10 @@
 // Command tessera-sim holds the simulator's helper programs, one subcommand
 // each:
 //
-//	tessera-sim mps-control [-f]   stand-in for nvidia-cuda-mps-control (pkg/mps/standin)
-//	tessera-sim inject ...         a GPU fault for a simulated node's agent (pkg/backend/sim/inject)
-//	tessera-sim load ...           a device's workload, for its telemetry (pkg/backend/sim/workload)
-//	tessera-sim reboot ...         a simulated node's reboot: new boot id, its MPS daemons gone (pkg/backend/sim)
+//	tessera-sim mps-control [-f]   stand-in for nvidia-cuda-mps-control (internal/sim/standin)
+//	tessera-sim inject ...         a GPU fault for a simulated node's agent (internal/sim/inject)
+//	tessera-sim load ...           a device's workload, for its telemetry (internal/sim/workload)
+//	tessera-sim reboot ...         a simulated node's reboot: new boot id, its MPS daemons gone (internal/sim)
 package main
 
 import (
@@ -13,9 +13,9 @@ import (
 	"os"
 	"sort"
 
-	"github.com/tessera-gpu/tessera/pkg/backend/sim/inject"
-	"github.com/tessera-gpu/tessera/pkg/backend/sim/workload"
-	"github.com/tessera-gpu/tessera/pkg/mps/standin"
+	"github.com/tessera-gpu/tessera/internal/sim/inject"
+	"github.com/tessera-gpu/tessera/internal/sim/standin"
+	"github.com/tessera-gpu/tessera/internal/sim/workload"
 )
 
 // subcommand runs with the arguments after its name and returns the exit

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+	"github.com/tessera-gpu/tessera/internal/sim"
 )
 
 // reboot is `tessera-sim reboot`: the simulated node's hardware forgets
-// what a reboot wipes (pkg/backend/sim, bootid.go). Its agent must be down;
+// what a reboot wipes (internal/sim, bootid.go). Its agent must be down;
 // it sees the reboot when it starts.
 func reboot(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tessera-sim reboot", flag.ContinueOnError)

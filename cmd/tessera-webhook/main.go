@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/tessera-gpu/tessera/pkg/flagenv"
-	"github.com/tessera-gpu/tessera/pkg/webhook"
+	"github.com/tessera-gpu/tessera/internal/flagenv"
+	"github.com/tessera-gpu/tessera/internal/webhook"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
-	"github.com/tessera-gpu/tessera/pkg/names"
+	"github.com/tessera-gpu/tessera/internal/names"
 )
 
 // CloneNode copies the slices one node publishes (as publish.Objects renders

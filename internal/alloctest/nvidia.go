@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
-	"github.com/tessera-gpu/tessera/pkg/inventory"
-	"github.com/tessera-gpu/tessera/pkg/pci"
+	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/pci"
 )
 
 // NVIDIADriverName is the NVIDIA DRA driver's name.

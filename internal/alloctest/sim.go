@@ -6,10 +6,10 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/backend/sim"
-	"github.com/tessera-gpu/tessera/pkg/inventory"
-	"github.com/tessera-gpu/tessera/pkg/names"
-	"github.com/tessera-gpu/tessera/pkg/publish"
+	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/names"
+	"github.com/tessera-gpu/tessera/internal/publish"
+	"github.com/tessera-gpu/tessera/internal/sim"
 )
 
 // PublishSim builds the slices of a simulated catalogue machine exactly as

@@ -334,8 +334,8 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// agentFlags: the agent's flags, from pkg/agent/config.go.
-var agentFlags = flagsOf("pkg/agent/config.go")
+// agentFlags: the agent's flags, from internal/agent/config.go.
+var agentFlags = flagsOf("internal/agent/config.go")
 
 // flagsOf reads the flag names a Config.AddFlags in file registers.
 func flagsOf(file string) map[string]bool {

@@ -50,8 +50,8 @@ func vwc(t *testing.T, objs []*unstructured.Unstructured) *admissionv1.Validatin
 	return one[admissionv1.ValidatingWebhookConfiguration](t, objs, "ValidatingWebhookConfiguration", webhookName)
 }
 
-// webhookFlags: the webhook's flags, from pkg/webhook/config.go.
-var webhookFlags = flagsOf("pkg/webhook/config.go")
+// webhookFlags: the webhook's flags, from internal/webhook/config.go.
+var webhookFlags = flagsOf("internal/webhook/config.go")
 
 func TestWebhookDefaults(t *testing.T) {
 	objs := render(t)

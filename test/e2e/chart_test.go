@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/tessera-gpu/tessera/pkg/names"
+	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/daemonpods"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
@@ -112,7 +112,7 @@ func TestChart(t *testing.T) {
 	dryRun := []string{metav1.DryRunAll}
 
 	// The agent may create exactly the MPS daemon pods its launcher
-	// (pkg/mps/daemonpod) builds, only on its own node: server-side dry
+	// (internal/mps/daemonpod) builds, only on its own node: server-side dry
 	// runs against the real API server, as the agent's node-bound
 	// identity, of the launcher's pods built from the chart's flags and of
 	// every hostile variant of daemonpods.Hostile. The dry run passes the

@@ -8,11 +8,11 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/backend/sim"
-	"github.com/tessera-gpu/tessera/pkg/checkpoint"
-	"github.com/tessera-gpu/tessera/pkg/inventory"
-	"github.com/tessera-gpu/tessera/pkg/names"
-	"github.com/tessera-gpu/tessera/pkg/publish"
+	"github.com/tessera-gpu/tessera/internal/checkpoint"
+	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/names"
+	"github.com/tessera-gpu/tessera/internal/publish"
+	"github.com/tessera-gpu/tessera/internal/sim"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/e2eutil"
 )
 

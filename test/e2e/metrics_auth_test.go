@@ -16,13 +16,13 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/metrics/auth"
+	"github.com/tessera-gpu/tessera/internal/metrics/auth"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
 // The agents serve /metrics as the chart's do by default: HTTPS, and only
-// to a bearer token of a user who may get /metrics (pkg/metrics/auth). The
+// to a bearer token of a user who may get /metrics (internal/metrics/auth). The
 // local cluster's fake nodes' agents serve certificates of the cluster CA
 // and the cluster holds a token of a metrics reader
 // (localcluster/metricsauth.go); these tests scrape with both and check

@@ -18,7 +18,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect/top"
+	"github.com/tessera-gpu/tessera/internal/inspect/top"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )

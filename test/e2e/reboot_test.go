@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/backend/sim"
-	"github.com/tessera-gpu/tessera/pkg/checkpoint"
+	"github.com/tessera-gpu/tessera/internal/checkpoint"
+	"github.com/tessera-gpu/tessera/internal/sim"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/record"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )

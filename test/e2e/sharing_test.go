@@ -14,7 +14,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/mps/standin"
+	"github.com/tessera-gpu/tessera/internal/sim/standin"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 

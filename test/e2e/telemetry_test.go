@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect"
-	"github.com/tessera-gpu/tessera/pkg/inspect/top"
+	"github.com/tessera-gpu/tessera/internal/inspect"
+	"github.com/tessera-gpu/tessera/internal/inspect/top"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )

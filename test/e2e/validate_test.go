@@ -21,7 +21,7 @@ import (
 // counter limits, request policies of shared capacities, taints) is the
 // judge, not a copy of its rules.
 func TestEveryMachinePublishesValidSlices(t *testing.T) {
-	profiles, err := filepath.Glob(filepath.Join(repo, "pkg/backend/sim/catalog/*.yaml"))
+	profiles, err := filepath.Glob(filepath.Join(repo, "internal/sim/catalog/*.yaml"))
 	if err != nil || len(profiles) == 0 {
 		t.Fatalf("no catalogue: %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/memlimit"
+	"github.com/tessera-gpu/tessera/internal/memlimit"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 

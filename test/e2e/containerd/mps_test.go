@@ -9,11 +9,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tessera-gpu/tessera/pkg/mps/standin"
+	"github.com/tessera-gpu/tessera/internal/sim/standin"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 )
 
-// mpsDaemonLabel selects the agents' MPS daemon pods (pkg/mps/daemonpod).
+// mpsDaemonLabel selects the agents' MPS daemon pods (internal/mps/daemonpod).
 const mpsDaemonLabel = "app.kubernetes.io/name=tessera-mps-daemon"
 
 // mpsSnapshot is what a test compares before and after an agent restart or
@@ -110,7 +110,7 @@ func daemonPods(t *testing.T, node string) map[string]string {
 }
 
 // daemonPodOf is the name of the node's daemon pod of the daemon whose
-// directory is dir (pkg/mps/daemonpod's annotation), "" when none runs.
+// directory is dir (internal/mps/daemonpod's annotation), "" when none runs.
 func daemonPodOf(t *testing.T, node, dir string) string {
 	t.Helper()
 	l, err := client.CoreV1().Pods(localcluster.AgentNamespace).List(context.Background(), metav1.ListOptions{

@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/tessera-gpu/tessera/pkg/cdi"
-	"github.com/tessera-gpu/tessera/pkg/nccltopo"
+	"github.com/tessera-gpu/tessera/internal/cdi"
+	"github.com/tessera-gpu/tessera/internal/nccltopo"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 

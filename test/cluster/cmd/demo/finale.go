@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tessera-gpu/tessera/pkg/inspect/top"
+	"github.com/tessera-gpu/tessera/internal/inspect/top"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )

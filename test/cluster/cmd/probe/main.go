@@ -20,7 +20,7 @@
 // A container given an MPS pipe directory (CUDA_MPS_PIPE_DIRECTORY) also
 // lists what it can see there ("mpsfile control"), and holds a client
 // session with the daemon behind it as a CUDA process would (the MPS
-// stand-in's client, pkg/mps/standin): "mps connected" once it is, and if
+// stand-in's client, internal/sim/standin): "mps connected" once it is, and if
 // the daemon or its namespace goes away the probe exits 3, as a CUDA
 // client of a dead MPS server fails, so its container restarts and a test
 // sees it.
@@ -39,7 +39,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tessera-gpu/tessera/pkg/mps/standin"
+	"github.com/tessera-gpu/tessera/internal/sim/standin"
 )
 
 func main() {

@@ -19,7 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tessera-gpu/tessera/pkg/fsutil"
+	"github.com/tessera-gpu/tessera/internal/fsutil"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/release"
 )
 

@@ -1,5 +1,5 @@
 // Package daemonpods builds the MPS daemon pod the agent's launcher
-// (pkg/mps/daemonpod) creates with the chart's flags, and the hostile
+// (internal/mps/daemonpod) creates with the chart's flags, and the hostile
 // variants of it that a stolen agent token could try. The chart's
 // admission policy must admit the first and refuse every variant: the
 // chart tests evaluate the policy with Kubernetes' CEL, test/e2e's
@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/tessera-gpu/tessera/pkg/mps"
-	"github.com/tessera-gpu/tessera/pkg/mps/daemonpod"
+	"github.com/tessera-gpu/tessera/internal/mps"
+	"github.com/tessera-gpu/tessera/internal/mps/daemonpod"
 )
 
 // ID is the daemon id of the pods built here.
@@ -36,7 +36,7 @@ func Of(env map[string]string, namespace, node, root string, v3 bool) (*corev1.P
 	if err != nil {
 		return nil, err
 	}
-	// The launch pkg/mps's Manager asks for (launchOf, argv, v3Argv).
+	// The launch internal/mps's Manager asks for (launchOf, argv, v3Argv).
 	dir := strings.TrimSuffix(root, "/") + "/" + ID
 	argv := append(strings.Fields(env["TESSERA_MPS_CONTROL"]), "-f")
 	if v3 {

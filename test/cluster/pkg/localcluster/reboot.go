@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/tessera-gpu/tessera/pkg/backend/sim"
+	"github.com/tessera-gpu/tessera/internal/sim"
 )
 
 // RebootNode does to one fake-runtime node what a reboot does to a

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tessera-gpu/tessera/pkg/mps"
+	"github.com/tessera-gpu/tessera/internal/mps"
 )
 
 // Down stops the processes it recorded at Up, but two kinds can run from a

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/tessera-gpu/tessera/pkg/names"
-	"github.com/tessera-gpu/tessera/pkg/publish"
+	"github.com/tessera-gpu/tessera/internal/names"
+	"github.com/tessera-gpu/tessera/internal/publish"
 )
 
 // Client returns an admin client for the cluster.

@@ -52,7 +52,7 @@ func Tessera(binary string, extra ...string) Driver {
 			}
 			return append(argv, extra...), filepath.Join(dir, "plugin", "dra.sock")
 		},
-		// The agent reads the API server in protobuf (pkg/agent).
+		// The agent reads the API server in protobuf (internal/agent).
 		ContentType: runtime.ContentTypeProtobuf,
 	}
 }

@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/tessera-gpu/tessera/internal/alloctest"
-	"github.com/tessera-gpu/tessera/pkg/backend/sim"
-	"github.com/tessera-gpu/tessera/pkg/names"
-	"github.com/tessera-gpu/tessera/pkg/publish"
+	"github.com/tessera-gpu/tessera/internal/names"
+	"github.com/tessera-gpu/tessera/internal/publish"
+	"github.com/tessera-gpu/tessera/internal/sim"
 )
 
 // Layout is one way nodes are published and the claim its pods make.

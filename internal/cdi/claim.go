@@ -1,0 +1,37 @@
+package cdi
+
+import (
+	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/sharing"
+)
+
+// ClaimDevice is one allocated device of a claim, as the claims package
+// resolves it.
+type ClaimDevice struct {
+	Request      string // request name from the allocation result
+	Pool, Device string // pool and device name
+	// GPU is the whole GPU (the parent, for a partition).
+	GPU inventory.GPU
+	// Partition is nil for a whole GPU.
+	Partition *inventory.Partition
+	// Sharing is how the device is shared (nil: not configured); recorded
+	// in the spec.
+	Sharing *sharing.Settings
+	// MPSPipeDir is the host directory of the claim's MPS daemon's pipes,
+	// set for a device under MPS: its containers mount it.
+	MPSPipeDir string
+	// ShareID is the allocation's ShareID on a multi-allocatable device.
+	ShareID string
+	// NCCLTopoFile: the claim's config asked for an NCCL topology file
+	// (set on every device of such a claim, sharing.ResolveTopology); the
+	// spec mounts it (topology.go).
+	NCCLTopoFile bool
+}
+
+// ClaimRef names a ResourceClaim.
+type ClaimRef struct{ UID, Namespace, Name string }
+
+// String is namespace/name (uid), for errors and logs.
+func (c ClaimRef) String() string {
+	return c.Namespace + "/" + c.Name + " (" + c.UID + ")"
+}

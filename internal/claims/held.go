@@ -1,0 +1,52 @@
+package claims
+
+import "github.com/tessera-gpu/tessera/internal/checkpoint"
+
+// ClaimRef names a claim by namespace and name, as the kubelet's
+// PodResources API does.
+type ClaimRef struct{ Namespace, Name string }
+
+// HeldDevice is what the checkpoint knows of one device of a prepared
+// claim: its UUIDs (a partition carved at prepare has its UUID only here)
+// and its share of a multi-allocatable device.
+type HeldDevice struct {
+	Device                 string
+	GPUUUID, PartitionUUID string
+	Profile                string
+	ShareID                string
+}
+
+// HeldDevices returns the devices of every prepared claim
+// (PrepareCompleted), by claim: the metrics' join of PodResources with the
+// checkpoint.
+func (m *Manager) HeldDevices() map[ClaimRef][]HeldDevice {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[ClaimRef][]HeldDevice{}
+	for _, c := range m.cp.Claims {
+		if c.State != checkpoint.PrepareCompleted {
+			continue
+		}
+		ref := ClaimRef{c.Namespace, c.Name}
+		for _, d := range c.Devices {
+			out[ref] = append(out[ref], HeldDevice{Device: d.Device, GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID, Profile: d.Profile, ShareID: d.ShareID})
+		}
+	}
+	return out
+}
+
+// HoldsWhole reports whether a claim the checkpoint records (preparing or
+// prepared) holds the GPU with UUID gpu whole: its allocation takes every
+// counter of a dynamic GPU, so no placement of it can be allocated.
+func (m *Manager) HoldsWhole(gpu string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.cp.Claims {
+		for _, d := range c.Devices {
+			if d.GPUUUID == gpu && d.PartitionUUID == "" && d.Placement == nil && d.ShareID == "" {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,204 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/internal/cdi"
+	"github.com/tessera-gpu/tessera/internal/checkpoint"
+	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/publish"
+	"github.com/tessera-gpu/tessera/internal/sharing"
+)
+
+// planned is one allocated device: what the CDI spec gets, and for a
+// dynamic placement what prepare carves first.
+type planned struct {
+	dev   cdi.ClaimDevice
+	carve *publish.Carve
+	// share is set when the claim got part of a multi-allocatable device
+	// (capacity.go; dev.ShareID is the allocation's), shared is what the
+	// device offers all its shares.
+	share  *sharing.Share
+	shared *publish.SharedCapacity
+}
+
+func cdiDevices(ps []planned) []cdi.ClaimDevice {
+	out := make([]cdi.ClaimDevice, len(ps))
+	for i, p := range ps {
+		out[i] = p.dev
+	}
+	return out
+}
+
+// resolve maps the claim's allocation results for this driver to inventory
+// devices. Any device this node does not publish fails the claim, naming it.
+func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
+	if claim.Status.Allocation == nil {
+		return nil, ErrNotAllocated
+	}
+	pub := m.cfg.Devices()
+	var out []planned
+	var missing []string
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver != m.cfg.DriverName {
+			continue
+		}
+		e, ok := pub.Devices[r.Device]
+		if !ok {
+			// A placement left out now (partitions block it, or its GPU
+			// is outside the window): what holds its room decides
+			// (checkConflicts), as when it was published.
+			e, ok = pub.LeftOut[r.Device]
+		}
+		if r.Pool != pub.Pool || !ok {
+			missing = append(missing, fmt.Sprintf("%s/%s (request %q)", r.Pool, r.Device, r.Request))
+			continue
+		}
+		p := planned{dev: cdi.ClaimDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, GPU: *e.GPU, Partition: e.Partition}, carve: e.Carve, shared: e.Shared}
+		if r.ShareID != nil {
+			p.dev.ShareID = string(*r.ShareID)
+			p.share = shareOf(p.dev.ShareID, r.ConsumedCapacity, e)
+		}
+		if e.Carve != nil {
+			// Whatever is published at the placement now is not this
+			// claim's: prepare carves its own.
+			p.dev.Partition = nil
+		}
+		out = append(out, p)
+	}
+	if len(missing) > 0 {
+		return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("allocated device(s) not on this node (pool %s): %s", pub.Pool, strings.Join(missing, ", ")))
+	}
+	if err := m.resolveSharing(claim, out); err != nil {
+		return nil, withKind(ErrConfigRejected, err)
+	}
+	return out, nil
+}
+
+// resolveRecorded maps a checkpointed claim's devices back to the inventory.
+func (m *Manager) resolveRecorded(c *checkpoint.Claim) ([]cdi.ClaimDevice, error) {
+	pub := m.cfg.Devices()
+	out := make([]cdi.ClaimDevice, 0, len(c.Devices))
+	for _, d := range c.Devices {
+		e, ok := pub.Devices[d.Device]
+		if !ok || d.Pool != pub.Pool {
+			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s is no longer on this node", d.Pool, d.Device))
+		}
+		if d.PartitionUUID != "" && (e.Partition == nil || e.Partition.UUID != d.PartitionUUID) {
+			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s: partition %s is gone", d.Pool, d.Device, d.PartitionUUID))
+		}
+		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile})
+	}
+	return out, nil
+}
+
+// checkConflicts is the driver's last line of defence against handing one
+// device to two claims: a GPU and anything on it, one partition, or two
+// overlapping placements may belong to only one prepared claim.
+func (m *Manager) checkConflicts(ctx context.Context, ref cdi.ClaimRef, devs []planned) error {
+	type held struct {
+		fp     footprint
+		owner  string
+		device string
+	}
+	var holds []held
+	for uid, c := range m.cp.Claims {
+		if uid == ref.UID {
+			continue
+		}
+		for _, d := range c.Devices {
+			holds = append(holds, held{recordedFootprint(d), c.Namespace + "/" + c.Name, d.Device})
+		}
+	}
+	var conflicts []string
+	for _, d := range devs {
+		fp := plannedFootprint(d)
+		for _, h := range holds {
+			if fp.conflicts(h.fp) {
+				conflicts = append(conflicts, fmt.Sprintf("device %s is in use by another prepared claim (its device %s)", d.dev.Device, h.device))
+				klog.FromContext(ctx).Info("Refusing a device another prepared claim holds", "claim", ref.Namespace+"/"+ref.Name, "device", d.dev.Device, "heldBy", h.owner, "heldDevice", h.device)
+				break
+			}
+		}
+	}
+	if len(conflicts) > 0 {
+		sort.Strings(conflicts)
+		return withKind(ErrDeviceInUse, errors.New(strings.Join(conflicts, "; ")))
+	}
+	return nil
+}
+
+// footprint is what a device occupies on its GPU.
+type footprint struct {
+	gpu       string
+	whole     bool
+	partition string // UUID, when known
+	slots     uint64 // memory slices of a dynamic placement
+	// share: a capacity share, which other shares of the same device may
+	// sit beside (their sum is checkShares').
+	share bool
+}
+
+func (a footprint) conflicts(b footprint) bool {
+	if a.gpu != b.gpu {
+		return false
+	}
+	if a.share && b.share && a.partition == b.partition {
+		return false
+	}
+	return a.whole || b.whole || (a.partition != "" && a.partition == b.partition) || a.slots&b.slots != 0
+}
+
+func slotMask(p inventory.Placement) uint64 { return (uint64(1)<<p.Size - 1) << p.Start }
+
+func recordedFootprint(d checkpoint.Device) footprint {
+	fp := footprint{gpu: d.GPUUUID, partition: d.PartitionUUID, share: d.Sharing.IsShare()}
+	if d.Placement != nil {
+		fp.slots = slotMask(*d.Placement)
+	}
+	fp.whole = fp.partition == "" && fp.slots == 0
+	return fp
+}
+
+func plannedFootprint(d planned) footprint {
+	fp := footprint{gpu: d.dev.GPU.UUID, share: d.share != nil}
+	switch {
+	case d.carve != nil:
+		fp.slots = slotMask(d.carve.Placement)
+	case d.dev.Partition != nil:
+		fp.partition = d.dev.Partition.UUID
+	default:
+		fp.whole = true
+	}
+	return fp
+}
+
+// writeSpec writes the claim's CDI spec, and before it its NCCL topology
+// file when its devices asked for one, from the node's inventory as
+// published now (the devices were resolved against it).
+func (m *Manager) writeSpec(ref cdi.ClaimRef, devs []cdi.ClaimDevice) ([][]string, error) {
+	var node *inventory.Node
+	if slices.ContainsFunc(devs, func(d cdi.ClaimDevice) bool { return d.NCCLTopoFile }) {
+		node = m.cfg.Devices().Node
+	}
+	return m.cfg.CDI.WriteClaim(ref, devs, node)
+}
+
+// wantsTopology reports whether a recorded claim has an NCCL topology file.
+func wantsTopology(c *checkpoint.Claim) bool {
+	return slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool { return d.NCCLTopoFile })
+}
+
+func specExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

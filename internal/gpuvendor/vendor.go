@@ -1,0 +1,121 @@
+package gpuvendor
+
+import (
+	"fmt"
+
+	"github.com/tessera-gpu/tessera/internal/inventory"
+)
+
+// Vendor is one GPU maker's rules. Implementations hold no state.
+type Vendor interface {
+	// Name is the vendor as the inventory and the vendor attribute name it.
+	Name() inventory.Vendor
+	// DisplayName is how messages name the vendor: NVIDIA, AMD.
+	DisplayName() string
+	// Capabilities is what the vendor's GPUs can share and enforce.
+	Capabilities() Capabilities
+
+	// GPUNodes are the nodes of the whole GPU g.
+	GPUNodes(g *inventory.GPU) ([]Node, error)
+	// PartitionNodes are the nodes partition p of g has of its own: they
+	// exist exactly as long as the partition does.
+	PartitionNodes(g *inventory.GPU, p *inventory.Partition) ([]Node, error)
+	// DeviceNodes are the nodes a container using the device needs, the
+	// vendor's common nodes aside: the whole GPU g when p is nil, else its
+	// partition p.
+	DeviceNodes(g *inventory.GPU, p *inventory.Partition) ([]Node, error)
+	// CommonNodes are the nodes every container with at least one of the
+	// vendor's devices needs, once, whichever devices it has.
+	CommonNodes() []Node
+	// HostNodes are the nodes a host with gpus (all the vendor's) has
+	// besides their own, their partitions' and the common ones: nodes no
+	// container gets, which the simulator still imitates.
+	HostNodes(gpus []*inventory.GPU) []Node
+	// CommonEnv is the environment every container with one of the claim's
+	// devices of this vendor gets, given all of them in claim order.
+	CommonEnv(devs []Device) ([]string, error)
+	// Majors names the character-device regions of the vendor's nodes (as
+	// /proc/devices lists the drivers), in a fixed order; every Node.Major
+	// is one of them.
+	Majors() []string
+}
+
+// Capabilities is what sharing can do on a vendor's GPUs. The zero value
+// is a vendor that can only time-slice at its fixed interval and has no
+// partitions.
+type Capabilities struct {
+	// PartitionKind is the vendor's partitioning technology; "" for none.
+	PartitionKind inventory.PartitionKind
+	// TimeSliceIntervals is true where a whole GPU's time-slice interval
+	// can be set to something other than the default.
+	TimeSliceIntervals bool
+	// MPS is true where processes can share a device under an MPS daemon.
+	MPS bool
+	// EnforcedShares is true where a capacity share's memory and compute
+	// are enforced (each client limited by the device's MPS daemon), false
+	// where they are the scheduler's accounting only.
+	EnforcedShares bool
+	// DmemRegion is the name format of a GPU's region in the dmem cgroup
+	// controller, with %s its PCI address; "" where the driver registers
+	// none. A share can be held by the kernel only on a GPU with a region.
+	DmemRegion string
+	// KernelLimit is how a cgroup's limit on the region is set: "dmem"
+	// (its dmem.max) or "nvml" (the driver's own call, which says not to
+	// write its dmem files); internal/memlimit's mechanisms.
+	KernelLimit string
+	// KernelMemoryDriver is the oldest driver that registers the region
+	// and enforces a cgroup's limit on it; "" for any.
+	KernelMemoryDriver string
+	// KernelMemoryPartitions is true where a partition's memory can be
+	// limited per cgroup too (not MIG: MPS memory partitioning excludes it).
+	KernelMemoryPartitions bool
+	// MPSNamespacesDriver is the oldest driver whose MPS has servers and
+	// namespaces (MPS v3): each share then gets a namespace of its own, and
+	// its containers see only that namespace's socket, not the daemon's
+	// control pipe. "" where MPS has none.
+	MPSNamespacesDriver string
+}
+
+// Node is one device node. Major names its character-device region, not a
+// number: hardware numbers come from the host, the simulator makes up its
+// own per region.
+type Node struct {
+	Path  string // relative to /dev: nvidia0, dri/renderD128
+	Major string // one of the vendor's Majors
+	Minor int64
+}
+
+// Paths returns the nodes' paths, in order.
+func Paths(nodes []Node) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Path
+	}
+	return out
+}
+
+// Device is one allocated device as a vendor sees it.
+type Device struct {
+	// Name names the device in errors: pool/device.
+	Name string
+	// GPU is the whole GPU, the parent for a partition.
+	GPU *inventory.GPU
+	// Partition is nil for a whole GPU.
+	Partition *inventory.Partition
+}
+
+// UUID is the partition's UUID for a partition, the GPU's otherwise.
+func (d Device) UUID() string {
+	if d.Partition != nil {
+		return d.Partition.UUID
+	}
+	return d.GPU.UUID
+}
+
+// CheckMinor refuses a negative device minor; what names it in the error.
+func CheckMinor(what string, n int) error {
+	if n < 0 {
+		return fmt.Errorf("%s %d is negative", what, n)
+	}
+	return nil
+}

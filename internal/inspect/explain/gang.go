@@ -1,0 +1,248 @@
+package explain
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/tessera-gpu/tessera/internal/inspect"
+)
+
+// GangExplanation explains a PodGroup (the Workload API's gang): whether
+// its members' claims fit together, and if not, which member is the
+// first that fits nowhere once the ones before it hold their devices, and
+// why, node by node (docs/kubectl-tessera.md, "A pending gang").
+//
+// The members are placed one at a time in name order (worker-2 before worker-10), each on the first
+// node (in the report's node order) where the scheduler's allocator
+// allocates its claims, with every claim placed so far holding its
+// devices; a claim the group shares (a pod-group claim) is allocated once,
+// with its first member, and ties the others to its node. That is one
+// placement the allocator finds, not the scheduler's: the scheduler
+// scores nodes and tries more than one placement of a group, so a gang
+// reported as not fitting this way can still fit (a different order
+// would pack it), never the other way round.
+type GangExplanation struct {
+	// Group is namespace/name of the PodGroup.
+	Group    string `json:"group"`
+	MinCount int32  `json:"minCount,omitempty"`
+	// Members are the group's pods, in the order they were placed.
+	Members []string `json:"members"`
+	Placed  []Member `json:"placed,omitempty"`
+	// Fits: every member was placed and at least MinCount exist.
+	Fits  bool     `json:"fits"`
+	Notes []string `json:"notes,omitempty"`
+	// Stuck is the explanation of the first member that fits on no node,
+	// with the members before it holding their devices.
+	Stuck *Explanation `json:"stuck,omitempty"`
+}
+
+// Member is one placed member: its node and what its claims got there.
+type Member struct {
+	Pod  string `json:"pod"`
+	Node string `json:"node"`
+	// Allocated: its claims were allocated already (the member is
+	// scheduled), not placed by this explanation.
+	Allocated bool   `json:"allocated,omitempty"`
+	Devices   []Pick `json:"devices,omitempty"`
+}
+
+// groupOf is the PodGroup a pod belongs to, "" for none.
+func groupOf(p *v1.Pod) string {
+	if p.Spec.SchedulingGroup == nil || p.Spec.SchedulingGroup.PodGroupName == nil {
+		return ""
+	}
+	return *p.Spec.SchedulingGroup.PodGroupName
+}
+
+// RunGang explains the PodGroup group in namespace: in holds it, its
+// pods, and the templates they name.
+func RunGang(ctx context.Context, in *Input, namespace, group string) (*GangExplanation, error) {
+	pg := in.podGroup(namespace, group)
+	if pg == nil {
+		return nil, fmt.Errorf("PodGroup %s/%s not found", namespace, group)
+	}
+	gx := &GangExplanation{Group: pg.Namespace + "/" + pg.Name}
+	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
+		gx.MinCount = g.MinCount
+	}
+	type member struct {
+		pod    string
+		claims []*resourceapi.ResourceClaim
+	}
+	var members []member
+	explained := sets.New[string]()
+	for i := range in.Pods {
+		p := &in.Pods[i]
+		if groupOf(p) != group || (p.Namespace != "" && p.Namespace != pg.Namespace) {
+			continue
+		}
+		claims, err := in.podClaims(pg.Namespace, p.Name)
+		if err != nil {
+			return nil, err
+		}
+		members = append(members, member{p.Name, claims})
+		for _, c := range claims {
+			if c.Status.Allocation == nil {
+				explained.Insert(claimKey(c))
+			}
+		}
+	}
+	if len(members) == 0 {
+		return nil, fmt.Errorf("PodGroup %s has no pods", gx.Group)
+	}
+	slices.SortFunc(members, func(a, b member) int { return inspect.CompareDeviceNames(a.pod, b.pod) })
+	for _, m := range members {
+		gx.Members = append(gx.Members, m.pod)
+	}
+	if n := int32(len(members)); n < gx.MinCount {
+		gx.Notes = append(gx.Notes, fmt.Sprintf("only %d of the gang's minCount %d pods exist: the scheduler waits for the rest", n, gx.MinCount))
+	}
+	if in.ShippedClasses {
+		gx.Notes = append(gx.Notes, "DeviceClasses: none in the input, using the ones shipped with Tessera")
+	}
+
+	e := newExplainer(ctx, in)
+	e.holdAllocated(in.Snapshot.Claims, explained)
+	nodes := inspect.NodesOf(in.Snapshot)
+	placedOn := map[string]string{} // claim key -> node, allocated or placed here
+	for _, c := range in.Snapshot.Claims {
+		if c.Status.Allocation != nil {
+			if n := nodeOfResults(nodes, c.Status.Allocation.Devices.Results); n != "" {
+				placedOn[claimKey(&c)] = n
+			}
+		}
+	}
+	for k, m := range members {
+		var pending []*resourceapi.ResourceClaim
+		tied := ""
+		for _, c := range m.claims {
+			if n, ok := placedOn[claimKey(c)]; ok {
+				tied = n
+				continue
+			}
+			pending = append(pending, pendingCopy(c))
+		}
+		if len(pending) == 0 {
+			gx.Placed = append(gx.Placed, Member{Pod: m.pod, Node: tied, Allocated: true})
+			continue
+		}
+		alloc, err := structured.NewAllocator(ctx, Features, e.state, e.classes, namedSlices(in.Snapshot.Slices), e.cache)
+		if err != nil {
+			return nil, err
+		}
+		placed := false
+		for _, n := range nodes {
+			if tied != "" && n.Name != tied {
+				continue
+			}
+			res, err := alloc.Allocate(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, pending)
+			if err != nil || res == nil {
+				continue
+			}
+			gx.Placed = append(gx.Placed, Member{Pod: m.pod, Node: n.Name, Devices: picks(res, pending)})
+			for i, c := range pending {
+				placedOn[claimKey(c)] = n.Name
+				e.hold(claimKey(c), m.pod, res[i].Devices.Results)
+			}
+			placed = true
+			break
+		}
+		if placed {
+			continue
+		}
+		// The first member that fits nowhere: each node's verdict for it,
+		// with the members before it holding their devices.
+		ex := &Explanation{Pod: m.pod}
+		for _, c := range pending {
+			ex.Claims = append(ex.Claims, claimKey(c))
+		}
+		if tied != "" {
+			ex.Notes = append(ex.Notes, "its group's shared claim ties it to node "+tied)
+		}
+		for _, n := range nodes {
+			if tied != "" && n.Name != tied {
+				continue
+			}
+			ex.Nodes = append(ex.Nodes, e.verdict(alloc, n, pending))
+		}
+		sortVerdicts(ex.Nodes)
+		gx.Stuck = ex
+		gx.Notes = append(gx.Notes, fmt.Sprintf("member %d of %d fits on no node once the %d before it hold their devices: the scheduler places none of the gang", k+1, len(members), k))
+		return gx, nil
+	}
+	gx.Fits = int32(len(members)) >= gx.MinCount
+	return gx, nil
+}
+
+// hold records results (of claim, placed for pod by the explanation) as
+// allocated, as holdAllocated does for the snapshot's claims.
+func (e *explainer) hold(claim, pod string, results []resourceapi.DeviceRequestAllocationResult) {
+	e.markAllocated(results)
+	for _, r := range results {
+		k := inspect.DeviceKey{Pool: r.Pool, Name: r.Device}
+		e.holders[k] = append(e.holders[k], inspect.Holder{Claim: claim, Request: r.Request, Pods: []string{pod + " (gang member, placed by explain)"}})
+	}
+}
+
+// nodeOfResults is the node whose devices results name, "" for none.
+func nodeOfResults(nodes []*inspect.NodeDevices, results []resourceapi.DeviceRequestAllocationResult) string {
+	for _, r := range results {
+		for _, n := range nodes {
+			if slices.ContainsFunc(n.Devices, func(d inspect.PoolDevice) bool { return d.Pool == r.Pool && d.Dev.Name == r.Device }) {
+				return n.Name
+			}
+		}
+	}
+	return ""
+}
+
+// podGroup is the PodGroup of that name in in ("" namespace: any).
+func (in *Input) podGroup(namespace, name string) *schedulingapi.PodGroup {
+	for i := range in.PodGroups {
+		g := &in.PodGroups[i]
+		if g.Name == name && (namespace == "" || g.Namespace == "" || g.Namespace == namespace) {
+			return g
+		}
+	}
+	return nil
+}
+
+// podGroupName reports whether target is podgroup/NAME.
+func podGroupName(target string) (string, bool) {
+	kind, name, ok := strings.Cut(target, "/")
+	if !ok {
+		return "", false
+	}
+	switch strings.ToLower(kind) {
+	case "podgroup", "podgroups", "podgroup.scheduling.k8s.io":
+		return name, true
+	}
+	return "", false
+}
+
+// GangTarget is the PodGroup target explains as a gang: podgroup/NAME, or
+// a pod of a PodGroup; "" for anything else.
+func (in *Input) GangTarget(namespace, target string) string {
+	if g, ok := podGroupName(target); ok {
+		return g
+	}
+	p, ok := podName(target)
+	if !ok {
+		return ""
+	}
+	for i := range in.Pods {
+		if in.Pods[i].Name == p && (namespace == "" || in.Pods[i].Namespace == "" || in.Pods[i].Namespace == namespace) {
+			return groupOf(&in.Pods[i])
+		}
+	}
+	return ""
+}

@@ -1,0 +1,204 @@
+package daemonpod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/internal/mps"
+)
+
+// Config configures New.
+type Config struct {
+	Client kubernetes.Interface
+	// Namespace holds the daemon pods: the agent's own (POD_NAMESPACE),
+	// where the chart grants it pods and nowhere else.
+	Namespace string
+	// NodeName is the node the daemons run on (spec.nodeName: no scheduler).
+	NodeName string
+	// Image is the agent's own image, which holds the control program at
+	// the path the agent knows it by (the sim image: the stand-in).
+	Image           string
+	ImagePullPolicy corev1.PullPolicy
+	// ServiceAccount is the daemons' own, with no rights; its token is not
+	// mounted either.
+	ServiceAccount string
+	// Privileged runs the daemon privileged, for the GPU device nodes
+	// (nvml); the sim's stand-in needs none.
+	Privileged        bool
+	PriorityClassName string
+	// Timeout bounds each wait for a pod to be gone; 0 means
+	// mps.DefaultTimeout.
+	Timeout time.Duration
+	Logger  klog.Logger
+}
+
+// Launcher runs each daemon as a pod of its node. It is safe for
+// concurrent use.
+type Launcher struct {
+	c Config
+
+	mu    sync.Mutex
+	owner *metav1.OwnerReference // the Node, read at the first Launch
+}
+
+var _ mps.Launcher = (*Launcher)(nil)
+
+// New returns a launcher for c. It calls no API: the Node is read at the
+// first Launch, so an agent that never starts a daemon never asks.
+func New(c Config) (*Launcher, error) {
+	var missing []string
+	for _, f := range []struct{ name, v string }{
+		{"namespace", c.Namespace}, {"node name", c.NodeName}, {"image", c.Image}, {"service account", c.ServiceAccount},
+	} {
+		if f.v == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if c.Client == nil {
+		missing = append(missing, "client")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("daemonpod: no %s", strings.Join(missing, ", "))
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = mps.DefaultTimeout
+	}
+	if c.ImagePullPolicy == "" {
+		c.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	return &Launcher{c: c}, nil
+}
+
+// Launch implements mps.Launcher: it creates the daemon's pod and returns
+// without waiting for it to run (the Manager probes the pipe, calling Alive
+// between tries). A pod already there under the name is one the Manager
+// decided to replace: it is deleted, and the new one created once it is
+// gone.
+func (p *Launcher) Launch(ctx context.Context, l mps.Launch) (mps.Handle, error) {
+	if l.ID == "" || len(l.Argv) == 0 || !filepath.IsAbs(l.Dir) {
+		return mps.Handle{}, fmt.Errorf("daemonpod: launch daemon %q on node %s: want an id, a command and an absolute directory, got %q %q", l.ID, p.c.NodeName, l.Argv, l.Dir)
+	}
+	owner, err := p.nodeOwner(ctx)
+	if err != nil {
+		return mps.Handle{}, err
+	}
+	want := p.pod(l, owner)
+	pods := p.c.Client.CoreV1().Pods(p.c.Namespace)
+	created, err := pods.Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		klog.FromContext(ctx).V(2).Info("Replacing the MPS daemon pod of the same name", "pod", klog.KObj(want))
+		var old *corev1.Pod
+		if old, err = pods.Get(ctx, want.Name, metav1.GetOptions{}); err == nil {
+			err = p.deleteAndWait(ctx, want.Name, old.UID)
+		} else if apierrors.IsNotFound(err) {
+			err = nil
+		}
+		if err == nil {
+			created, err = pods.Create(ctx, want, metav1.CreateOptions{})
+		}
+	}
+	if err != nil {
+		return mps.Handle{}, fmt.Errorf("daemonpod: create pod %s/%s for daemon %s on node %s: %w", p.c.Namespace, want.Name, l.ID, p.c.NodeName, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Created MPS daemon pod", "pod", klog.KObj(created), "uid", created.UID, "devices", l.Devices)
+	return mps.Handle{Pod: p.c.Namespace + "/" + created.Name, PodUID: string(created.UID)}, nil
+}
+
+// nodeOwner is the owner reference to the launcher's Node: deleting the
+// node collects its daemon pods, deleting the agent's pod does not.
+func (p *Launcher) nodeOwner(ctx context.Context) (metav1.OwnerReference, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.owner != nil {
+		return *p.owner, nil
+	}
+	n, err := p.c.Client.CoreV1().Nodes().Get(ctx, p.c.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return metav1.OwnerReference{}, fmt.Errorf("daemonpod: get node %s, the owner of its MPS daemon pods: %w", p.c.NodeName, err)
+	}
+	p.owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID, BlockOwnerDeletion: ptr(false)}
+	return *p.owner, nil
+}
+
+// Kill implements mps.Launcher: it deletes the pod h names, if it is still
+// that pod (UID), and waits until it is gone.
+func (p *Launcher) Kill(ctx context.Context, h mps.Handle) error {
+	ns, name, err := splitPod(h)
+	if err != nil {
+		return fmt.Errorf("daemonpod: kill on node %s: %w", p.c.NodeName, err)
+	}
+	if ns != p.c.Namespace {
+		return fmt.Errorf("daemonpod: kill pod %s on node %s: not in namespace %s", h.Pod, p.c.NodeName, p.c.Namespace)
+	}
+	if h.PodUID == "" {
+		return fmt.Errorf("daemonpod: kill pod %s on node %s: the handle has no UID", h.Pod, p.c.NodeName)
+	}
+	if err := p.deleteAndWait(ctx, name, types.UID(h.PodUID)); err != nil {
+		return fmt.Errorf("daemonpod: kill pod %s on node %s: %w", h.Pod, p.c.NodeName, err)
+	}
+	return nil
+}
+
+// deleteGrace is the grace period of a delete. Not 0: a pod deleted with 0
+// leaves the API at once, before the kubelet stops its container, so its
+// absence would not say that the daemon is gone. With 1 the kubelet kills
+// the container and only then removes the pod.
+const deleteGrace = int64(1)
+
+// deleteAndWait deletes pod name while its UID is uid and waits, up to the
+// timeout, until no pod of that name and UID is left. A pod already gone,
+// or replaced under the name, is not an error.
+func (p *Launcher) deleteAndWait(ctx context.Context, name string, uid types.UID) error {
+	pods := p.c.Client.CoreV1().Pods(p.c.Namespace)
+	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr(deleteGrace), Preconditions: &metav1.Preconditions{UID: &uid}}
+	err := pods.Delete(ctx, name, opts)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		// The name holds another pod: ours is gone.
+		return nil
+	case err != nil:
+		return fmt.Errorf("delete: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.c.Timeout)
+	defer cancel()
+	delay := 20 * time.Millisecond
+	for {
+		cur, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && cur.UID != uid) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			why := "still there"
+			if err != nil {
+				why = err.Error()
+			}
+			return fmt.Errorf("pod %s/%s not gone after %s: %s", p.c.Namespace, name, p.c.Timeout, why)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+	}
+}
+
+// splitPod is the namespace and name of h.Pod.
+func splitPod(h mps.Handle) (string, string, error) {
+	ns, name, ok := strings.Cut(h.Pod, "/")
+	if !ok || ns == "" || name == "" {
+		return "", "", errors.New("handle names no pod (namespace/name): " + fmt.Sprintf("%+v", h))
+	}
+	return ns, name, nil
+}

@@ -1,4 +1,0 @@
-// Package driver is the node agent: it publishes the node's devices through
-// kubeletplugin.Helper and serves the kubelet's prepare, unprepare and health
-// calls, delegating to pkg/publish, pkg/claims and the backend.
-package driver
