@@ -101,8 +101,32 @@ func launch(t testing.TB, n *node) *node {
 		n.client.PrependReactor("*", "*", n.reactor)
 	}
 	n.start()
+	// Cleanups run last first: the agent stops, then its daemons.
+	t.Cleanup(n.stopDaemons)
 	t.Cleanup(n.stop)
 	return n
+}
+
+// stopDaemons stops the MPS daemons the node's simulator still runs. They
+// are detached by design, outliving the agent (a restart adopts them), so
+// a test that ends with a claim prepared would otherwise leave them
+// running after the test binary exits.
+func (n *node) stopDaemons() {
+	if !n.mps || n.backend == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	daemons, err := n.backend.MPSDaemons(ctx)
+	if err != nil {
+		n.t.Errorf("list the node's MPS daemons to stop them: %v", err)
+		return
+	}
+	for _, d := range daemons {
+		if err := n.backend.StopMPS(ctx, d.ID); err != nil {
+			n.t.Errorf("stop MPS daemon %s: %v", d.ID, err)
+		}
+	}
 }
 
 func (n *node) start() {
