@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -29,6 +30,9 @@ const DefaultSelector = "app.kubernetes.io/name=tessera,app.kubernetes.io/compon
 // DefaultMetricsPort is the agent's --metrics-address port (and the chart's
 // metrics.port), used when its pod does not name a "metrics" port.
 const DefaultMetricsPort = 9478
+
+// metricsAddressEnv is the agent's --metrics-address as the chart sets it.
+const metricsAddressEnv = "TESSERA_METRICS_ADDRESS"
 
 // maxBody bounds what is read of an answer: an agent's /metrics is well
 // under 1 MiB (docs/metrics.md, "Cardinality").
@@ -110,8 +114,11 @@ func Pick(pods []corev1.Pod) *corev1.Pod {
 	return &pods[0]
 }
 
-// MetricsPort is the pod's port named "metrics", else the default if a
-// container declares it; false when it serves none (chart
+// MetricsPort is the pod's port named "metrics", else the port of the
+// agent's --metrics-address as the chart sets it (TESSERA_METRICS_ADDRESS:
+// on the host network with surge upgrades the chart declares no port, a
+// declared one being a host port the surge pod could not get), else the
+// default if a container declares it; false when it serves none (chart
 // metrics.enabled=false).
 func MetricsPort(p *corev1.Pod) (string, bool) {
 	for _, ct := range p.Spec.Containers {
@@ -119,6 +126,17 @@ func MetricsPort(p *corev1.Pod) (string, bool) {
 			if cp.Name == "metrics" {
 				return strconv.Itoa(int(cp.ContainerPort)), true
 			}
+		}
+	}
+	for _, ct := range p.Spec.Containers {
+		for _, e := range ct.Env {
+			if e.Name != metricsAddressEnv || e.ValueFrom != nil {
+				continue
+			}
+			if _, port, err := net.SplitHostPort(e.Value); err == nil && port != "" && port != "0" {
+				return port, true
+			}
+			return "", false // empty: metrics off
 		}
 	}
 	for _, ct := range p.Spec.Containers {
