@@ -63,80 +63,16 @@ type Metrics struct {
 // process collectors, on a new registry.
 func New() *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		prepareDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "prepare_duration_seconds",
-			Help:    "Time to prepare one ResourceClaim (NodePrepareResources, per claim), by result.",
-			Buckets: claimBuckets,
-		}, []string{labelResult}),
-		unprepareDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "unprepare_duration_seconds",
-			Help:    "Time to unprepare one ResourceClaim (NodeUnprepareResources, per claim), by result.",
-			Buckets: claimBuckets,
-		}, []string{labelResult}),
-		prepareErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "prepare_errors_total",
-			Help: "ResourceClaim prepares that failed, by reason.",
-		}, []string{labelReason}),
-		unprepareErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "unprepare_errors_total",
-			Help: "ResourceClaim unprepares that failed, by reason.",
-		}, []string{labelReason}),
-		published: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "published_devices",
-			Help: "Devices in this node's ResourceSlices, by vendor, model and type (gpu or partition).",
-		}, []string{"vendor", "model", "type"}),
-		partitionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "partition_operation_duration_seconds",
-			Help:    "Time of backend partition operations (carve, destroy), by result.",
-			Buckets: partitionBuckets,
-		}, []string{"operation", labelResult}),
-		healthEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "health_events_total",
-			Help: "Device health signals from the backend, by kind (xid, ecc-sbe, ecc-dbe, ras-ue, ras-ce, row-remap-pending, lost, recovered, ...) and, for XIDs, the code.",
-		}, []string{"kind", "code"}),
-		orphans: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "orphan_partitions_destroyed_total",
-			Help: "Partitions on dynamically partitioned GPUs that no prepared claim owned, destroyed at start (cut by hand, or left by a crash the checkpoint could not explain).",
-		}),
+		reg:        prometheus.NewRegistry(),
 		prepared:   newPreparedCollector(),
 		sharing:    newSharingCollector(),
 		capacity:   newCapacityCollector(),
 		allocation: newAllocationCollector(),
-		podResourcesErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "pod_resources_errors_total",
-			Help: "Polls of the kubelet's PodResources API that failed (socket missing, kubelet restarting); tessera_device_allocation_info keeps the last answer for a few of them.",
-		}),
-		telemetry: newTelemetryCollector(),
-		telemetryFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "telemetry_poll_failures_total",
-			Help: "Telemetry polls of the backend that read nothing (the tessera_gpu_* gauges keep the last poll's readings for a few of them).",
-		}),
-		taints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "gpu_taints",
-			Help: "GPUs with a health condition, by the taint key it publishes (on the GPU and its partitions) and its effect.",
-		}, []string{"key", "effect"}),
-		freeSlices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "mig_free_memory_slices",
-			Help: "Memory slices of a dynamically partitioned GPU that no MIG partition takes.",
-		}, []string{"device"}),
-		unusableSlices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "mig_unusable_memory_slices",
-			Help: "Free memory slices of a dynamically partitioned GPU that no placement of a published profile can use now (fragmentation): the partitions that exist leave every placement over them short of slices or compute.",
-		}, []string{"device"}),
-		unhealthy: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "gpus_unhealthy",
-			Help: "GPUs reported Unhealthy to the kubelet (a NoExecute or NoSchedule condition other than degradation).",
-		}),
-		mpsRestarts: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "mps_daemon_restarts_total",
-			Help: "MPS control daemons of prepared claims found not running (died, or lost to a reboot) and started again by the agent.",
-		}),
-		staleReleased: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "stale_claims_released_total",
-			Help: "Prepared claims unprepared by the agent for another claim allocated their devices, by the evidence that they were gone (unconfirmed after a reboot; deleted, replaced or deallocated in the API server).",
-		}, []string{"evidence"}),
+		telemetry:  newTelemetryCollector(),
 	}
+	m.newClaimSeries()
+	m.newDeviceSeries()
+	m.newAgentSeries()
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -159,6 +95,86 @@ func New() *Metrics {
 		m.staleReleased.WithLabelValues(e)
 	}
 	return m
+}
+
+// newClaimSeries makes the series of prepares and unprepares.
+func (m *Metrics) newClaimSeries() {
+	m.prepareDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "prepare_duration_seconds",
+		Help:    "Time to prepare one ResourceClaim (NodePrepareResources, per claim), by result.",
+		Buckets: claimBuckets,
+	}, []string{labelResult})
+	m.unprepareDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "unprepare_duration_seconds",
+		Help:    "Time to unprepare one ResourceClaim (NodeUnprepareResources, per claim), by result.",
+		Buckets: claimBuckets,
+	}, []string{labelResult})
+	m.prepareErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "prepare_errors_total",
+		Help: "ResourceClaim prepares that failed, by reason.",
+	}, []string{labelReason})
+	m.unprepareErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "unprepare_errors_total",
+		Help: "ResourceClaim unprepares that failed, by reason.",
+	}, []string{labelReason})
+	m.staleReleased = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "stale_claims_released_total",
+		Help: "Prepared claims unprepared by the agent for another claim allocated their devices, by the evidence that they were gone (unconfirmed after a reboot; deleted, replaced or deallocated in the API server).",
+	}, []string{"evidence"})
+}
+
+// newDeviceSeries makes the series of what the node publishes and how its
+// devices fare: health, taints, partitions and their room.
+func (m *Metrics) newDeviceSeries() {
+	m.published = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "published_devices",
+		Help: "Devices in this node's ResourceSlices, by vendor, model and type (gpu or partition).",
+	}, []string{"vendor", "model", "type"})
+	m.partitionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "partition_operation_duration_seconds",
+		Help:    "Time of backend partition operations (carve, destroy), by result.",
+		Buckets: partitionBuckets,
+	}, []string{"operation", labelResult})
+	m.healthEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "health_events_total",
+		Help: "Device health signals from the backend, by kind (xid, ecc-sbe, ecc-dbe, ras-ue, ras-ce, row-remap-pending, lost, recovered, ...) and, for XIDs, the code.",
+	}, []string{"kind", "code"})
+	m.orphans = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "orphan_partitions_destroyed_total",
+		Help: "Partitions on dynamically partitioned GPUs that no prepared claim owned, destroyed at start (cut by hand, or left by a crash the checkpoint could not explain).",
+	})
+	m.taints = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "gpu_taints",
+		Help: "GPUs with a health condition, by the taint key it publishes (on the GPU and its partitions) and its effect.",
+	}, []string{"key", "effect"})
+	m.freeSlices = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "mig_free_memory_slices",
+		Help: "Memory slices of a dynamically partitioned GPU that no MIG partition takes.",
+	}, []string{"device"})
+	m.unusableSlices = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "mig_unusable_memory_slices",
+		Help: "Free memory slices of a dynamically partitioned GPU that no placement of a published profile can use now (fragmentation): the partitions that exist leave every placement over them short of slices or compute.",
+	}, []string{"device"})
+	m.unhealthy = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "gpus_unhealthy",
+		Help: "GPUs reported Unhealthy to the kubelet (a NoExecute or NoSchedule condition other than degradation).",
+	})
+}
+
+// newAgentSeries makes the series of the agent's own polls and daemons.
+func (m *Metrics) newAgentSeries() {
+	m.podResourcesErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "pod_resources_errors_total",
+		Help: "Polls of the kubelet's PodResources API that failed (socket missing, kubelet restarting); tessera_device_allocation_info keeps the last answer for a few of them.",
+	})
+	m.telemetryFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "telemetry_poll_failures_total",
+		Help: "Telemetry polls of the backend that read nothing (the tessera_gpu_* gauges keep the last poll's readings for a few of them).",
+	})
+	m.mpsRestarts = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "mps_daemon_restarts_total",
+		Help: "MPS control daemons of prepared claims found not running (died, or lost to a reboot) and started again by the agent.",
+	})
 }
 
 // Registry is the registry the metrics are on (tests, extra collectors).
