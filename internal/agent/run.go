@@ -136,14 +136,7 @@ func autoBackend(c *Config, logger klog.Logger, launcher mps.Launcher) (backend.
 // Run runs the agent until ctx ends. With DryRun it prints slices and returns.
 func Run(ctx context.Context, c *Config) error {
 	if c.DryRun {
-		b, err := NewBackend(ctx, c)
-		if err != nil {
-			return err
-		}
-		if closer, ok := b.(io.Closer); ok {
-			defer closer.Close()
-		}
-		return DryRun(ctx, c.driverOptions(b), os.Stdout)
+		return runDryRun(ctx, c)
 	}
 	client, err := kubeClient(c)
 	if err != nil {
@@ -190,18 +183,10 @@ func Run(ctx context.Context, c *Config) error {
 		// The nvml backend holds an NVML session for the agent's lifetime.
 		defer closer.Close()
 	}
-	o := c.driverOptions(b)
-	bootID, err := bootIDOf(b)
+	o, err := c.runOptions(ctx, b, client, m, standby, cancel)
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot read boot id; reboots will not be detected")
+		return err
 	}
-	if c.Profiling {
-		if _, err := serveProfiling(ctx, c.ProfilingAddress); err != nil {
-			return err
-		}
-	}
-	o.KubeClient, o.BootID, o.Metrics, o.Standby = client, bootID, m, standby
-	o.Fatal = func(err error) { cancel(err) }
 	d, err := driver.New(ctx, o)
 	if err != nil {
 		return err
@@ -219,6 +204,38 @@ func Run(ctx context.Context, c *Config) error {
 		return cause
 	}
 	return nil
+}
+
+// runDryRun prints the slices the node's backend would publish.
+func runDryRun(ctx context.Context, c *Config) error {
+	b, err := NewBackend(ctx, c)
+	if err != nil {
+		return err
+	}
+	if closer, ok := b.(io.Closer); ok {
+		defer closer.Close()
+	}
+	return DryRun(ctx, c.driverOptions(b), os.Stdout)
+}
+
+// runOptions are the driver's options for a running agent: the flags'
+// and what Run set up (client, metrics, standby), the boot id, and a fatal
+// error ending Run through cancel. It starts the profiling server where
+// the flags ask for it.
+func (c *Config) runOptions(ctx context.Context, b backend.Backend, client kubernetes.Interface, m *metrics.Metrics, standby *driver.Standby, cancel context.CancelCauseFunc) (driver.Options, error) {
+	o := c.driverOptions(b)
+	bootID, err := bootIDOf(b)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot read boot id; reboots will not be detected")
+	}
+	if c.Profiling {
+		if _, err := serveProfiling(ctx, c.ProfilingAddress); err != nil {
+			return o, err
+		}
+	}
+	o.KubeClient, o.BootID, o.Metrics, o.Standby = client, bootID, m, standby
+	o.Fatal = func(err error) { cancel(err) }
+	return o, nil
 }
 
 // bootIDOf is the boot id the checkpoint records: the backend's own where
