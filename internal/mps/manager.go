@@ -139,23 +139,7 @@ func (m *Manager) start(ctx context.Context, logger klog.Logger, spec backend.MP
 	}
 	switch {
 	case st.running && slices.Equal(st.devices, spec.Devices):
-		if !st.recorded {
-			// Found without its record: write down what the crash
-			// between launch and record lost.
-			rec := &record{ID: spec.ID, Devices: slices.Clone(spec.Devices), BootID: m.bootID, Handle: st.handle}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, fmt.Errorf("create daemon directory: %w", err)
-			}
-			if err := writeRecord(dir, rec); err != nil {
-				return nil, err
-			}
-		}
-		if err := m.apply(ctx, spec, pipe, m.gone(st.handle)); err != nil {
-			return nil, fmt.Errorf("adopted daemon (%s): %w", st.handle, err)
-		}
-		logger.V(2).Info("Adopted running MPS control daemon", "daemon", st.handle)
-		out.PID, out.Adopted = st.handle.PID, true
-		return out, nil
+		return m.adopt(ctx, logger, spec, st, out)
 	case st.running:
 		logger.Info("MPS control daemon serves other devices, replacing it", "daemon", st.handle, "devices", st.devices, "want", spec.Devices)
 		if err := m.stopDaemon(ctx, logger, pipe, st); err != nil {
@@ -206,6 +190,28 @@ func (m *Manager) start(ctx context.Context, logger klog.Logger, spec backend.MP
 	}
 	logger.V(1).Info("Started MPS control daemon", "daemon", h, "devices", spec.Devices, "pipeDir", pipe)
 	out.PID = h.PID
+	return out, nil
+}
+
+// adopt takes over the running daemon st, which serves spec's devices:
+// its record written again where a crash between launch and record lost
+// it, spec's defaults applied again.
+func (m *Manager) adopt(ctx context.Context, logger klog.Logger, spec backend.MPSDaemonSpec, st daemonState, out *backend.MPSDaemon) (*backend.MPSDaemon, error) {
+	dir := m.dir(spec.ID)
+	if !st.recorded {
+		rec := &record{ID: spec.ID, Devices: slices.Clone(spec.Devices), BootID: m.bootID, Handle: st.handle}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create daemon directory: %w", err)
+		}
+		if err := writeRecord(dir, rec); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.apply(ctx, spec, pipeDir(m.root, spec.ID), m.gone(st.handle)); err != nil {
+		return nil, fmt.Errorf("adopted daemon (%s): %w", st.handle, err)
+	}
+	logger.V(2).Info("Adopted running MPS control daemon", "daemon", st.handle)
+	out.PID, out.Adopted = st.handle.PID, true
 	return out, nil
 }
 
