@@ -74,32 +74,13 @@ func RunGang(ctx context.Context, in *Input, namespace, group string) (*GangExpl
 	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
 		gx.MinCount = g.MinCount
 	}
-	type member struct {
-		pod    string
-		claims []*resourceapi.ResourceClaim
-	}
-	var members []member
-	explained := sets.New[string]()
-	for i := range in.Pods {
-		p := &in.Pods[i]
-		if groupOf(p) != group || (p.Namespace != "" && p.Namespace != pg.Namespace) {
-			continue
-		}
-		claims, err := in.podClaims(pg.Namespace, p.Name)
-		if err != nil {
-			return nil, err
-		}
-		members = append(members, member{p.Name, claims})
-		for _, c := range claims {
-			if c.Status.Allocation == nil {
-				explained.Insert(claimKey(c))
-			}
-		}
+	members, explained, err := in.gangMembers(pg.Namespace, group)
+	if err != nil {
+		return nil, err
 	}
 	if len(members) == 0 {
 		return nil, fmt.Errorf("PodGroup %s has no pods", gx.Group)
 	}
-	slices.SortFunc(members, func(a, b member) int { return inspect.CompareDeviceNames(a.pod, b.pod) })
 	for _, m := range members {
 		gx.Members = append(gx.Members, m.pod)
 	}
@@ -113,24 +94,9 @@ func RunGang(ctx context.Context, in *Input, namespace, group string) (*GangExpl
 	e := newExplainer(ctx, in)
 	e.holdAllocated(in.Snapshot.Claims, explained)
 	nodes := inspect.NodesOf(in.Snapshot)
-	placedOn := map[string]string{} // claim key -> node, allocated or placed here
-	for _, c := range in.Snapshot.Claims {
-		if c.Status.Allocation != nil {
-			if n := nodeOfResults(nodes, c.Status.Allocation.Devices.Results); n != "" {
-				placedOn[claimKey(&c)] = n
-			}
-		}
-	}
+	placedOn := allocatedOn(nodes, in.Snapshot.Claims)
 	for k, m := range members {
-		var pending []*resourceapi.ResourceClaim
-		tied := ""
-		for _, c := range m.claims {
-			if n, ok := placedOn[claimKey(c)]; ok {
-				tied = n
-				continue
-			}
-			pending = append(pending, pendingCopy(c))
-		}
+		pending, tied := m.pending(placedOn)
 		if len(pending) == 0 {
 			gx.Placed = append(gx.Placed, Member{Pod: m.pod, Node: tied, Allocated: true})
 			continue
@@ -139,48 +105,114 @@ func RunGang(ctx context.Context, in *Input, namespace, group string) (*GangExpl
 		if err != nil {
 			return nil, err
 		}
-		placed := false
-		for _, n := range nodes {
-			if tied != "" && n.Name != tied {
-				continue
-			}
-			res, err := alloc.Allocate(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, pending)
-			if err != nil || res == nil {
-				continue
-			}
-			gx.Placed = append(gx.Placed, Member{Pod: m.pod, Node: n.Name, Devices: picks(res, pending)})
-			for i, c := range pending {
-				placedOn[claimKey(c)] = n.Name
-				e.hold(claimKey(c), m.pod, res[i].Devices.Results)
-			}
-			placed = true
-			break
-		}
-		if placed {
+		if placed := e.place(ctx, alloc, nodes, m.pod, pending, tied, placedOn); placed != nil {
+			gx.Placed = append(gx.Placed, *placed)
 			continue
 		}
-		// The first member that fits nowhere: each node's verdict for it,
-		// with the members before it holding their devices.
-		ex := &Explanation{Pod: m.pod}
-		for _, c := range pending {
-			ex.Claims = append(ex.Claims, claimKey(c))
-		}
-		if tied != "" {
-			ex.Notes = append(ex.Notes, "its group's shared claim ties it to node "+tied)
-		}
-		for _, n := range nodes {
-			if tied != "" && n.Name != tied {
-				continue
-			}
-			ex.Nodes = append(ex.Nodes, e.verdict(alloc, n, pending))
-		}
-		sortVerdicts(ex.Nodes)
-		gx.Stuck = ex
+		gx.Stuck = e.stuck(alloc, nodes, m.pod, pending, tied)
 		gx.Notes = append(gx.Notes, fmt.Sprintf("member %d of %d fits on no node once the %d before it hold their devices: the scheduler places none of the gang", k+1, len(members), k))
 		return gx, nil
 	}
 	gx.Fits = int32(len(members)) >= gx.MinCount
 	return gx, nil
+}
+
+// gangMember is one pod of a gang and its claims.
+type gangMember struct {
+	pod    string
+	claims []*resourceapi.ResourceClaim
+}
+
+// gangMembers are the pods of group in namespace, in name order, and the
+// keys of their claims not yet allocated (the ones to explain).
+func (in *Input) gangMembers(namespace, group string) ([]gangMember, sets.Set[string], error) {
+	var members []gangMember
+	explained := sets.New[string]()
+	for i := range in.Pods {
+		p := &in.Pods[i]
+		if groupOf(p) != group || (p.Namespace != "" && p.Namespace != namespace) {
+			continue
+		}
+		claims, err := in.podClaims(namespace, p.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		members = append(members, gangMember{p.Name, claims})
+		for _, c := range claims {
+			if c.Status.Allocation == nil {
+				explained.Insert(claimKey(c))
+			}
+		}
+	}
+	slices.SortFunc(members, func(a, b gangMember) int { return inspect.CompareDeviceNames(a.pod, b.pod) })
+	return members, explained, nil
+}
+
+// allocatedOn is the node of each allocated claim, by claim key.
+func allocatedOn(nodes []*inspect.NodeDevices, claims []resourceapi.ResourceClaim) map[string]string {
+	placedOn := map[string]string{}
+	for _, c := range claims {
+		if c.Status.Allocation != nil {
+			if n := nodeOfResults(nodes, c.Status.Allocation.Devices.Results); n != "" {
+				placedOn[claimKey(&c)] = n
+			}
+		}
+	}
+	return placedOn
+}
+
+// pending are m's claims still to place, and the node one of its claims
+// already placed ties it to ("" when none).
+func (m gangMember) pending(placedOn map[string]string) (pending []*resourceapi.ResourceClaim, tied string) {
+	for _, c := range m.claims {
+		if n, ok := placedOn[claimKey(c)]; ok {
+			tied = n
+			continue
+		}
+		pending = append(pending, pendingCopy(c))
+	}
+	return pending, tied
+}
+
+// place allocates pod's pending claims on the first node that takes them
+// (tied's alone when set), holding their devices for the members after it
+// and recording where they went; nil when no node takes them.
+func (e *explainer) place(ctx context.Context, alloc structured.Allocator, nodes []*inspect.NodeDevices, pod string, pending []*resourceapi.ResourceClaim, tied string, placedOn map[string]string) *Member {
+	for _, n := range nodes {
+		if tied != "" && n.Name != tied {
+			continue
+		}
+		res, err := alloc.Allocate(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, pending)
+		if err != nil || res == nil {
+			continue
+		}
+		for i, c := range pending {
+			placedOn[claimKey(c)] = n.Name
+			e.hold(claimKey(c), pod, res[i].Devices.Results)
+		}
+		return &Member{Pod: pod, Node: n.Name, Devices: picks(res, pending)}
+	}
+	return nil
+}
+
+// stuck explains the first member that fits nowhere: each node's verdict
+// for it, with the members before it holding their devices.
+func (e *explainer) stuck(alloc structured.Allocator, nodes []*inspect.NodeDevices, pod string, pending []*resourceapi.ResourceClaim, tied string) *Explanation {
+	ex := &Explanation{Pod: pod}
+	for _, c := range pending {
+		ex.Claims = append(ex.Claims, claimKey(c))
+	}
+	if tied != "" {
+		ex.Notes = append(ex.Notes, "its group's shared claim ties it to node "+tied)
+	}
+	for _, n := range nodes {
+		if tied != "" && n.Name != tied {
+			continue
+		}
+		ex.Nodes = append(ex.Nodes, e.verdict(alloc, n, pending))
+	}
+	sortVerdicts(ex.Nodes)
+	return ex
 }
 
 // hold records results (of claim, placed for pod by the explanation) as
