@@ -74,27 +74,9 @@ func Send(ctx context.Context, pipeDir, command string) (string, error) {
 	if _, err := w.Write(line); err != nil {
 		return "", fmt.Errorf("send %q: %w", command, ctxErr(ctx, err))
 	}
-	// A daemon that dies before it answers never will, and a client of a
-	// dead daemon must know it sooner than its context ends.
-	gone := make(chan struct{})
 	sent := make(chan struct{})
 	defer close(sent)
-	go func() {
-		t := time.NewTicker(daemonCheck)
-		defer t.Stop()
-		for {
-			select {
-			case <-sent:
-				return
-			case <-t.C:
-			}
-			if !serving(w) {
-				close(gone)
-				_ = r.SetReadDeadline(time.Unix(1, 0))
-				return
-			}
-		}
-	}()
+	gone := watchDaemon(w, r, sent)
 	br := bufio.NewReader(r)
 	data, err := br.ReadBytes('\n')
 	if err != nil && ctx.Err() == nil {
@@ -113,6 +95,37 @@ func Send(ctx context.Context, pipeDir, command string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("answer to %q: %w", command, ctxErr(ctx, err))
 	}
+	return decodeAnswer(command, pipeDir, data)
+}
+
+// watchDaemon closes the returned channel, and cuts the wait on r short,
+// once the daemon behind w stops serving before sent closes: a daemon that
+// dies before it answers never will, and a client of a dead daemon must
+// know it sooner than its context ends.
+func watchDaemon(w, r *os.File, sent <-chan struct{}) <-chan struct{} {
+	gone := make(chan struct{})
+	go func() {
+		t := time.NewTicker(daemonCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-sent:
+				return
+			case <-t.C:
+			}
+			if !serving(w) {
+				close(gone)
+				_ = r.SetReadDeadline(time.Unix(1, 0))
+				return
+			}
+		}
+	}()
+	return gone
+}
+
+// decodeAnswer is the daemon's answer line to command: its output, and
+// its error as the error kinds a caller tells apart.
+func decodeAnswer(command, pipeDir string, data []byte) (string, error) {
 	var resp response
 	if err := json.Unmarshal(data, &resp); err != nil {
 		return "", fmt.Errorf("answer to %q: %w", command, err)

@@ -70,28 +70,15 @@ func (d *Daemon) now() time.Time {
 // refuses to start where another daemon serves the pipe directory; a
 // control FIFO a dead daemon left is replaced.
 func (d *Daemon) Run(ctx context.Context) error {
-	if d.PipeDir == "" || d.LogDir == "" {
-		return errors.New("the pipe and log directories must be set (CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY)")
-	}
-	if d.Protocol != 3 {
-		d.Protocol = 2
-	}
-	var cfg *Config
-	if d.ConfigFile != "" {
-		if d.Protocol != 3 {
-			return fmt.Errorf("configuration file %s needs protocol 3 (-p 3)", d.ConfigFile)
-		}
-		var err error
-		if cfg, err = LoadConfig(d.ConfigFile, d.Devices); err != nil {
-			return err
-		}
+	cfg, err := d.config()
+	if err != nil {
+		return err
 	}
 	for _, dir := range []string{d.PipeDir, d.LogDir} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
 	}
-	var err error
 	if d.log, err = os.OpenFile(filepath.Join(d.LogDir, LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
 		return fmt.Errorf("open log: %w", err)
 	}
@@ -152,6 +139,24 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.save()
 		}
 	}
+}
+
+// config checks the daemon's settings, the protocol defaulting to legacy
+// MPS (2), and loads its configuration file (MPS v3 only), nil without one.
+func (d *Daemon) config() (*Config, error) {
+	if d.PipeDir == "" || d.LogDir == "" {
+		return nil, errors.New("the pipe and log directories must be set (CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY)")
+	}
+	if d.Protocol != 3 {
+		d.Protocol = 2
+	}
+	if d.ConfigFile == "" {
+		return nil, nil
+	}
+	if d.Protocol != 3 {
+		return nil, fmt.Errorf("configuration file %s needs protocol 3 (-p 3)", d.ConfigFile)
+	}
+	return LoadConfig(d.ConfigFile, d.Devices)
 }
 
 // serve runs one request, answers it and says whether it was quit.
