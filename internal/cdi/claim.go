@@ -18,7 +18,8 @@ type ClaimDevice struct {
 	// in the spec.
 	Sharing *sharing.Settings
 	// MPSPipeDir is the host directory of the claim's MPS daemon's pipes,
-	// set for a device under MPS: its containers mount it.
+	// set for a device under MPS by the claims package's MPS effect, whose
+	// claim-level device mounts it; this package does not read it.
 	MPSPipeDir string
 	// ShareID is the allocation's ShareID on a multi-allocatable device.
 	ShareID string
@@ -26,6 +27,9 @@ type ClaimDevice struct {
 	// (set on every device of such a claim, sharing.ResolveTopology); the
 	// spec mounts it (topology.go).
 	NCCLTopoFile bool
+	// Edits are what the device's owners add to its own CDI device, after
+	// its vendor's nodes (edits.go): a memory limit's hooks.
+	Edits Edits
 }
 
 // ClaimRef names a ResourceClaim.

@@ -67,7 +67,7 @@ func TestSpecGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := w.WriteClaimSpec(ClaimRef{UID: uidA, Namespace: "team-a", Name: "train"}, tc.devs); err != nil {
+			if _, err := writeSpec(w, ClaimRef{UID: uidA, Namespace: "team-a", Name: "train"}, tc.devs); err != nil {
 				t.Fatal(err)
 			}
 			got, err := os.ReadFile(w.SpecPath(uidA))
@@ -118,7 +118,7 @@ func TestSpecErrorsGolden(t *testing.T) {
 	var b bytes.Buffer
 	for _, tc := range cases {
 		w, _ := newTestWriter(t, simNumbers)
-		_, err := w.WriteClaimSpec(ClaimRef{UID: uidA, Namespace: "ns", Name: "c"}, tc.devs)
+		_, err := writeSpec(w, ClaimRef{UID: uidA, Namespace: "ns", Name: "c"}, tc.devs)
 		if err == nil {
 			t.Errorf("%s: accepted", tc.name)
 			continue

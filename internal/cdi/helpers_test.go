@@ -12,8 +12,10 @@ import (
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/mps"
 )
 
 const (
@@ -180,4 +182,32 @@ func newTestWriter(t *testing.T, numbers func(string) (int64, int64, bool)) (*Wr
 		t.Fatalf("spec dir not created: %v", err)
 	}
 	return w, dir
+}
+
+// writeSpec writes the claim's spec as the claims package assembles it
+// for devices under MPS: the MPS effect's claim-level device (its
+// effect_mps.go) built from mps.ClientEdits.
+func writeSpec(w *Writer, claim ClaimRef, devs []ClaimDevice) ([][]string, error) {
+	return w.WriteClaim(ClaimSpec{Claim: claim, Devices: devs, Shared: []ClaimLevel{mpsLevel}})
+}
+
+var mpsLevel = ClaimLevel{
+	Name:  "mps",
+	Joins: func(d *ClaimDevice) bool { return d.Sharing.IsMPS() },
+	Edits: func(devs []ClaimDevice) (Edits, error) {
+		clients := make([]mps.Client, len(devs))
+		for i, d := range devs {
+			uuid := d.GPU.UUID
+			if d.Partition != nil {
+				uuid = d.Partition.UUID
+			}
+			clients[i] = mps.Client{Name: d.Pool + "/" + d.Device, PipeDir: d.MPSPipeDir, UUID: uuid,
+				PinnedMemoryLimit: d.Sharing.MPSPinnedMemoryLimit, ActiveThreadPercentage: d.Sharing.MPSActiveThreadPercentage}
+		}
+		env, mount, err := mps.ClientEdits(clients)
+		if err != nil {
+			return Edits{}, err
+		}
+		return Edits{Env: env, Mounts: []*cdispec.Mount{mount}}, nil
+	},
 }

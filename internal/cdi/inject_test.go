@@ -120,7 +120,7 @@ func TestInjectSimNumbers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, dir := newTestWriter(t, simNumbers)
-			ids, err := w.WriteClaimSpec(ClaimRef{UID: uidA, Namespace: "ns", Name: "claim"}, tt.devs)
+			ids, err := writeSpec(w, ClaimRef{UID: uidA, Namespace: "ns", Name: "claim"}, tt.devs)
 			if err != nil {
 				t.Fatalf("WriteClaimSpec: %v", err)
 			}
@@ -218,7 +218,7 @@ func TestInjectHostNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := w.WriteClaimSpec(ClaimRef{UID: uidA, Namespace: "ns", Name: "c"}, devs)
+	ids, err := writeSpec(w, ClaimRef{UID: uidA, Namespace: "ns", Name: "c"}, devs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestInjectRegularFileWithoutNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := w.WriteClaimSpec(ClaimRef{UID: uidA}, []ClaimDevice{dev(0, amdGPU(1), nil)})
+	ids, err := writeSpec(w, ClaimRef{UID: uidA}, []ClaimDevice{dev(0, amdGPU(1), nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

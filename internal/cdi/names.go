@@ -52,12 +52,6 @@ func commonDeviceName(claimUID, vendor string) string {
 	return claimUID + "-common-" + sanitize(vendor)
 }
 
-// mpsDeviceName is the CDI device name of a claim's MPS client edits. Like
-// commonDeviceName it cannot collide with deviceName.
-func mpsDeviceName(claimUID string) string {
-	return claimUID + "-mps"
-}
-
 // qualified returns the fully qualified CDI device ID of name.
 func qualified(name string) string {
 	return parser.QualifiedName(Vendor, Class, name)

@@ -64,7 +64,7 @@ func TestGoldenSpecs(t *testing.T) {
 	w, dir := newTestWriterAt(t, goldenDevRoot)
 	for _, g := range goldenClaims() {
 		t.Run(g.file, func(t *testing.T) {
-			if _, err := w.WriteClaimSpec(g.claim, g.devs); err != nil {
+			if _, err := writeSpec(w, g.claim, g.devs); err != nil {
 				t.Fatal(err)
 			}
 			got, err := os.ReadFile(filepath.Join(dir, specFilePrefix+g.claim.UID+specFileExt))

@@ -112,11 +112,10 @@ func WholeClaimIDs(claimUID string, ids [][]string) []string {
 }
 
 // isClaimLevel reports whether name (a device name less "<uid>-") is a
-// claim-level device: common, MPS or NCCL, never an allocated device
-// (whose name starts with its index).
+// claim-level device (a vendor's common device, or a ClaimLevel's), never
+// an allocated device, whose name starts with its index.
 func isClaimLevel(name string) bool {
-	return strings.HasPrefix(name, "common-") || name == "mps" || strings.HasPrefix(name, "mps-r") ||
-		name == "nccl" || strings.HasPrefix(name, "nccl-r")
+	return name != "" && (name[0] < '0' || name[0] > '9')
 }
 
 // splitScope splits a claim-level device name into its claim-wide name and

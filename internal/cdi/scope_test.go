@@ -86,7 +86,7 @@ func TestRequestScopedEnv(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, dir := newTestWriter(t, simNumbers)
-			ids, err := w.WriteClaimSpec(ClaimRef{UID: uidA, Namespace: "ns", Name: "claim"}, tt.devs)
+			ids, err := writeSpec(w, ClaimRef{UID: uidA, Namespace: "ns", Name: "claim"}, tt.devs)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,8 +13,12 @@ import (
 	"github.com/tessera-gpu/tessera/internal/inventory"
 )
 
-// buildSpec turns a claim into its CDI spec and the IDs per device.
-func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [][]string, error) {
+// buildSpec turns a claim into its CDI spec and the IDs per device: each
+// allocated device, then the claim-level devices of the whole claim and of
+// each request (scope.go), each scope's vendors' common devices first and
+// then s.Shared in order.
+func (w *Writer) buildSpec(s ClaimSpec) (*cdispec.Spec, [][]string, error) {
+	claim, devs := s.Claim, s.Devices
 	if err := checkSpecInput(claim, devs); err != nil {
 		return nil, nil, err
 	}
@@ -28,7 +32,7 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 	scopes := requestScopes(devs)
 	ids := make([][]string, len(devs))
 	for i, d := range devs {
-		dev, devIDs, err := w.claimDevice(claim, i, d, scopes[i], vendorIx, groups)
+		dev, devIDs, err := w.claimDevice(claim, i, d, scopes[i], s.Shared, vendorIx, groups)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -36,19 +40,11 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 		spec.Devices = append(spec.Devices, dev)
 	}
 
-	// The claim-wide claim-level devices, then each request's (scope.go).
-	common, err := w.commonDevices(claim.UID, "", groups)
+	shared, err := w.scopeDevices(claim.UID, "", devs, groups, s.Shared)
 	if err != nil {
 		return nil, nil, err
 	}
-	spec.Devices = append(spec.Devices, common...)
-	mps, err := mpsDevice(claim.UID, "", devs)
-	if err != nil {
-		return nil, nil, err
-	}
-	if mps != nil {
-		spec.Devices = append(spec.Devices, *mps)
-	}
+	spec.Devices = append(spec.Devices, shared...)
 	suffixes, scoped := scopedDevices(devs)
 	for _, sfx := range suffixes {
 		g := newVendorGroups()
@@ -56,24 +52,36 @@ func (w *Writer) buildSpec(claim ClaimRef, devs []ClaimDevice) (*cdispec.Spec, [
 			v, _ := vendors.For(scoped[sfx][i].GPU.Vendor) // known: claimDevice checked
 			g.add(v, &scoped[sfx][i])
 		}
-		common, err := w.commonDevices(claim.UID, sfx, g)
+		shared, err := w.scopeDevices(claim.UID, sfx, scoped[sfx], g, s.Shared)
 		if err != nil {
 			return nil, nil, err
 		}
-		spec.Devices = append(spec.Devices, common...)
-		mps, err := mpsDevice(claim.UID, sfx, scoped[sfx])
-		if err != nil {
-			return nil, nil, err
-		}
-		if mps != nil {
-			spec.Devices = append(spec.Devices, *mps)
-		}
+		spec.Devices = append(spec.Devices, shared...)
 	}
 
 	if err := setMinimumVersion(spec); err != nil {
 		return nil, nil, err
 	}
 	return spec, ids, nil
+}
+
+// scopeDevices are the claim-level devices of one scope (scope.go): its
+// vendors' common devices, then each of shared that a device of devs joins.
+func (w *Writer) scopeDevices(claimUID, scope string, devs []ClaimDevice, groups *vendorGroups, shared []ClaimLevel) ([]cdispec.Device, error) {
+	out, err := w.commonDevices(claimUID, scope, groups)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range shared {
+		dev, ok, err := w.sharedDevice(claimUID, scope, l, devs)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, dev)
+		}
+	}
+	return out, nil
 }
 
 // checkSpecInput rejects a claim no spec can be written for.
@@ -123,7 +131,7 @@ func (g *vendorGroups) add(v gpuvendor.Vendor, d *ClaimDevice) {
 // claimDevice is the CDI device of the claim's i-th device d and the IDs
 // it is injected by, naming the claim-level devices of its request's scope
 // (scope.go); it adds d to its vendor's group for the common device.
-func (w *Writer) claimDevice(claim ClaimRef, i int, d ClaimDevice, scope string, vendorIx *vendorIndex, groups *vendorGroups) (cdispec.Device, []string, error) {
+func (w *Writer) claimDevice(claim ClaimRef, i int, d ClaimDevice, scope string, shared []ClaimLevel, vendorIx *vendorIndex, groups *vendorGroups) (cdispec.Device, []string, error) {
 	claimUID := claim.UID
 	// A vendor Tessera does not know cannot be prepared: fail rather
 	// than hand out a device without its nodes.
@@ -138,43 +146,36 @@ func (w *Writer) claimDevice(claim ClaimRef, i int, d ClaimDevice, scope string,
 	groups.add(v, &d)
 
 	name := deviceName(claimUID, i, d.Device)
-	ids := deviceIDs(claimUID, name, scope, d, vendorIx)
+	ids := deviceIDs(claimUID, name, scope, d, shared, vendorIx)
 
 	ann := map[string]string{annVendor: string(d.GPU.Vendor)}
 	if err := annotate(ann, deviceRecord(d, ids)); err != nil {
 		return cdispec.Device{}, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
 	}
-	devNodes, err := w.deviceNodes(gpuvendor.Paths(nodes))
+	own := Edits{Nodes: gpuvendor.Paths(nodes)}
+	own.Add(d.Edits)
+	edits, err := w.containerEdits(own)
 	if err != nil {
 		return cdispec.Device{}, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
 	}
-	hooks, err := w.memoryLimitHooks(claim, &d)
-	if err != nil {
-		return cdispec.Device{}, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
-	}
-	return cdispec.Device{
-		Name:           name,
-		Annotations:    ann,
-		ContainerEdits: cdispec.ContainerEdits{DeviceNodes: devNodes, Hooks: hooks},
-	}, ids, nil
+	return cdispec.Device{Name: name, Annotations: ann, ContainerEdits: edits}, ids, nil
 }
 
 // deviceIDs are the qualified CDI IDs a container gets for d, whose own
 // CDI device is name: its own, its vendor's common device, the vendor's
-// spec's device when one is installed, the claim's MPS device, and its
-// NCCL topology device (topology.go); the claim-level ones of scope, its
-// request's ("" for the claim-wide ones).
-func deviceIDs(claimUID, name, scope string, d ClaimDevice, vendorIx *vendorIndex) []string {
+// spec's device when one is installed, then each claim-level device of
+// shared it joins; the claim-level ones of scope, its request's ("" for the
+// claim-wide ones).
+func deviceIDs(claimUID, name, scope string, d ClaimDevice, shared []ClaimLevel, vendorIx *vendorIndex) []string {
 	common := qualified(commonDeviceName(claimUID, string(d.GPU.Vendor)) + scope)
 	ids := []string{qualified(name), common}
 	if v := vendorIx.lookup(d); v != "" {
 		ids = append(ids, v)
 	}
-	if d.Sharing.IsMPS() {
-		ids = append(ids, qualified(mpsDeviceName(claimUID)+scope))
-	}
-	if d.NCCLTopoFile {
-		ids = append(ids, qualified(ncclDeviceName(claimUID)+scope))
+	for _, l := range shared {
+		if l.Joins(&d) {
+			ids = append(ids, qualified(claimUID+"-"+l.Name+scope))
+		}
 	}
 	return ids
 }

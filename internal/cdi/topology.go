@@ -8,20 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 
-	cdispec "tags.cncf.io/container-device-interface/specs-go"
-
 	"github.com/tessera-gpu/tessera/internal/fsutil"
-	"github.com/tessera-gpu/tessera/internal/inventory"
-	"github.com/tessera-gpu/tessera/internal/nccltopo"
 )
 
 // A claim that asked for an NCCL topology file (ClaimDevice.NCCLTopoFile,
-// docs/training.md) gets, in its spec, one more CDI device every one of
-// its devices' IDs names: the file mounted read-only at
-// nccltopo.ContainerPath, NCCL_TOPO_FILE naming it, and the GPUs in the
-// file's rank order in CUDA_VISIBLE_DEVICES (NVIDIA, GPU UUIDs) or
-// HIP_VISIBLE_DEVICES (AMD, GPU-<unique id> UUIDs, as rocminfo prints
-// them).
+// docs/training.md) gets, in its spec, one more claim-level device that
+// mounts the file (the claims package builds it, nccl.go there); the
+// writer keeps the file (ClaimSpec.File).
 //
 // The file lives in a directory of its own under the spec directory,
 // <spec-dir>/k8s.gpu.tessera.dev-nccl-topo/<claim UID>.xml:
@@ -47,147 +40,21 @@ const (
 	// ncclTopoDirName is the topology files' directory in the spec dir.
 	ncclTopoDirName = Vendor + "-nccl-topo"
 	ncclTopoFileExt = ".xml"
-	// NCCLTopoFileEnv is the variable NCCL and RCCL read the file from.
-	NCCLTopoFileEnv = "NCCL_TOPO_FILE"
 )
-
-// ncclTopoMountOptions: the container reads the file and nothing more.
-var ncclTopoMountOptions = []string{"ro", "nosuid", "nodev", "noexec", "rbind"}
 
 // TopologyPath is the host file holding the claim's NCCL topology file.
 func (w *Writer) TopologyPath(claimUID string) string {
 	return filepath.Join(w.specDir, ncclTopoDirName, claimUID+ncclTopoFileExt)
 }
 
-// ncclDeviceName is the CDI device name of a claim's topology edits; like
-// mpsDeviceName it cannot collide with deviceName (its suffix starts with
-// a letter).
-func ncclDeviceName(claimUID string) string {
-	return claimUID + "-nccl"
-}
-
-// wantsTopology reports whether the claim asked for a topology file.
-func wantsTopology(devs []ClaimDevice) bool {
-	for i := range devs {
-		if devs[i].NCCLTopoFile {
-			return true
-		}
-	}
-	return false
-}
-
-// claimTopology builds the claim's topology file from node (the inventory
-// its devices were resolved against), or returns nil when the claim did
-// not ask for one. The claims package resolves the request
-// (sharing.ResolveTopology); this refuses what it would have refused, so
-// a hand-made device list cannot get a file describing other GPUs.
-func claimTopology(devs []ClaimDevice, node *inventory.Node) (*nccltopo.File, error) {
-	if !wantsTopology(devs) {
-		return nil, nil
-	}
-	if node == nil {
-		return nil, errors.New("NCCL topology file: no node inventory to write it from")
-	}
-	idx := make([]int, 0, len(devs))
-	for _, d := range devs {
-		if !d.NCCLTopoFile || d.Partition != nil || d.Sharing.IsShare() {
-			return nil, fmt.Errorf("NCCL topology file: device %s/%s is not a whole GPU that asked for it", d.Pool, d.Device)
-		}
-		i := gpuIndex(node, d.GPU.UUID)
-		if i < 0 {
-			return nil, fmt.Errorf("NCCL topology file: GPU %s of device %s/%s is not in the node's inventory", d.GPU.UUID, d.Pool, d.Device)
-		}
-		idx = append(idx, i)
-	}
-	f, err := nccltopo.Build(node, idx, nccltopo.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("NCCL topology file: %w", err)
-	}
-	return f, nil
-}
-
-func gpuIndex(n *inventory.Node, uuid string) int {
-	for i := range n.GPUs {
-		if n.GPUs[i].UUID == uuid {
-			return i
-		}
-	}
-	return -1
-}
-
-// ncclDevices are the claim's topology CDI device for f and, in a claim
-// of several requests, one per request (scope.go) whose visible-devices
-// variable lists that request's GPUs only, still in the file's rank order.
-func (w *Writer) ncclDevices(claimUID string, f *nccltopo.File, node *inventory.Node, devs []ClaimDevice) ([]cdispec.Device, error) {
-	whole, err := w.ncclDevice(claimUID, "", f, node, nil)
-	if err != nil {
-		return nil, err
-	}
-	out := []cdispec.Device{whole}
-	suffixes, scoped := scopedDevices(devs)
-	for _, sfx := range suffixes {
-		in := map[string]bool{}
-		for _, d := range scoped[sfx] {
-			in[d.GPU.UUID] = true
-		}
-		nd, err := w.ncclDevice(claimUID, sfx, f, node, in)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, nd)
-	}
-	return out, nil
-}
-
-// ncclDevice is the topology CDI device for f of scope (the claim's: "",
-// all GPUs; a request's: only the GPUs whose UUID only holds).
-func (w *Writer) ncclDevice(claimUID, scope string, f *nccltopo.File, node *inventory.Node, only map[string]bool) (cdispec.Device, error) {
-	ids := make([]string, 0, len(f.Order))
-	for _, i := range f.Order {
-		if only != nil && !only[node.GPUs[i].UUID] {
-			continue
-		}
-		u := node.GPUs[i].UUID
-		if f.Vendor == inventory.VendorAMD && !strings.HasPrefix(u, "GPU-") {
-			// ROCm names a GPU by its unique id as "GPU-" and 16 hex
-			// digits (rocminfo's Uuid), the form ROCR_ and
-			// HIP_VISIBLE_DEVICES accept.
-			u = "GPU-" + u
-		}
-		if u == "" || u == "GPU-" || strings.Contains(u, ",") {
-			return cdispec.Device{}, fmt.Errorf("NCCL topology file: GPU %s has no usable UUID (%q)", node.GPUs[i].PCIBusID, u)
-		}
-		ids = append(ids, u)
-	}
-	visible := "CUDA_VISIBLE_DEVICES="
-	if f.Vendor == inventory.VendorAMD {
-		visible = "HIP_VISIBLE_DEVICES="
-	}
-	return cdispec.Device{
-		Name:        ncclDeviceName(claimUID) + scope,
-		Annotations: map[string]string{annVendor: string(f.Vendor)},
-		ContainerEdits: cdispec.ContainerEdits{
-			Env: []string{
-				NCCLTopoFileEnv + "=" + nccltopo.ContainerPath,
-				visible + strings.Join(ids, ","),
-			},
-			Mounts: []*cdispec.Mount{{
-				HostPath:      w.TopologyPath(claimUID),
-				ContainerPath: nccltopo.ContainerPath,
-				Options:       ncclTopoMountOptions,
-			}},
-		},
-	}, nil
-}
-
 // writeTopology writes the claim's file atomically: a runtime that mounts
 // it sees the old file or the new one, never part of one.
-func (w *Writer) writeTopology(claimUID string, f *nccltopo.File) error {
+func (w *Writer) writeTopology(claimUID string, xml []byte) error {
 	dir := filepath.Join(w.specDir, ncclTopoDirName)
 	if err := os.MkdirAll(dir, specDirMode); err != nil {
 		return fmt.Errorf("NCCL topology file: %w", err)
 	}
-	if err := fsutil.WriteFileAtomic(w.TopologyPath(claimUID), f.XML, specFileMode); err != nil {
+	if err := fsutil.WriteFileAtomic(w.TopologyPath(claimUID), xml, specFileMode); err != nil {
 		return fmt.Errorf("NCCL topology file: %w", err)
 	}
 	return nil

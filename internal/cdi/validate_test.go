@@ -44,9 +44,9 @@ func checkAgainstReadSpec(t *testing.T, spec *cdispec.Spec) (accepted bool) {
 func claimSpecs(t *testing.T) map[string]*cdispec.Spec {
 	t.Helper()
 	w, _ := newTestWriter(t, simNumbers)
-	mps := dev(0, nvidiaGPU(1), migPartition(2, 0))
-	mps.Sharing = &sharing.Settings{Strategy: v1alpha1.MPS, MPSActiveThreadPercentage: 40, MPSPinnedMemoryLimit: 4 << 30}
-	mps.MPSPipeDir = "/run/tessera/mps/" + uidA
+	mpsDev := dev(0, nvidiaGPU(1), migPartition(2, 0))
+	mpsDev.Sharing = &sharing.Settings{Strategy: v1alpha1.MPS, MPSActiveThreadPercentage: 40, MPSPinnedMemoryLimit: 4 << 30}
+	mpsDev.MPSPipeDir = "/run/tessera/mps/" + uidA
 	ts := dev(1, nvidiaGPU(2), nil)
 	ts.Sharing = &sharing.Settings{Strategy: v1alpha1.TimeSlicing, TimeSlice: v1alpha1.LongTimeSlice}
 	out := map[string]*cdispec.Spec{}
@@ -55,9 +55,9 @@ func claimSpecs(t *testing.T) map[string]*cdispec.Spec {
 		"mig":        {dev(0, nvidiaGPU(3), migPartition(1, 0)), dev(1, nvidiaGPU(3), migPartition(2, 1))},
 		"amd":        {dev(0, amdGPU(2), nil)},
 		"mixed":      {dev(0, nvidiaGPU(2), migPartition(3, 0)), dev(1, amdGPU(1), nil)},
-		"mps+sliced": {mps, ts},
+		"mps+sliced": {mpsDev, ts},
 	} {
-		spec, ids, err := w.buildSpec(ClaimRef{UID: uidA, Namespace: "ns", Name: "c"}, devs)
+		spec, ids, err := w.buildSpec(ClaimSpec{Claim: ClaimRef{UID: uidA, Namespace: "ns", Name: "c"}, Devices: devs, Shared: []ClaimLevel{mpsLevel}})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

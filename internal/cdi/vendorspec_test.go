@@ -56,7 +56,7 @@ func TestVendorSpecIDs(t *testing.T) {
 		dev(3, nvidiaGPU(5), nil),                // not in the vendor spec
 		dev(4, amdGPU(0), nil),                   // another vendor
 	}
-	ids, err := w.WriteClaimSpec(ClaimRef{UID: uidA, Namespace: "ns", Name: "c"}, devs)
+	ids, err := writeSpec(w, ClaimRef{UID: uidA, Namespace: "ns", Name: "c"}, devs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestVendorSpecIDs(t *testing.T) {
 
 func TestNoVendorDirsNoVendorIDs(t *testing.T) {
 	w, dir := newTestWriter(t, simNumbers)
-	ids, err := w.WriteClaimSpec(ClaimRef{UID: uidB, Namespace: "ns", Name: "c"}, []ClaimDevice{dev(0, nvidiaGPU(0), nil)})
+	ids, err := writeSpec(w, ClaimRef{UID: uidB, Namespace: "ns", Name: "c"}, []ClaimDevice{dev(0, nvidiaGPU(0), nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/tessera-gpu/tessera/internal/fsutil"
-	"github.com/tessera-gpu/tessera/internal/inventory"
 )
 
 // Options configures a Writer.
@@ -28,9 +27,6 @@ type Options struct {
 	// is returned too, so the driver's libraries reach the container. Empty
 	// disables the lookup (the simulator has no vendor spec to find).
 	VendorSpecDirs []string
-	// KernelLimits, if set, adds the memory limit hook to each device whose
-	// limit the kernel holds (memlimit.go).
-	KernelLimits *KernelLimits
 }
 
 // Writer writes and removes per-claim CDI specs. It holds no mutable state
@@ -40,7 +36,6 @@ type Writer struct {
 	devRoot string
 	numbers func(string) (int64, int64, bool)
 	vendor  []string
-	limits  *KernelLimits
 }
 
 // Spec files are read by container runtimes (root) and by operators.
@@ -51,7 +46,7 @@ const (
 
 // NewWriter returns a Writer for o, creating SpecDir if it is missing.
 func NewWriter(o Options) (*Writer, error) {
-	w := &Writer{specDir: o.SpecDir, devRoot: o.DevRoot, numbers: o.DeviceNumbers, vendor: o.VendorSpecDirs, limits: o.KernelLimits}
+	w := &Writer{specDir: o.SpecDir, devRoot: o.DevRoot, numbers: o.DeviceNumbers, vendor: o.VendorSpecDirs}
 	if w.specDir == "" {
 		w.specDir = DefaultSpecDir
 	}
@@ -76,60 +71,40 @@ func (w *Writer) SpecPath(claimUID string) string {
 	return filepath.Join(w.specDir, specFilePrefix+claimUID+specFileExt)
 }
 
-// WriteClaimSpec writes the claim's spec, replacing any earlier one, and
-// returns per device (in input order) the CDI device IDs a container using
-// that device must get: the device's own ID, then its vendor's common ID.
-// Every device of a vendor carries the common ID, not only the first, since
-// a container may reference just one request of the claim; a runtime given
+// WriteClaim writes the claim's spec, built from s (buildSpec), replacing
+// any earlier one, and returns per device (in input order) the CDI device
+// IDs a container using that device must get: the device's own ID, then
+// its vendor's common ID, then the claim-level devices it joins. Every
+// device of a vendor carries the common ID, not only the first, since a
+// container may reference just one request of the claim; a runtime given
 // the common ID twice applies it idempotently (same env value, same nodes).
 //
 // Output is a pure function of the input, so preparing a claim again yields
 // the same file and IDs. The spec is written only once it passes the CDI
 // library's validation (validateSpec); on any error the previous spec, if
-// any, is left untouched.
-//
-// A claim that asked for an NCCL topology file needs WriteClaim.
-func (w *Writer) WriteClaimSpec(claim ClaimRef, devs []ClaimDevice) ([][]string, error) {
-	return w.WriteClaim(claim, devs, nil)
-}
-
-// WriteClaim is WriteClaimSpec with the node's inventory, from which the
-// claim's NCCL topology file is written when its devices asked for one
-// (topology.go): the file first, then the spec, so that a spec on disk
-// always finds its file. On an error after the file was written the file
-// stays; RemoveClaimSpec removes it with the spec.
-func (w *Writer) WriteClaim(claim ClaimRef, devs []ClaimDevice, node *inventory.Node) ([][]string, error) {
-	topo, err := claimTopology(devs, node)
+// any, is left untouched. s.File, when set, is written first (at
+// TopologyPath), so that a spec on disk always finds its file; on an error
+// after the file was written the file stays, and RemoveClaimSpec removes
+// it with the spec.
+func (w *Writer) WriteClaim(s ClaimSpec) ([][]string, error) {
+	spec, ids, err := w.buildSpec(s)
 	if err != nil {
-		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
-	}
-	spec, ids, err := w.buildSpec(claim, devs)
-	if err != nil {
-		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
-	}
-	if topo != nil {
-		// The claim's, then each request's (scope.go); each device's IDs
-		// name its own already (deviceIDs).
-		nds, err := w.ncclDevices(claim.UID, topo, node, devs)
-		if err != nil {
-			return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
-		}
-		spec.Devices = append(spec.Devices, nds...)
+		return nil, fmt.Errorf("CDI spec for claim %s: %w", s.Claim, err)
 	}
 	data, err := marshalSpec(spec)
 	if err != nil {
-		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+		return nil, fmt.Errorf("CDI spec for claim %s: %w", s.Claim, err)
 	}
 	if err := validateSpec(spec, data, ids); err != nil {
-		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+		return nil, fmt.Errorf("CDI spec for claim %s: %w", s.Claim, err)
 	}
-	if topo != nil {
-		if err := w.writeTopology(claim.UID, topo); err != nil {
-			return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+	if s.File != nil {
+		if err := w.writeTopology(s.Claim.UID, s.File); err != nil {
+			return nil, fmt.Errorf("CDI spec for claim %s: %w", s.Claim, err)
 		}
 	}
-	if err := fsutil.WriteFileAtomic(w.SpecPath(claim.UID), data, specFileMode); err != nil {
-		return nil, fmt.Errorf("CDI spec for claim %s: %w", claim, err)
+	if err := fsutil.WriteFileAtomic(w.SpecPath(s.Claim.UID), data, specFileMode); err != nil {
+		return nil, fmt.Errorf("CDI spec for claim %s: %w", s.Claim, err)
 	}
 	return ids, nil
 }

@@ -34,7 +34,7 @@ func readSpecFile(t *testing.T, path string) *cdispec.Spec {
 func TestSpecFileShape(t *testing.T) {
 	w, dir := newTestWriter(t, simNumbers)
 	devs := []ClaimDevice{dev(0, nvidiaGPU(2), migPartition(3, 0)), dev(1, amdGPU(1), nil)}
-	if _, err := w.WriteClaimSpec(ClaimRef{UID: uidA, Namespace: "ns", Name: "c"}, devs); err != nil {
+	if _, err := writeSpec(w, ClaimRef{UID: uidA, Namespace: "ns", Name: "c"}, devs); err != nil {
 		t.Fatal(err)
 	}
 	path := w.SpecPath(uidA)
@@ -82,7 +82,7 @@ func TestDevRootSlashGivesEqualPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.WriteClaimSpec(ClaimRef{UID: uidA}, []ClaimDevice{dev(0, nvidiaGPU(0), nil)}); err != nil {
+	if _, err := writeSpec(w, ClaimRef{UID: uidA}, []ClaimDevice{dev(0, nvidiaGPU(0), nil)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range readSpecFile(t, w.SpecPath(uidA)).Devices {
@@ -109,12 +109,12 @@ func TestWriteIsIdempotent(t *testing.T) {
 	w, _ := newTestWriter(t, simNumbers)
 	devs := []ClaimDevice{dev(0, nvidiaGPU(0), nil), dev(1, amdGPU(1), nil)}
 	claim := ClaimRef{UID: uidA, Namespace: "ns", Name: "c"}
-	ids1, err := w.WriteClaimSpec(claim, devs)
+	ids1, err := writeSpec(w, claim, devs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b1, _ := os.ReadFile(w.SpecPath(uidA))
-	ids2, err := w.WriteClaimSpec(claim, devs)
+	ids2, err := writeSpec(w, claim, devs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,11 +129,11 @@ func TestWriteIsIdempotent(t *testing.T) {
 func TestClaimsDoNotShareNames(t *testing.T) {
 	w, dir := newTestWriter(t, simNumbers)
 	devs := []ClaimDevice{dev(0, nvidiaGPU(0), nil)}
-	idsA, err := w.WriteClaimSpec(ClaimRef{UID: uidA}, devs)
+	idsA, err := writeSpec(w, ClaimRef{UID: uidA}, devs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	idsB, err := w.WriteClaimSpec(ClaimRef{UID: uidB}, devs)
+	idsB, err := writeSpec(w, ClaimRef{UID: uidB}, devs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestClaimsDoNotShareNames(t *testing.T) {
 
 func TestRemoveClaimSpec(t *testing.T) {
 	w, dir := newTestWriter(t, simNumbers)
-	ids, err := w.WriteClaimSpec(ClaimRef{UID: uidA}, []ClaimDevice{dev(0, nvidiaGPU(0), nil)})
+	ids, err := writeSpec(w, ClaimRef{UID: uidA}, []ClaimDevice{dev(0, nvidiaGPU(0), nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,13 +210,13 @@ func TestWriteClaimSpecRejects(t *testing.T) {
 			// failed rewrite.
 			var before []byte
 			if tt.uid == uidA {
-				if _, err := (&Writer{specDir: w.specDir, devRoot: w.devRoot, numbers: simNumbers}).WriteClaimSpec(
+				if _, err := writeSpec(&Writer{specDir: w.specDir, devRoot: w.devRoot, numbers: simNumbers},
 					ClaimRef{UID: uidA}, []ClaimDevice{dev(0, nvidiaGPU(0), nil)}); err != nil {
 					t.Fatal(err)
 				}
 				before, _ = os.ReadFile(w.SpecPath(uidA))
 			}
-			_, err := w.WriteClaimSpec(ClaimRef{UID: tt.uid, Namespace: "ns", Name: "c"}, tt.devs)
+			_, err := writeSpec(w, ClaimRef{UID: tt.uid, Namespace: "ns", Name: "c"}, tt.devs)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
 			}
@@ -241,7 +241,7 @@ func TestFailedWriteLeavesNoFile(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(w.SpecPath(uidA), "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.WriteClaimSpec(ClaimRef{UID: uidA}, []ClaimDevice{dev(0, nvidiaGPU(0), nil)}); err == nil {
+	if _, err := writeSpec(w, ClaimRef{UID: uidA}, []ClaimDevice{dev(0, nvidiaGPU(0), nil)}); err == nil {
 		t.Fatal("want an error")
 	}
 	if l := tmpFiles(t, dir); len(l) != 0 {
@@ -266,11 +266,11 @@ func TestListClaimSpecs(t *testing.T) {
 	}
 	claimB := ClaimRef{UID: uidB, Namespace: "ns-b", Name: "infer"}
 	devsB := []ClaimDevice{{Request: "mig", Pool: "node-1", Device: "gpu-2-mig-1g-3-0", GPU: nvidiaGPU(2), Partition: migPartition(3, 0)}}
-	idsA, err := w.WriteClaimSpec(claimA, devsA)
+	idsA, err := writeSpec(w, claimA, devsA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	idsB, err := w.WriteClaimSpec(claimB, devsB)
+	idsB, err := writeSpec(w, claimB, devsB)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,9 @@
 //	effect_mps.go         MPS daemons: the claim's own or a device's shared
 //	                      one, started after the carve, stopped before the
 //	                      partitions go, started again when found dead
+//	effect_memlimits.go   kernel memory limits: the hook the spec runs for a
+//	                      share the kernel holds; at unprepare, the records
+//	                      of containers whose poststop hook never ran go
 //
 // Prepare, rollback, recovery and the periodic checks know none of them by
 // name. They walk the list effects (apply order) and undoOrder (rollback
@@ -67,8 +70,13 @@
 // machine puts them: PrepareStarted saved before the first effect applies,
 // stepSharingApplied after the last.
 //
-// A new side effect (memory limits, say) is one file, effect_<name>.go: a
-// type that embeds nothing (the defaults for check, ensure and sweep),
+// Each effect also returns what the claim's CDI spec gets from it (edits;
+// spec.go assembles them, with the NCCL topology file's, nccl.go, and cdi
+// adds each vendor's): the spec is built from what each step returns, and
+// cdi knows none of them.
+//
+// A new side effect is one file, effect_<name>.go: a type that embeds
+// nothing (the defaults for check, ensure, sweep, claimOwned and edits),
 // defines plan, holds, apply and undo and what else it needs, records in
 // plan what undo must find after a crash (a checkpoint.Device field, with
 // its record in internal/checkpoint), and wraps its backend failures with one

@@ -33,8 +33,17 @@ type effect interface {
 	apply(ctx context.Context, m *Manager, entry *checkpoint.Claim, devs []planned) error
 	// undo removes what c holds of this effect, unless another claim
 	// still holds it. Each step is idempotent: rollback runs again after
-	// a crash at any point. m.mu is held.
+	// a crash at any point. m.mu is held, unless claimOwned.
 	undo(ctx context.Context, m *Manager, c *checkpoint.Claim) error
+	// claimOwned reports whether what undo removes belongs to the claim
+	// alone (named by its UID), so that undo runs for a plain claim too,
+	// without m.mu; otherwise undo runs only for a claim that holds
+	// effects, under m.mu.
+	claimOwned() bool
+	// edits adds to s what the claim's CDI spec gets from this effect, for
+	// its devices as resolved now (with what apply or ensure filled in):
+	// the edits of a device's own CDI device, claim-level devices.
+	edits(m *Manager, s *claimSpec) error
 	// ensure makes the node hold what the prepared claim r records, on
 	// occasion occ, and returns how many MPS daemons it found dead and
 	// started again (Config.MPSRestarted). m.mu is held.
@@ -49,13 +58,16 @@ type effect interface {
 // effects are the side effects in the order prepare applies them:
 // partitions first (an MPS daemon serves the partition's UUID, and a whole
 // GPU's MIG mode goes off before its interval is set), then intervals,
-// then MPS daemons. Checks, ensures and sweeps walk them in this order too.
-var effects = []effect{partitions{}, intervals{}, mpsDaemons{}}
+// then MPS daemons, then memory limits (set by the hook when a container
+// starts; prepare only writes the hook into the spec). Checks, ensures,
+// sweeps and the spec's edits walk them in this order too.
+var effects = []effect{partitions{}, intervals{}, mpsDaemons{}, memoryLimits{}}
 
 // undoOrder is the order rollback undoes them: an MPS daemon first, as it
 // holds the partitions it serves, then the partitions, whose hardware goes
-// even when an interval cannot be restored, then the intervals.
-var undoOrder = []effect{mpsDaemons{}, partitions{}, intervals{}}
+// even when an interval cannot be restored, then the intervals, then the
+// memory limits' records, which no container holds any more.
+var undoOrder = []effect{mpsDaemons{}, partitions{}, intervals{}, memoryLimits{}}
 
 // occasion is when ensure or sweep runs.
 type occasion int
@@ -107,6 +119,10 @@ func (nothing) ensure(context.Context, *Manager, *recorded, occasion) (int, erro
 
 func (nothing) sweep(context.Context, *Manager, occasion) (int, error) { return 0, nil }
 
+func (nothing) claimOwned() bool { return false }
+
+func (nothing) edits(*Manager, *claimSpec) error { return nil }
+
 // plan records devs in the PrepareStarted entry and reports whether any
 // effect changes the node for them.
 func (m *Manager) plan(entry *checkpoint.Claim, devs []planned) (changes bool) {
@@ -153,8 +169,14 @@ func (m *Manager) applyEffects(ctx context.Context, entry *checkpoint.Claim, dev
 	return nil
 }
 
-func (m *Manager) undoEffects(ctx context.Context, c *checkpoint.Claim) error {
+// undoEffects undoes what c holds. held: m.mu is held and c may hold any
+// effect; otherwise c is a plain claim, and only what it owns alone goes
+// (claimOwned).
+func (m *Manager) undoEffects(ctx context.Context, c *checkpoint.Claim, held bool) error {
 	for _, e := range undoOrder {
+		if !held && !e.claimOwned() {
+			continue
+		}
 		if err := e.undo(ctx, m, c); err != nil {
 			return err
 		}

@@ -7,10 +7,12 @@ import (
 	"slices"
 
 	"k8s.io/klog/v2"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/cdi"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
+	"github.com/tessera-gpu/tessera/internal/mps"
 )
 
 // mpsDaemons is the MPS daemon effect: a claim's devices under an MPS
@@ -258,4 +260,33 @@ func (m *Manager) sharedDaemonHeldByOther(uid, id string) bool {
 		}
 	}
 	return false
+}
+
+// edits adds the claim-level device of the claim's MPS clients: every
+// container using one of its MPS devices mounts the daemon's pipe
+// directory and gets the CUDA_MPS_* variables (mps.ClientEdits).
+func (mpsDaemons) edits(_ *Manager, s *claimSpec) error {
+	s.Shared = append(s.Shared, cdi.ClaimLevel{
+		Name:  "mps",
+		Joins: func(d *cdi.ClaimDevice) bool { return d.Sharing.IsMPS() },
+		Edits: mpsClientEdits,
+	})
+	return nil
+}
+
+func mpsClientEdits(devs []cdi.ClaimDevice) (cdi.Edits, error) {
+	clients := make([]mps.Client, len(devs))
+	for i, d := range devs {
+		uuid := d.GPU.UUID
+		if d.Partition != nil {
+			uuid = d.Partition.UUID
+		}
+		clients[i] = mps.Client{Name: d.Pool + "/" + d.Device, PipeDir: d.MPSPipeDir, UUID: uuid,
+			PinnedMemoryLimit: d.Sharing.MPSPinnedMemoryLimit, ActiveThreadPercentage: d.Sharing.MPSActiveThreadPercentage}
+	}
+	env, mount, err := mps.ClientEdits(clients)
+	if err != nil {
+		return cdi.Edits{}, err
+	}
+	return cdi.Edits{Env: env, Mounts: []*cdispec.Mount{mount}}, nil
 }

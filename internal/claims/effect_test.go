@@ -45,15 +45,15 @@ func TestEffectPlan(t *testing.T) {
 		// plans and holds are, per effect in effects' order, whether it
 		// acts at prepare and whether the record then says it holds
 		// something to undo (a whole GPU's mode switch leaves nothing).
-		plans, holds  [3]bool
+		plans, holds  [4]bool
 		wantPlacement string
 	}{
-		{"static whole GPU", func(t *testing.T) *env { return newEnv(t, "dgx-h100") }, allocated("c", "gpu-2"), [3]bool{}, [3]bool{}, ""},
-		{"dynamic placement", func(t *testing.T) *env { return dynamicEnv(t, "dgx-h100") }, allocated("c", "gpu-7-mig-1g-10gb-6"), [3]bool{true, false, false}, [3]bool{true, false, false}, "1g.10gb@6"},
-		{"dynamic whole GPU", func(t *testing.T) *env { return dynamicEnv(t, "dgx-h100") }, allocated("c", "gpu-5"), [3]bool{true, false, false}, [3]bool{}, ""},
-		{"interval", func(t *testing.T) *env { return sharingEnv(t, "mixed-inference") }, configured("c", longSlice, "gpu-2"), [3]bool{false, true, false}, [3]bool{false, true, false}, ""},
-		{"MPS", func(t *testing.T) *env { return sharingEnv(t, "mixed-inference") }, configured("c", mpsHalf, "gpu-0"), [3]bool{false, false, true}, [3]bool{false, false, true}, ""},
-		{"enforced share", func(t *testing.T) *env { return capacityEnv(t, "l4-4") }, shareClaim("c", "gpu-0", "7Gi", 10), [3]bool{false, false, true}, [3]bool{false, false, true}, ""},
+		{"static whole GPU", func(t *testing.T) *env { return newEnv(t, "dgx-h100") }, allocated("c", "gpu-2"), [4]bool{}, [4]bool{}, ""},
+		{"dynamic placement", func(t *testing.T) *env { return dynamicEnv(t, "dgx-h100") }, allocated("c", "gpu-7-mig-1g-10gb-6"), [4]bool{true, false, false, false}, [4]bool{true, false, false, false}, "1g.10gb@6"},
+		{"dynamic whole GPU", func(t *testing.T) *env { return dynamicEnv(t, "dgx-h100") }, allocated("c", "gpu-5"), [4]bool{true, false, false, false}, [4]bool{}, ""},
+		{"interval", func(t *testing.T) *env { return sharingEnv(t, "mixed-inference") }, configured("c", longSlice, "gpu-2"), [4]bool{false, true, false, false}, [4]bool{false, true, false, false}, ""},
+		{"MPS", func(t *testing.T) *env { return sharingEnv(t, "mixed-inference") }, configured("c", mpsHalf, "gpu-0"), [4]bool{false, false, true, false}, [4]bool{false, false, true, false}, ""},
+		{"enforced share", func(t *testing.T) *env { return capacityEnv(t, "l4-4") }, shareClaim("c", "gpu-0", "7Gi", 10), [4]bool{false, false, true, false}, [4]bool{false, false, true, false}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,6 +87,7 @@ func TestEffectPlan(t *testing.T) {
 // simulator, checks the node, undoes it and checks the node is as before;
 // undo again changes nothing (rollback reruns after a crash).
 func TestEffectApplyUndo(t *testing.T) {
+	var limits limitNode // the memory limits case's node
 	cases := []struct {
 		name    string
 		effect  effect
@@ -131,6 +132,28 @@ func TestEffectApplyUndo(t *testing.T) {
 			func(e *env, m *Manager, entry *checkpoint.Claim) error {
 				if ts := e.timeSlice(entry.Devices[0].GPUUUID); ts != backend.TimeSliceDefault {
 					return fmt.Errorf("interval %s, want the default", ts)
+				}
+				return nil
+			}},
+		{"memory limits", memoryLimits{}, func(t *testing.T) *env {
+			// The hook held a limit for a container of the claim whose
+			// poststop never ran, and one for another claim's.
+			e := newEnv(t, "dgx-h100")
+			limits = newLimitNode(t)
+			limits.hold(t, "uid-c", "gpu-2")
+			limits.hold(t, "uid-other", "gpu-5")
+			e.releaseLimits = limits.release
+			return e
+		}, allocated("c", "gpu-2"),
+			func(e *env, m *Manager, entry *checkpoint.Claim) error {
+				if recs := limits.records(t); len(recs) != 2 {
+					return fmt.Errorf("records %+v, want both: prepare leaves them to the hook", recs)
+				}
+				return nil
+			},
+			func(e *env, m *Manager, entry *checkpoint.Claim) error {
+				if recs := limits.records(t); len(recs) != 1 || recs[0].ClaimUID != "uid-other" {
+					return fmt.Errorf("records %+v, want the other claim's alone", recs)
 				}
 				return nil
 			}},

@@ -52,7 +52,7 @@ type env struct {
 	// Config.Released.
 	getClaim func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error)
 	released func(Evidence)
-	// releaseLimits is Config.ReleaseMemoryLimits (unset: none).
+	// releaseLimits is Config.MemoryLimits.Release (unset: no hook).
 	releaseLimits func(claimUID string) error
 }
 
@@ -120,13 +120,16 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	mgr, err := newManager(ctx, Config{
+	cfg := Config{
 		DriverName: driverName, Backend: be, CDI: w,
 		Store: checkpoint.NewStore(e.checkpointPath()), BootID: e.bootID,
 		Devices: devices, Partitioning: e.partitioning, OrphanDestroyed: e.orphanHook,
 		MPSRestarted: e.mpsRestarted, GetClaim: e.getClaim, Released: e.released,
-		ReleaseMemoryLimits: e.releaseLimits,
-	}, crash)
+	}
+	if e.releaseLimits != nil {
+		cfg.MemoryLimits = &MemoryLimits{Release: e.releaseLimits}
+	}
+	mgr, err := newManager(ctx, cfg, crash)
 	if err != nil {
 		e.t.Fatalf("start manager: %v", err)
 	}

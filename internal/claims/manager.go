@@ -12,7 +12,10 @@ import (
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/cdi"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
+	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/isolation"
 	"github.com/tessera-gpu/tessera/internal/keyed"
+	"github.com/tessera-gpu/tessera/internal/memlimit"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sharing"
 )
@@ -65,10 +68,24 @@ type Config struct {
 	// manager carves at prepare, destroys at unprepare and removes
 	// partitions no claim owns at start (effect_partitions.go).
 	Partitioning publish.Partitioning
-	// ReleaseMemoryLimits, if set, forgets the kernel memory limits that
-	// containers of the claim held (internal/memlimit) and whose poststop hook
-	// never ran (the runtime died first). It must be idempotent.
-	ReleaseMemoryLimits func(claimUID string) error
+	// Isolation, if set, is how a share of the device would be held
+	// (internal/isolation), as the device was published; assessed once per
+	// spec written: the memory limit's hooks follow it, and a prepare's
+	// result carries it (Device.Isolation). Unset: held by nothing.
+	Isolation func(gpu *inventory.GPU, p *inventory.Partition) isolation.Assessment
+	// MemoryLimits, if set, is the node's kernel memory limit hook
+	// (effect_memlimits.go); unset where no hook is installed.
+	MemoryLimits *MemoryLimits
+}
+
+// MemoryLimits is how shares' memory is held in the kernel.
+type MemoryLimits struct {
+	// Hook is what the specs run (internal/memlimit).
+	Hook memlimit.Hook
+	// Release forgets the kernel memory limits that containers of the
+	// claim held and whose poststop hook never ran (the runtime died
+	// first). It must be idempotent.
+	Release func(claimUID string) error
 }
 
 // Device is one prepared device, as the kubelet plugin returns it.
@@ -80,6 +97,9 @@ type Device struct {
 	ShareID string
 	// Share is what the claim holds of a shared device (nil: all of it).
 	Share *sharing.Share
+	// Isolation is how the share is held, as assessed when its spec was
+	// written (Config.Isolation); set by Prepare for a share only.
+	Isolation *isolation.Assessment
 }
 
 // Manager prepares and unprepares claims. It is safe for concurrent use:

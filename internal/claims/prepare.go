@@ -172,7 +172,7 @@ func (m *Manager) complete(ctx context.Context, logger klog.Logger, ref cdi.Clai
 		}
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
-	ids, err := m.writeSpec(ref, cdiDevices(devs))
+	ids, iso, err := m.writeSpec(ref, cdiDevices(devs))
 	if err != nil {
 		return fail(withKind(ErrCDI, fmt.Errorf("write CDI spec: %w", err)))
 	}
@@ -188,6 +188,11 @@ func (m *Manager) complete(ctx context.Context, logger klog.Logger, ref cdi.Clai
 		}
 		out = devicesOf(entry)
 	})
+	for i := range out {
+		if out[i].Share != nil {
+			out[i].Isolation = &iso[i]
+		}
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -248,7 +253,7 @@ func (m *Manager) ensureSpec(ctx context.Context, ref cdi.ClaimRef, c *checkpoin
 	if err != nil {
 		return err
 	}
-	ids, err := m.writeSpec(ref, devs)
+	ids, _, err := m.writeSpec(ref, devs)
 	if err != nil {
 		return withKind(ErrCDI, fmt.Errorf("rewrite CDI spec: %w", err))
 	}

@@ -182,17 +182,6 @@ func plannedFootprint(d planned) footprint {
 	return fp
 }
 
-// writeSpec writes the claim's CDI spec, and before it its NCCL topology
-// file when its devices asked for one, from the node's inventory as
-// published now (the devices were resolved against it).
-func (m *Manager) writeSpec(ref cdi.ClaimRef, devs []cdi.ClaimDevice) ([][]string, error) {
-	var node *inventory.Node
-	if slices.ContainsFunc(devs, func(d cdi.ClaimDevice) bool { return d.NCCLTopoFile }) {
-		node = m.cfg.Devices().Node
-	}
-	return m.cfg.CDI.WriteClaim(ref, devs, node)
-}
-
 // wantsTopology reports whether a recorded claim has an NCCL topology file.
 func wantsTopology(c *checkpoint.Claim) bool {
 	return slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool { return d.NCCLTopoFile })

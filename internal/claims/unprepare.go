@@ -64,12 +64,7 @@ func (m *Manager) teardown(ctx context.Context, c *checkpoint.Claim, held bool) 
 	}
 	// The effects go even when the spec could not: the entry stays and the
 	// next attempt removes the spec, but hardware is not held meanwhile.
-	if held {
-		if err := m.undoEffects(ctx, c); err != nil {
-			return err
-		}
-	}
-	if err := m.releaseLimits(c); err != nil {
+	if err := m.undoEffects(ctx, c, held); err != nil {
 		return err
 	}
 	if specErr != nil {
@@ -95,19 +90,4 @@ func (m *Manager) forget(c *checkpoint.Claim, held bool) error {
 		m.mu.Unlock()
 	}
 	return err
-}
-
-// releaseLimits forgets the memory limits the claim's containers held. The
-// kubelet unprepares a claim only when no container of the node uses it,
-// so a record left is of a container whose poststop hook never ran; a
-// crash before the entry goes is finished by the next attempt or by
-// recovery's rollback, both through teardown.
-func (m *Manager) releaseLimits(c *checkpoint.Claim) error {
-	if m.cfg.ReleaseMemoryLimits == nil {
-		return nil
-	}
-	if err := m.cfg.ReleaseMemoryLimits(c.UID); err != nil {
-		return withKind(ErrSharing, fmt.Errorf("release memory limits: %w", err))
-	}
-	return m.crash(stepLimitsReleased)
 }

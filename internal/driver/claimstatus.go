@@ -12,9 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/internal/claims"
-	"github.com/tessera-gpu/tessera/internal/isolation"
 	"github.com/tessera-gpu/tessera/internal/names"
-	"github.com/tessera-gpu/tessera/internal/sharing"
 )
 
 // Pod events alone would show a failed prepare only as a repeat at each
@@ -43,11 +41,14 @@ func (d *Driver) reportPrepare(ctx context.Context, claim *resourceapi.ResourceC
 		return
 	}
 	prepared := prepErr != nil || d.failureRecorded(claim)
-	shares := map[deviceKey]*sharing.Share{}
+	// A share's isolation is the one its prepare assessed; a prepare that
+	// found the claim prepared already has none to report, and its first
+	// prepare reported it.
+	shares := map[deviceKey]claims.Device{}
 	if prepErr == nil {
 		for _, dv := range devs {
-			if dv.Share != nil {
-				shares[deviceKey{dv.Pool, dv.Name, dv.ShareID}] = dv.Share
+			if dv.Share != nil && dv.Isolation != nil {
+				shares[deviceKey{dv.Pool, dv.Name, dv.ShareID}] = dv
 			}
 		}
 	}
@@ -76,8 +77,8 @@ func (d *Driver) reportPrepare(ctx context.Context, claim *resourceapi.ResourceC
 		if r.ShareID != nil {
 			shareID = string(*r.ShareID)
 		}
-		if sh := shares[deviceKey{r.Pool, r.Device, shareID}]; sh != nil {
-			s, rs, m := shareCondition(sh, d.deviceIsolation(r.Device))
+		if dv, ok := shares[deviceKey{r.Pool, r.Device, shareID}]; ok {
+			s, rs, m := shareCondition(dv.Share, *dv.Isolation)
 			conds = append(conds, metaapply.Condition().WithType(ConditionShareEnforced).WithStatus(s).WithReason(rs).
 				WithMessage(m).WithLastTransitionTime(now).WithObservedGeneration(claim.Generation))
 		}
@@ -130,15 +131,4 @@ func conditionReason(r string) string {
 		return "PrepareFailed"
 	}
 	return b.String()
-}
-
-// deviceIsolation is how shares of the published device name are held;
-// one the last build no longer has is judged as held by nothing.
-func (d *Driver) deviceIsolation(name string) isolation.Assessment {
-	if res := d.Published(); res != nil {
-		if e, ok := res.Devices[name]; ok {
-			return d.opts.isolation(e.GPU, e.Partition)
-		}
-	}
-	return isolation.Assessment{Level: isolation.None, Blockers: []string{"the device is no longer published"}}
 }

@@ -142,23 +142,24 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	if err := d.pub.discover(ctx); err != nil {
 		return nil, err
 	}
-	w, err := cdi.NewWriter(cdi.Options{SpecDir: o.CDIDir, DevRoot: o.Backend.DevRoot(), DeviceNumbers: o.Backend.DeviceNumbers, VendorSpecDirs: o.VendorCDIDirs, KernelLimits: o.kernelLimits()})
+	w, err := cdi.NewWriter(cdi.Options{SpecDir: o.CDIDir, DevRoot: o.Backend.DevRoot(), DeviceNumbers: o.Backend.DeviceNumbers, VendorSpecDirs: o.VendorCDIDirs})
 	if err != nil {
 		return nil, fmt.Errorf("CDI spec dir %s: %w", o.CDIDir, err)
 	}
 	d.claims, err = claims.New(ctx, claims.Config{
-		DriverName:          names.DriverName,
-		Backend:             o.Backend,
-		CDI:                 w,
-		Store:               checkpoint.NewStore(o.CheckpointPath),
-		BootID:              o.BootID,
-		Devices:             d.pub.devices,
-		Partitioning:        o.Partitioning,
-		ReleaseMemoryLimits: o.releaseMemoryLimits(),
-		OrphanDestroyed:     o.Metrics.OrphanDestroyed,
-		MPSRestarted:        o.Metrics.MPSRestarted,
-		GetClaim:            getClaim(o.KubeClient),
-		Released:            func(ev claims.Evidence) { o.Metrics.StaleClaimReleased(releasedLabel(ev)) },
+		DriverName:      names.DriverName,
+		Backend:         o.Backend,
+		CDI:             w,
+		Store:           checkpoint.NewStore(o.CheckpointPath),
+		BootID:          o.BootID,
+		Devices:         d.pub.devices,
+		Partitioning:    o.Partitioning,
+		Isolation:       o.isolation,
+		MemoryLimits:    o.memoryLimits(),
+		OrphanDestroyed: o.Metrics.OrphanDestroyed,
+		MPSRestarted:    o.Metrics.MPSRestarted,
+		GetClaim:        getClaim(o.KubeClient),
+		Released:        func(ev claims.Evidence) { o.Metrics.StaleClaimReleased(releasedLabel(ev)) },
 		ObservePartition: func(op claims.PartitionOp, took time.Duration, err error) {
 			o.Metrics.ObservePartition(string(op), took, err)
 		},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/internal/cdi"
 	"github.com/tessera-gpu/tessera/internal/names"
+	"github.com/tessera-gpu/tessera/internal/nccltopo"
 )
 
 // addPodGroupClaim creates a claim as the control plane makes one for a
@@ -99,8 +100,8 @@ func TestPodGroupClaimPerWorker(t *testing.T) {
 				t.Errorf("worker-%d: %s=%q, want its GPU %s only", i, v, got, uuid)
 			}
 		}
-		if envValue(spec, cdi.NCCLTopoFileEnv) == "" {
-			t.Errorf("worker-%d: no %s", i, cdi.NCCLTopoFileEnv)
+		if envValue(spec, nccltopo.FileEnv) == "" {
+			t.Errorf("worker-%d: no %s", i, nccltopo.FileEnv)
 		}
 		wholeVisible += "," + uuid
 	}

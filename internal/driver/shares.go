@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/tessera-gpu/tessera/internal/claims"
 	"github.com/tessera-gpu/tessera/internal/isolation"
 	"github.com/tessera-gpu/tessera/internal/memlimit"
 	"github.com/tessera-gpu/tessera/internal/names"
@@ -78,7 +79,7 @@ func mechanismName(m memlimit.Mechanism) string {
 
 // sharesRecorded reports whether the claim's status already says how each
 // of its shares is enforced, so a repeated prepare writes nothing.
-func (d *Driver) sharesRecorded(claim *resourceapi.ResourceClaim, shares map[deviceKey]*sharing.Share) bool {
+func (d *Driver) sharesRecorded(claim *resourceapi.ResourceClaim, shares map[deviceKey]claims.Device) bool {
 	found := 0
 	for _, ds := range claim.Status.Devices {
 		if ds.Driver != names.DriverName {
@@ -88,7 +89,7 @@ func (d *Driver) sharesRecorded(claim *resourceapi.ResourceClaim, shares map[dev
 		if ds.ShareID != nil {
 			k.shareID = *ds.ShareID
 		}
-		if shares[k] == nil {
+		if _, ok := shares[k]; !ok {
 			continue
 		}
 		for _, c := range ds.Conditions {

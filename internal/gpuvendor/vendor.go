@@ -2,6 +2,7 @@ package gpuvendor
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/tessera-gpu/tessera/internal/inventory"
 )
@@ -34,6 +35,11 @@ type Vendor interface {
 	// CommonEnv is the environment every container with one of the claim's
 	// devices of this vendor gets, given all of them in claim order.
 	CommonEnv(devs []Device) ([]string, error)
+	// OrderedDevicesEnv is the variable that lists gpus, whole GPUs of the
+	// vendor, to a container in exactly this order (an NCCL topology
+	// file's rank order): the runtime's visible-devices variable, naming
+	// each GPU as the runtime accepts it.
+	OrderedDevicesEnv(gpus []*inventory.GPU) (string, error)
 	// Majors names the character-device regions of the vendor's nodes (as
 	// /proc/devices lists the drivers), in a fixed order; every Node.Major
 	// is one of them.
@@ -110,6 +116,17 @@ func (d Device) UUID() string {
 		return d.Partition.UUID
 	}
 	return d.GPU.UUID
+}
+
+// UUIDList joins ids with commas, refusing an empty one or one holding a
+// comma (a visible-devices list could not say it); gpus name them in errors.
+func UUIDList(gpus []*inventory.GPU, ids []string) (string, error) {
+	for i, id := range ids {
+		if id == "" || strings.Contains(id, ",") {
+			return "", fmt.Errorf("GPU %s has no usable UUID (%q)", gpus[i].PCIBusID, id)
+		}
+	}
+	return strings.Join(ids, ","), nil
 }
 
 // CheckMinor refuses a negative device minor; what names it in the error.

@@ -13,6 +13,9 @@ import (
 // ContainerPath is where a claim's containers find the file.
 const ContainerPath = "/etc/tessera/nccl-topo.xml"
 
+// FileEnv is the variable NCCL and RCCL read the file's path from.
+const FileEnv = "NCCL_TOPO_FILE"
+
 // NVSwitchTarget is the nvlink target of a link to an NVSwitch: the bus ID
 // NCCL itself writes for a switch it cannot see. NCCL joins every NVSwitch
 // link of a GPU to one switch node whatever the target, so the switch's own

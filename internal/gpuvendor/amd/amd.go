@@ -3,6 +3,7 @@ package amd
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/tessera-gpu/tessera/internal/gpuvendor"
 	"github.com/tessera-gpu/tessera/internal/inventory"
@@ -61,6 +62,21 @@ func (Vendor) HostNodes([]*inventory.GPU) []gpuvendor.Node { return nil }
 // CommonEnv is empty: ROCm finds its GPUs from the render nodes present,
 // and a variable invented for it would only mislead.
 func (Vendor) CommonEnv([]gpuvendor.Device) ([]string, error) { return nil, nil }
+
+// OrderedDevicesEnv is HIP_VISIBLE_DEVICES with the GPUs' unique ids as
+// ROCm names them, "GPU-" and 16 hex digits (rocminfo's Uuid), the form
+// ROCR_ and HIP_VISIBLE_DEVICES accept; HIP numbers them in that order.
+func (Vendor) OrderedDevicesEnv(gpus []*inventory.GPU) (string, error) {
+	ids := make([]string, len(gpus))
+	for i, g := range gpus {
+		ids[i] = g.UUID
+		if g.UUID != "" && !strings.HasPrefix(g.UUID, "GPU-") {
+			ids[i] = "GPU-" + g.UUID
+		}
+	}
+	l, err := gpuvendor.UUIDList(gpus, ids)
+	return "HIP_VISIBLE_DEVICES=" + l, err
+}
 
 func driNodes(card, render int) ([]gpuvendor.Node, error) {
 	if err := gpuvendor.CheckMinor("card minor", card); err != nil {

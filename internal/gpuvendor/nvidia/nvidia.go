@@ -101,6 +101,17 @@ func (Vendor) HostNodes(gpus []*inventory.GPU) []gpuvendor.Node {
 
 // CommonEnv names the claim's devices for the NVIDIA container stack and
 // CUDA: whole GPUs by GPU UUID, MIG instances by MIG UUID, each once.
+// OrderedDevicesEnv is CUDA_VISIBLE_DEVICES with the GPUs' UUIDs, which
+// CUDA numbers in the order given.
+func (Vendor) OrderedDevicesEnv(gpus []*inventory.GPU) (string, error) {
+	ids := make([]string, len(gpus))
+	for i, g := range gpus {
+		ids[i] = g.UUID
+	}
+	l, err := gpuvendor.UUIDList(gpus, ids)
+	return "CUDA_VISIBLE_DEVICES=" + l, err
+}
+
 func (Vendor) CommonEnv(devs []gpuvendor.Device) ([]string, error) {
 	seen := map[string]bool{}
 	var uuids []string

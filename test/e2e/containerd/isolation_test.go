@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tessera-gpu/tessera/internal/cdi"
+	"github.com/tessera-gpu/tessera/internal/mps"
 	"github.com/tessera-gpu/tessera/internal/sim/standin"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
@@ -53,7 +53,7 @@ func TestShareNamespacesIsolated(t *testing.T) {
 		}
 		checkContainer(t, tn.ns, p, p.Spec.Containers[0])
 		tn.claim = claimUID(t, tn.ns, p, "gpu")
-		tn.mount = claimWants(t, node, tn.claim).sources[cdi.MPSContainerPipeDir]
+		tn.mount = claimWants(t, node, tn.claim).sources[mps.ContainerPipeDir]
 		tn.shareID = shareIDOf(t, tn.ns, p)
 		tn.log = waitMPSSession(t, tn.ns, tn.pod)
 	}

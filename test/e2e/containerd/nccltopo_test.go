@@ -56,8 +56,8 @@ func TestNCCLTopoFileInContainer(t *testing.T) {
 	checkContainer(t, ns, p, p.Spec.Containers[0])
 	got := probeLog(t, ns, "ranks", "probe")
 	uid := claimUID(t, ns, p, "gpu")
-	if got.env[cdi.NCCLTopoFileEnv] != "/etc/tessera/nccl-topo.xml" || !got.mounts["/etc/tessera/nccl-topo.xml"] {
-		t.Fatalf("container: %s=%q, mounted %v", cdi.NCCLTopoFileEnv, got.env[cdi.NCCLTopoFileEnv], got.mounts["/etc/tessera/nccl-topo.xml"])
+	if got.env[nccltopo.FileEnv] != "/etc/tessera/nccl-topo.xml" || !got.mounts["/etc/tessera/nccl-topo.xml"] {
+		t.Fatalf("container: %s=%q, mounted %v", nccltopo.FileEnv, got.env[nccltopo.FileEnv], got.mounts["/etc/tessera/nccl-topo.xml"])
 	}
 	w, err := cdi.NewWriter(cdi.Options{SpecDir: cluster.CDIDir(node)})
 	if err != nil {

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tessera-gpu/tessera/internal/cdi"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
+	"github.com/tessera-gpu/tessera/internal/mps"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
@@ -274,7 +274,7 @@ func mpsPipes(t *testing.T, ns string) []string {
 		for _, c := range p.Spec.Containers {
 			for _, ref := range c.Resources.Claims {
 				w := claimWants(t, p.Spec.NodeName, claimUID(t, ns, p, ref.Name))
-				if src := w.sources[cdi.MPSContainerPipeDir]; src != "" && !seen[src] {
+				if src := w.sources[mps.ContainerPipeDir]; src != "" && !seen[src] {
 					seen[src] = true
 					out = append(out, src)
 				}
