@@ -8,6 +8,11 @@
 // visible-devices variable). Container runtimes cache specs by device name,
 // so names embed the claim UID and are never reused for another claim.
 //
+// The package knows no effect: a spec is built from a ClaimSpec, the edits
+// each owner returned (edits.go): the vendors' nodes and environment, which
+// it asks gpuvendor for, and the claims package's effects and NCCL file,
+// which hand their edits in.
+//
 // The spec also records, in CDI annotations, which claim and which DRA
 // devices it belongs to, so the agent can rebuild its checkpoint from the
 // spec directory when the checkpoint is lost (ListClaimSpecs).

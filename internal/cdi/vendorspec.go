@@ -2,31 +2,21 @@ package cdi
 
 import (
 	"fmt"
-	"regexp"
-	"strconv"
+	"strings"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/tessera-gpu/tessera/internal/gpuvendor/nvidia"
-	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/gpuvendor"
+	"github.com/tessera-gpu/tessera/internal/gpuvendor/vendors"
 )
 
-// NVIDIAVendorKind is the kind of the node-wide spec nvidia-ctk generates
-// (`nvidia-ctk cdi generate`, usually /etc/cdi or /var/run/cdi/nvidia.yaml).
-// Its devices carry what the per-claim spec does not: the driver's user-space
-// libraries, firmware and hooks.
-const NVIDIAVendorKind = "nvidia.com/gpu"
-
-var gpuNode = regexp.MustCompile(`^/dev/nvidia([0-9]+)$`)
-var capNode = regexp.MustCompile(`^/dev/nvidia-caps/nvidia-cap([0-9]+)$`)
-
-// vendorIndex maps the node's NVIDIA GPUs and MIG instances to the device
-// names of the vendor spec, loaded fresh for each claim (a driver upgrade
-// regenerates the spec).
+// vendorIndex maps the node's GPUs and partitions to the devices of their
+// vendors' own node-wide specs (gpuvendor.OwnSpec), loaded fresh for each
+// claim (a driver upgrade regenerates the spec).
 type vendorIndex struct {
-	byUUID  map[string]string // device name is a GPU or MIG UUID
-	byMinor map[int]string    // whole-GPU device with exactly one GPU node
-	byCaps  map[[2]int]string // MIG device by its GI and CI access minors
+	byUUID map[string]string // kind -> device name, where the name is a UUID
+	byKey  map[string]string // kind + " " + OwnSpec key -> device name
 }
 
 func loadVendorIndex(dirs []string) (*vendorIndex, error) {
@@ -37,64 +27,64 @@ func loadVendorIndex(dirs []string) (*vendorIndex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read vendor CDI specs in %v: %w", dirs, err)
 	}
-	ix := &vendorIndex{byUUID: map[string]string{}, byMinor: map[int]string{}, byCaps: map[[2]int]string{}}
-	for _, spec := range cache.GetVendorSpecs("nvidia.com") {
-		if spec.GetClass() != "gpu" {
+	ix := &vendorIndex{byUUID: map[string]string{}, byKey: map[string]string{}}
+	for _, v := range vendors.All() {
+		own := v.OwnSpec()
+		if own == nil {
 			continue
 		}
-		for _, d := range spec.Devices {
-			if d.Name == "all" {
+		vendor, class, _ := strings.Cut(own.Kind(), "/")
+		for _, spec := range cache.GetVendorSpecs(vendor) {
+			if spec.GetClass() != class {
 				continue
 			}
-			ix.byUUID[d.Name] = d.Name
-			var gpus, caps []int
-			for _, n := range d.ContainerEdits.DeviceNodes {
-				if m := gpuNode.FindStringSubmatch(n.Path); m != nil {
-					v, _ := strconv.Atoi(m[1])
-					gpus = append(gpus, v)
-				}
-				if m := capNode.FindStringSubmatch(n.Path); m != nil {
-					v, _ := strconv.Atoi(m[1])
-					caps = append(caps, v)
-				}
-			}
-			switch {
-			case len(gpus) == 1 && len(caps) == 0:
-				ix.byMinor[gpus[0]] = d.Name
-			case len(gpus) == 1 && len(caps) == 2:
-				ix.byCaps[[2]int{caps[0], caps[1]}] = d.Name
-			}
+			ix.add(own, spec.Devices)
 		}
 	}
 	return ix, nil
 }
 
-// lookup returns the vendor device ID for an NVIDIA claim device, or "".
+func (ix *vendorIndex) add(own gpuvendor.OwnSpec, devs []cdispec.Device) {
+	for _, d := range devs {
+		if d.Name == "all" {
+			continue
+		}
+		ix.byUUID[own.Kind()+" "+d.Name] = d.Name
+		nodes := make([]string, len(d.ContainerEdits.DeviceNodes))
+		for i, n := range d.ContainerEdits.DeviceNodes {
+			nodes[i] = n.Path
+		}
+		if k, ok := own.Key(nodes); ok {
+			ix.byKey[own.Kind()+" "+k] = d.Name
+		}
+	}
+}
+
+// lookup returns the vendor spec's device ID for a claim device, or "".
 // UUID-named devices win; index-named ones (the nvidia-ctk default) are
 // matched by the device nodes they carry.
 func (ix *vendorIndex) lookup(d ClaimDevice) string {
-	if ix == nil || d.GPU.Vendor != inventory.VendorNVIDIA {
+	if ix == nil {
 		return ""
 	}
+	v, ok := vendors.For(d.GPU.Vendor)
+	if !ok || v.OwnSpec() == nil {
+		return ""
+	}
+	own := v.OwnSpec()
 	uuid := d.GPU.UUID
 	if d.Partition != nil {
 		uuid = d.Partition.UUID
 	}
-	if name, ok := ix.byUUID[uuid]; ok {
-		return NVIDIAVendorKind + "=" + name
+	if name, ok := ix.byUUID[own.Kind()+" "+uuid]; ok {
+		return own.Kind() + "=" + name
 	}
-	if d.Partition == nil {
-		if name, ok := ix.byMinor[d.GPU.Minor]; ok {
-			return NVIDIAVendorKind + "=" + name
-		}
+	k, ok := own.DeviceKey(&d.GPU, d.Partition)
+	if !ok {
 		return ""
 	}
-	gi, ci, err := nvidia.MIGCapMinors(d.GPU.Minor, d.Partition.GPUInstanceID, d.Partition.ComputeInstanceID)
-	if err != nil {
-		return ""
-	}
-	if name, ok := ix.byCaps[[2]int{gi, ci}]; ok {
-		return NVIDIAVendorKind + "=" + name
+	if name, ok := ix.byKey[own.Kind()+" "+k]; ok {
+		return own.Kind() + "=" + name
 	}
 	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/tessera-gpu/tessera/internal/gpuvendor/nvidia"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 )
 
@@ -64,7 +65,7 @@ func TestVendorSpecIDs(t *testing.T) {
 	for i, w := range want {
 		var got string
 		for _, id := range ids[i] {
-			if len(id) > len(NVIDIAVendorKind) && id[:len(NVIDIAVendorKind)] == NVIDIAVendorKind {
+			if len(id) > len(nvidia.CDIKind) && id[:len(nvidia.CDIKind)] == nvidia.CDIKind {
 				got = id
 			}
 		}

@@ -661,7 +661,7 @@ func (e *env) writeVendorSpec(naming vendorNaming) {
 		}, name) + "=1"
 	}
 	spec := cdispec.Spec{
-		Version: "0.6.0", Kind: cdi.NVIDIAVendorKind,
+		Version: "0.6.0", Kind: nvidia.CDIKind,
 		ContainerEdits: cdispec.ContainerEdits{
 			Env:         []string{"NVIDIA_VISIBLE_DEVICES=void"},
 			DeviceNodes: []*cdispec.DeviceNode{node("nvidiactl"), node("nvidia-uvm")},

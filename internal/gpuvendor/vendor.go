@@ -40,10 +40,54 @@ type Vendor interface {
 	// file's rank order): the runtime's visible-devices variable, naming
 	// each GPU as the runtime accepts it.
 	OrderedDevicesEnv(gpus []*inventory.GPU) (string, error)
+	// OwnSpec is how the devices of the node-wide CDI spec the vendor's own
+	// tools generate are found for a claim's device; nil where it has none.
+	OwnSpec() OwnSpec
+	// Collective is how the vendor's collective library reads an NCCL
+	// topology file; nil where it has none.
+	Collective() Collective
 	// Majors names the character-device regions of the vendor's nodes (as
 	// /proc/devices lists the drivers), in a fixed order; every Node.Major
 	// is one of them.
 	Majors() []string
+}
+
+// OwnSpec is the node-wide CDI spec a vendor's own tools generate
+// (nvidia-ctk's), whose devices carry what a per-claim spec does not: the
+// driver's user-space libraries, firmware and hooks. A claim's device gets
+// the ID of the spec's device that is the same GPU or partition.
+type OwnSpec interface {
+	// Kind is the spec's kind, vendor/class.
+	Kind() string
+	// Key is the key of a spec device from the device nodes it carries
+	// (container paths); ok false for one that is no single GPU or
+	// partition.
+	Key(nodes []string) (key string, ok bool)
+	// DeviceKey is the key the spec device of the whole GPU g (p nil) or
+	// of its partition p has.
+	DeviceKey(g *inventory.GPU, p *inventory.Partition) (key string, ok bool)
+}
+
+// Collective is what differs by vendor in the topology file a collective
+// library reads (internal/nccltopo: NCCL for NVIDIA, RCCL for AMD, which
+// reads the same shape).
+type Collective interface {
+	// Library names it in messages: NCCL, RCCL.
+	Library() string
+	// SystemVersion is the system element's version attribute.
+	SystemVersion() string
+	// LinkTag is the element a GPU's direct links are written as.
+	LinkTag() string
+	// PeerLink is the kind of a direct link between two of its GPUs.
+	PeerLink() inventory.LinkKind
+	// LinkGBps is one link's unidirectional bandwidth from g (the file
+	// counts links, the inventory has bandwidth).
+	LinkGBps(g *inventory.GPU) int64
+	// GPUAttrs are the gpu element's attributes after dev, in order: sm
+	// and what else the library reads.
+	GPUAttrs(g *inventory.GPU) ([][2]string, error)
+	// PCIClass is the PCI class g's pci element carries.
+	PCIClass(g *inventory.GPU) string
 }
 
 // Capabilities is what sharing can do on a vendor's GPUs. The zero value
@@ -52,6 +96,19 @@ type Vendor interface {
 type Capabilities struct {
 	// PartitionKind is the vendor's partitioning technology; "" for none.
 	PartitionKind inventory.PartitionKind
+	// DynamicPartitions is true where the agent may create and destroy
+	// partitions per claim (--partitioning=dynamic): NVIDIA MIG. AMD's
+	// compute partition modes are GPU-wide and set by the operator today.
+	DynamicPartitions bool
+	// PartitionPeerLinks is true where a partition keeps its GPU's direct
+	// links to other GPUs (an AMD compute partition is part of the GPU's
+	// xGMI hive); false where a partition has no peer-to-peer path (MIG:
+	// NVIDIA's MIG user guide, "Application Considerations"), so each is a
+	// fabric island of its own.
+	PartitionPeerLinks bool
+	// Passthrough is true where a whole GPU can be bound to vfio-pci and
+	// handed to a virtual machine.
+	Passthrough bool
 	// TimeSliceIntervals is true where a whole GPU's time-slice interval
 	// can be set to something other than the default.
 	TimeSliceIntervals bool

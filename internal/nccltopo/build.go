@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/tessera-gpu/tessera/internal/gpuvendor"
+	"github.com/tessera-gpu/tessera/internal/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 )
 
@@ -47,14 +49,6 @@ type File struct {
 	Vendor inventory.Vendor
 }
 
-// Version of the system element: NCCL reads version 1, RCCL version 2.
-func systemVersion(v inventory.Vendor) string {
-	if v == inventory.VendorAMD {
-		return "2"
-	}
-	return "1"
-}
-
 // Build writes the topology file of the claim's GPUs gpus (indices into
 // n.GPUs, whole GPUs of one vendor, each once).
 func Build(n *inventory.Node, gpus []int, o Options) (*File, error) {
@@ -68,7 +62,7 @@ func Build(n *inventory.Node, gpus []int, o Options) (*File, error) {
 	if !slices.Contains(cpuArches, arch) {
 		return nil, fmt.Errorf("CPU architecture %q is none of %v", arch, cpuArches)
 	}
-	vendor, err := checkGPUs(n, gpus)
+	vendor, coll, err := checkGPUs(n, gpus)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +73,7 @@ func Build(n *inventory.Node, gpus []int, o Options) (*File, error) {
 		rankOf[p] = r
 	}
 
-	sys := el("system", "version", systemVersion(vendor))
+	sys := el("system", "version", coll.SystemVersion())
 	cpus := map[int]*element{}
 	bridges := map[int]*element{} // by switch group
 	group := switchGroups(g)
@@ -104,8 +98,8 @@ func Build(n *inventory.Node, gpus []int, o Options) (*File, error) {
 			}
 			parent = br
 		}
-		dev := parent.add(el("pci", "busid", gpu.PCIBusID, "class", gpuClass(gpu), "link_speed", linkSpeed(gpu.Architecture), "link_width", itoa(linkWidth)))
-		ge, err := gpuElement(g, p, rankOf[p], ranks)
+		dev := parent.add(el("pci", "busid", gpu.PCIBusID, "class", coll.PCIClass(gpu), "link_speed", linkSpeed(gpu.Architecture), "link_width", itoa(linkWidth)))
+		ge, err := gpuElement(g, coll, p, rankOf[p], ranks)
 		if err != nil {
 			return nil, err
 		}
@@ -132,33 +126,26 @@ func Build(n *inventory.Node, gpus []int, o Options) (*File, error) {
 
 // gpuElement is the gpu element of the claim's p-th GPU with its links to
 // the claim's other GPUs (in rank order) and to its NVSwitch planes.
-func gpuElement(g *graph, p, rank int, ranks []int) (*element, error) {
+func gpuElement(g *graph, c gpuvendor.Collective, p, rank int, ranks []int) (*element, error) {
 	gpu := g.gpu(p)
-	sm, err := smValue(gpu)
+	attrs, err := c.GPUAttrs(gpu)
 	if err != nil {
 		return nil, err
 	}
 	// dev is the GPU's ordinal in the container: its rank, since the
 	// visible-devices variable lists the GPUs in rank order.
-	e := el("gpu", "dev", itoa(rank), "sm", itoa(sm))
-	if gpu.Vendor == inventory.VendorAMD {
-		gcn, err := gcnName(gpu)
-		if err != nil {
-			return nil, err
-		}
-		e.attrs = append(e.attrs, attr{"gcn", gcn})
+	e := el("gpu", "dev", itoa(rank))
+	for _, a := range attrs {
+		e.attrs = append(e.attrs, attr{a[0], a[1]})
 	}
 	e.attrs = append(e.attrs, attr{"rank", itoa(rank)})
 
-	tag := "nvlink"
-	if gpu.Vendor == inventory.VendorAMD {
-		tag = "xgmi"
-	}
+	tag := c.LinkTag()
 	for _, l := range g.n.Links {
 		if l.A != g.idx[p] || l.Kind != inventory.LinkNVSwitch {
 			continue
 		}
-		e.add(el(tag, "target", NVSwitchTarget, "count", itoa(linkCount(l.Kind, gpu, l.BandwidthGBps)), "tclass", NVSwitchClass))
+		e.add(el(tag, "target", NVSwitchTarget, "count", itoa(linkCount(c, gpu, l.BandwidthGBps)), "tclass", NVSwitchClass))
 	}
 	for _, q := range ranks {
 		if q == p {
@@ -169,16 +156,9 @@ func gpuElement(g *graph, p, rank int, ranks []int) (*element, error) {
 			continue
 		}
 		peer := g.gpu(q)
-		e.add(el(tag, "target", peer.PCIBusID, "count", itoa(linkCount(pairKind(gpu), gpu, bw)), "tclass", gpuClass(peer)))
+		e.add(el(tag, "target", peer.PCIBusID, "count", itoa(linkCount(c, gpu, bw)), "tclass", c.PCIClass(peer)))
 	}
 	return e, nil
-}
-
-func pairKind(g *inventory.GPU) inventory.LinkKind {
-	if g.Vendor == inventory.VendorAMD {
-		return inventory.LinkXGMI
-	}
-	return inventory.LinkNVLink
 }
 
 // pairBandwidth is the direct NVLink or xGMI bandwidth between the claim's
@@ -232,34 +212,45 @@ func switchGroups(g *graph) []int {
 
 // checkGPUs refuses what no file can describe: an index out of range or
 // twice, GPUs of two vendors, a bus ID NCCL would not match.
-func checkGPUs(n *inventory.Node, gpus []int) (inventory.Vendor, error) {
+func checkGPUs(n *inventory.Node, gpus []int) (inventory.Vendor, gpuvendor.Collective, error) {
 	seen := map[int]bool{}
-	var vendor inventory.Vendor
+	var (
+		vendor inventory.Vendor
+		coll   gpuvendor.Collective
+	)
 	for _, i := range gpus {
 		if i < 0 || i >= len(n.GPUs) {
-			return "", fmt.Errorf("GPU %d does not exist (the node has %d)", i, len(n.GPUs))
+			return "", nil, fmt.Errorf("GPU %d does not exist (the node has %d)", i, len(n.GPUs))
 		}
 		if seen[i] {
-			return "", fmt.Errorf("GPU %d is listed twice", i)
+			return "", nil, fmt.Errorf("GPU %d is listed twice", i)
 		}
 		seen[i] = true
 		g := &n.GPUs[i]
 		if vendor == "" {
 			vendor = g.Vendor
 		} else if g.Vendor != vendor {
-			return "", fmt.Errorf("the GPUs are of two vendors (%s, %s): NCCL and RCCL each see only their own", vendor, g.Vendor)
+			return "", nil, fmt.Errorf("the GPUs are of two vendors (%s, %s): NCCL and RCCL each see only their own", vendor, g.Vendor)
 		}
-		if g.Vendor != inventory.VendorNVIDIA && g.Vendor != inventory.VendorAMD {
-			return "", fmt.Errorf("GPU %s: no collective library for vendor %q", g.PCIBusID, g.Vendor)
+		if coll = collectiveOf(g.Vendor); coll == nil {
+			return "", nil, fmt.Errorf("GPU %s: no collective library for vendor %q", g.PCIBusID, g.Vendor)
 		}
 		if !validBusID(g.PCIBusID) {
-			return "", fmt.Errorf("GPU %d: bus ID %q is not a lowercase extended BDF (0000:18:00.0)", i, g.PCIBusID)
+			return "", nil, fmt.Errorf("GPU %d: bus ID %q is not a lowercase extended BDF (0000:18:00.0)", i, g.PCIBusID)
 		}
 		if g.NUMANode < -1 {
-			return "", fmt.Errorf("GPU %s: NUMA node %d", g.PCIBusID, g.NUMANode)
+			return "", nil, fmt.Errorf("GPU %s: NUMA node %d", g.PCIBusID, g.NUMANode)
 		}
 	}
-	return vendor, nil
+	return vendor, coll, nil
+}
+
+// collectiveOf is the vendor's collective library; nil for none.
+func collectiveOf(v inventory.Vendor) gpuvendor.Collective {
+	if gv, ok := vendors.For(v); ok {
+		return gv.Collective()
+	}
+	return nil
 }
 
 var cpuArches = []string{"x86_64", "arm64", "ppc64"}

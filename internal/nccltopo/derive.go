@@ -1,10 +1,7 @@
 package nccltopo
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
-
+	"github.com/tessera-gpu/tessera/internal/gpuvendor"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 )
 
@@ -37,87 +34,10 @@ func linkSpeed(arch string) string {
 // the catalogue.
 const linkWidth = 16
 
-// Per-link unidirectional bandwidth (GB/s): NVLink 1 20, NVLink 2-4 25;
-// xGMI 50 (CDNA2) and 64 (CDNA3).
-func perLinkGBps(kind inventory.LinkKind, g *inventory.GPU) int64 {
-	switch kind {
-	case inventory.LinkXGMI:
-		if g.Architecture == "cdna3" {
-			return 64
-		}
-		return 50
-	default:
-		if g.Architecture == "pascal" {
-			return 20
-		}
-		return 25
-	}
-}
-
-// linkCount is how many links of kind make up bw GB/s from g, at least one.
-func linkCount(kind inventory.LinkKind, g *inventory.GPU, bw int64) int {
-	n := int((bw + perLinkGBps(kind, g)/2) / perLinkGBps(kind, g))
+// linkCount is how many links make up bw GB/s from g, at least one, each
+// carrying the vendor's per-link bandwidth (gpuvendor.Collective.LinkGBps).
+func linkCount(c gpuvendor.Collective, g *inventory.GPU, bw int64) int {
+	per := c.LinkGBps(g)
+	n := int((bw + per/2) / per)
 	return max(n, 1)
-}
-
-// smValue is the gpu element's sm: NVIDIA's compute capability as
-// major*10+minor (9.0 is 90); RCCL reads it as the compute unit count.
-func smValue(g *inventory.GPU) (int, error) {
-	if g.Vendor == inventory.VendorAMD {
-		if g.ComputeUnits <= 0 {
-			return 0, fmt.Errorf("GPU %s: no compute unit count", g.PCIBusID)
-		}
-		return int(g.ComputeUnits), nil
-	}
-	maj, min, ok := majorMinor(g.ComputeCapability)
-	if !ok {
-		return 0, fmt.Errorf("GPU %s: compute capability %q is not major.minor", g.PCIBusID, g.ComputeCapability)
-	}
-	return maj*10 + min, nil
-}
-
-// gcnName is RCCL's gcn attribute, the LLVM target: gfx version 9.4.2 is
-// gfx942, 9.0.10 gfx90a.
-func gcnName(g *inventory.GPU) (string, error) {
-	parts := strings.Split(g.GFXVersion, ".")
-	if len(parts) != 3 {
-		return "", fmt.Errorf("GPU %s: gfx version %q is not major.minor.stepping", g.PCIBusID, g.GFXVersion)
-	}
-	var n [3]int
-	for i, p := range parts {
-		v, err := strconv.Atoi(p)
-		if err != nil || v < 0 || (i > 0 && v > 15) {
-			return "", fmt.Errorf("GPU %s: gfx version %q is not major.minor.stepping", g.PCIBusID, g.GFXVersion)
-		}
-		n[i] = v
-	}
-	return fmt.Sprintf("gfx%d%x%x", n[0], n[1], n[2]), nil
-}
-
-func majorMinor(v string) (int, int, bool) {
-	parts := strings.Split(v, ".")
-	if len(parts) < 2 {
-		return 0, 0, false
-	}
-	maj, err1 := strconv.Atoi(parts[0])
-	min, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil || maj < 0 || min < 0 || min > 9 {
-		return 0, 0, false
-	}
-	return maj, min, true
-}
-
-// gpuClass is the PCI class a GPU's pci element carries: NVIDIA data-centre
-// GPUs are 3D controllers (0x030200), an MI300X a processing accelerator
-// (0x120000), earlier Instinct cards display controllers (0x038000). NCCL
-// reads the class from /sys over it where /sys has the device.
-func gpuClass(g *inventory.GPU) string {
-	switch {
-	case g.Vendor == inventory.VendorAMD && g.Architecture == "cdna3":
-		return "0x120000"
-	case g.Vendor == inventory.VendorAMD:
-		return "0x038000"
-	default:
-		return "0x030200"
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
+	"github.com/tessera-gpu/tessera/internal/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/topology"
 )
@@ -157,10 +158,9 @@ func wholeGPUDevice(name string, g *inventory.GPU, f topology.Fabric) (resourcea
 }
 
 func partitionDevice(name string, g *inventory.GPU, p *inventory.Partition, f topology.Fabric) (resourceapi.Device, error) {
-	if p.Kind == inventory.PartitionMIG {
-		// MIG instances have no peer-to-peer path to other GPUs (NVIDIA MIG
-		// user guide, "Application Considerations"), so each is its own
-		// island rather than a member of the parent's.
+	if !vendors.Capabilities(g.Vendor).PartitionPeerLinks {
+		// A partition without a peer-to-peer path to other GPUs (MIG) is
+		// its own island rather than a member of the parent's.
 		// An uncarved placement (dynamic partitioning) has no UUID yet.
 		seed := p.UUID
 		if seed == "" {

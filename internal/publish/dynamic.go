@@ -6,13 +6,14 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/tessera-gpu/tessera/internal/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/topology"
 )
 
-// dynamicGPU decides whether g is published as a partitionable device.
-// Only MIG is dynamic: AMD compute partition modes are GPU-wide and set by
-// the amdgpu driver. A GPU whose MIG mode change needs a reset (A100 class)
+// dynamicGPU decides whether g is published as a partitionable device:
+// only where its vendor carves partitions per claim
+// (gpuvendor.Capabilities.DynamicPartitions). A GPU whose MIG mode change needs a reset (A100 class)
 // is dynamic only while MIG mode is already on; with it off, the whole GPU
 // is all it can offer, since the driver never resets a GPU.
 func dynamicGPU(g *inventory.GPU, p Partitioning) (bool, GPUMode) {
@@ -28,7 +29,7 @@ func dynamicGPU(g *inventory.GPU, p Partitioning) (bool, GPUMode) {
 	case p != Dynamic:
 		static.Reason = "static partitioning"
 		return false, static
-	case pt.Kind != inventory.PartitionMIG:
+	case !vendors.Capabilities(g.Vendor).DynamicPartitions:
 		static.Reason = fmt.Sprintf("%s partition modes are set by the vendor driver, not per claim", pt.Kind)
 		return false, static
 	case len(pt.Profiles) == 0:

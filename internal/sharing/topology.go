@@ -6,6 +6,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/tessera-gpu/tessera/internal/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 )
 
@@ -60,7 +61,7 @@ func ResolveTopology(driver string, allocConfigs []resourceapi.DeviceAllocationC
 			return nil, fmt.Errorf("%s: device %s is a partition; an NCCL topology file describes whole GPUs only", field, d.Name)
 		case d.Share != nil:
 			return nil, fmt.Errorf("%s: device %s is a capacity share (%s) of a GPU; an NCCL topology file describes whole GPUs only: ask for the whole device", field, d.Name, d.Share)
-		case d.Vendor != inventory.VendorNVIDIA && d.Vendor != inventory.VendorAMD:
+		case !hasCollective(d.Vendor):
 			return nil, fmt.Errorf("%s: device %s is a %s GPU, which no collective library reads a topology file for", field, d.Name, d.Vendor)
 		}
 		if !slices.Contains(vendors, d.Vendor) {
@@ -98,4 +99,11 @@ func pickFor(cfgs []config, d Device) (*config, error) {
 		pick = c
 	}
 	return pick, mismatch
+}
+
+// hasCollective reports whether a collective library reads a topology
+// file for the vendor's GPUs.
+func hasCollective(v inventory.Vendor) bool {
+	gv, ok := vendors.For(v)
+	return ok && gv.Collective() != nil
 }

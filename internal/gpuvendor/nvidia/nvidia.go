@@ -31,6 +31,8 @@ func (Vendor) Majors() []string       { return []string{majorFrontend, majorUVM,
 func (Vendor) Capabilities() gpuvendor.Capabilities {
 	return gpuvendor.Capabilities{
 		PartitionKind:      inventory.PartitionMIG,
+		DynamicPartitions:  true,
+		Passthrough:        true,
 		TimeSliceIntervals: true,
 		MPS:                true,
 		EnforcedShares:     true,
