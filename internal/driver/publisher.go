@@ -46,8 +46,11 @@ const (
 // hold, and what the API server was last handed. One publish runs at a
 // time; the callers that arrive meanwhile share the one that follows.
 type publisher struct {
-	opts   *Options
-	taints func(gpu string) []resourceapi.DeviceTaint
+	opts *Options
+	// tracker holds the GPUs' health conditions: discovery's verdicts go
+	// in (discover), taints come out.
+	tracker *health.Tracker
+	taints  func(gpu string) []resourceapi.DeviceTaint
 	// built is told of every build (the agent's log and metrics).
 	built func(ctx context.Context, res *publish.Result)
 
@@ -90,7 +93,7 @@ type round struct {
 
 // newPublisher is the publisher of o's node, its taints those tr reports.
 func newPublisher(o *Options, tr *health.Tracker) *publisher {
-	return &publisher{opts: o, taints: tr.Taints}
+	return &publisher{opts: o, tracker: tr, taints: tr.Taints}
 }
 
 // publishOptions is the one place the agent's options and the node's state
@@ -234,12 +237,26 @@ func (p *publisher) run(ctx context.Context, r reason, send func(context.Context
 	return nil
 }
 
-// discover reads the node's inventory from the backend.
+// discover reads the node's inventory from the backend. What discovery
+// found wrong with a GPU (lost, a value unreadable) becomes a condition of
+// the health tracker, so it reaches the GPU's taints in the build that
+// follows; the GPUs it leaves unpublished are counted.
 func (p *publisher) discover(ctx context.Context) error {
 	inv, err := p.opts.Backend.Discover(ctx)
 	if err != nil {
 		return fmt.Errorf("discover devices with backend %s: %w", p.opts.Backend.Name(), err)
 	}
+	for _, g := range inv.GPUs {
+		if p.tracker.Discovered(g.UUID, g.Health) {
+			h := p.tracker.Health(g.UUID)
+			klog.FromContext(ctx).Info("Device health changed at discovery", "gpu", g.UUID, "health", h.State, "conditions", h.Reason)
+		}
+	}
+	unpublished := map[string]int{}
+	for _, u := range inv.Unpublished {
+		unpublished[string(u.Reason)]++
+	}
+	p.opts.Metrics.SetUnpublished(unpublished)
 	p.inv = inv
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 // Clone deep-copies the node, so a backend can hand out its inventory
 // without callers aliasing (and racing on) the backend's own state.
 func (n *Node) Clone() *Node {
-	out := &Node{GPUs: make([]GPU, len(n.GPUs)), Links: slices.Clone(n.Links)}
+	out := &Node{GPUs: make([]GPU, len(n.GPUs)), Links: slices.Clone(n.Links), Unpublished: slices.Clone(n.Unpublished)}
 	for i := range n.GPUs {
 		out.GPUs[i] = n.GPUs[i].Clone()
 	}

@@ -30,6 +30,38 @@ const (
 type Node struct {
 	GPUs  []GPU
 	Links []Link
+	// Unpublished are the GPUs the backend found that publish no device,
+	// each with why: left out of GPUs where they cannot be named, kept in
+	// GPUs (their place in the gpu-<n> order, their health) where nothing
+	// of them can be published. The agent counts them
+	// (tessera_gpus_unpublished), so a GPU missing from the slices is
+	// never silent.
+	Unpublished []Unpublished
+}
+
+// UnpublishedReason is why a GPU is left out, a short fixed word (it is a
+// metric label).
+type UnpublishedReason string
+
+const (
+	// UnpublishedLost: the GPU answered that it has fallen off the bus
+	// (NVML ERROR_GPU_IS_LOST) before it could be named.
+	UnpublishedLost UnpublishedReason = "lost"
+	// UnpublishedUnreadable: the GPU's identity could not be read for
+	// another reason.
+	UnpublishedUnreadable UnpublishedReason = "unreadable"
+	// UnpublishedNoProfiles: partition mode is on but the GPU reports no
+	// partition profile, so nothing on it can be published.
+	UnpublishedNoProfiles UnpublishedReason = "no-partition-profiles"
+)
+
+// Unpublished is a GPU found and left out.
+type Unpublished struct {
+	// GPU names it as well as the backend could: UUID, PCI bus ID, or
+	// its index in the vendor library ("nvml index 3").
+	GPU     string
+	Reason  UnpublishedReason
+	Message string
 }
 
 // GPU is one physical GPU (for AMD multi-die cards, one GCD as the driver exposes it).
@@ -59,6 +91,15 @@ type GPU struct {
 	// published as the `cardID` attribute so a claim can keep both dies of
 	// a card together (matchAttribute) or apart (distinctAttribute).
 	CardID string
+
+	// FabricDomain is equal on the GPUs of one multi-node NVLink domain
+	// (GB200/GB300 NVL72 racks): "<fabric cluster UUID>.<clique ID>" as
+	// NVML's fabric info reports them once the GPU is registered with the
+	// fabric. Empty where the GPU is in no such domain (single-node NVLink
+	// or NVSwitch systems report an all-zero cluster UUID), or where the
+	// registration is not complete. Published as the `fabricDomain`
+	// attribute (docs/design.md).
+	FabricDomain string
 
 	// Minor is the vendor's device minor: /dev/nvidia<Minor> for NVIDIA,
 	// /dev/dri/card<Minor> for AMD.
@@ -183,4 +224,8 @@ const (
 type Health struct {
 	State  HealthState
 	Reason string
+	// Lost is set where the backend found the GPU fallen off the bus
+	// (NVML ERROR_GPU_IS_LOST) but could still name it: published with a
+	// NoExecute taint, so pods on it are evicted.
+	Lost bool
 }

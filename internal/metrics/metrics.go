@@ -56,6 +56,7 @@ type Metrics struct {
 	freeSlices         *prometheus.GaugeVec
 	unusableSlices     *prometheus.GaugeVec
 	unhealthy          prometheus.Gauge
+	unpublished        *prometheus.GaugeVec
 	ready              atomic.Pointer[func(context.Context) error]
 }
 
@@ -63,12 +64,13 @@ type Metrics struct {
 // process collectors, on a new registry.
 func New() *Metrics {
 	m := &Metrics{
-		reg:        prometheus.NewRegistry(),
-		prepared:   newPreparedCollector(),
-		sharing:    newSharingCollector(),
-		capacity:   newCapacityCollector(),
-		allocation: newAllocationCollector(),
-		telemetry:  newTelemetryCollector(),
+		reg:         prometheus.NewRegistry(),
+		prepared:    newPreparedCollector(),
+		sharing:     newSharingCollector(),
+		capacity:    newCapacityCollector(),
+		allocation:  newAllocationCollector(),
+		telemetry:   newTelemetryCollector(),
+		unpublished: newUnpublished(),
 	}
 	m.newClaimSeries()
 	m.newDeviceSeries()
@@ -79,7 +81,7 @@ func New() *Metrics {
 		m.prepareDuration, m.unprepareDuration, m.prepareErrors, m.unprepareErrors,
 		m.published, m.partitionDuration, m.healthEvents, m.orphans, m.prepared,
 		m.sharing, m.capacity, m.mpsRestarts, m.taints, m.unhealthy, m.staleReleased, m.freeSlices, m.unusableSlices,
-		m.allocation, m.podResourcesErrors, m.telemetry, m.telemetryFailures,
+		m.allocation, m.podResourcesErrors, m.telemetry, m.telemetryFailures, m.unpublished,
 	)
 	// Series that exist from the start, so a dashboard shows 0 rather than
 	// "no data" and increase() counts the first event.

@@ -30,6 +30,7 @@ const (
 	AttrFabric            = "fabric"
 	AttrFabricIsland      = "fabricIsland"
 	AttrFabricBandwidth   = "fabricBandwidthGBps"
+	AttrFabricDomain      = "fabricDomain"
 	AttrProfile           = "profile"
 	AttrParentUUID        = "parentUUID"
 	AttrPartitionKind     = "partitionKind"
@@ -124,6 +125,7 @@ func gpuAttributes(g *inventory.GPU, f topology.Fabric) (attrs, error) {
 	}
 	a.str(AttrFabric, string(f.Kind))
 	a.str(AttrFabricIsland, f.Island)
+	a.str(AttrFabricDomain, g.FabricDomain)
 	a.str(AttrCardID, g.CardID)
 	if g.Simulated {
 		// Only on simulated devices: hardware carries no such attribute,
@@ -173,6 +175,11 @@ func partitionDevice(name string, g *inventory.GPU, p *inventory.Partition, f to
 	if err != nil {
 		return resourceapi.Device{}, err
 	}
+	if p.Kind == inventory.PartitionMIG {
+		// No NVLink from a MIG instance (above), so no multi-node NVLink
+		// domain either.
+		delete(a, AttrFabricDomain)
+	}
 	a.str(AttrType, TypePartition)
 	a.str(AttrUUID, p.UUID)
 	a.str(AttrParentUUID, g.UUID)
@@ -186,10 +193,19 @@ func partitionDevice(name string, g *inventory.GPU, p *inventory.Partition, f to
 	}, nil
 }
 
+// capacities are a device's capacities. Unknown is not zero: a backend
+// leaves memory or compute units at 0 where the hardware did not say (the
+// nvml backend where NVML reports no SM count, a lost GPU's memory), and a
+// capacity of 0 would tell the scheduler the device has none, so it is
+// left out instead. Engine counts are published as reported (0 encoders
+// is a fact of an H100).
 func capacities(mem, cu int64, engines map[string]int64) map[resourceapi.QualifiedName]resourceapi.DeviceCapacity {
-	c := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-		CapMemory:       {Value: *resource.NewQuantity(mem, resource.BinarySI)},
-		CapComputeUnits: {Value: *resource.NewQuantity(cu, resource.DecimalSI)},
+	c := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{}
+	if mem > 0 {
+		c[CapMemory] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(mem, resource.BinarySI)}
+	}
+	if cu > 0 {
+		c[CapComputeUnits] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(cu, resource.DecimalSI)}
 	}
 	for name, n := range engines {
 		c[resourceapi.QualifiedName(name)] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(n, resource.DecimalSI)}

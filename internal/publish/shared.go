@@ -100,9 +100,14 @@ func makeShareable(d *resourceapi.Device) (*SharedCapacity, error) {
 }
 
 // share makes a whole GPU or static partition multi-allocatable when the
-// node shares by capacity.
+// node shares by capacity. A device whose memory is unknown (no memory
+// capacity: a lost GPU, a failed read) has nothing to share out and is
+// published whole, rather than failing the node's slices.
 func (o Options) share(it *item) error {
 	if o.Sharing != SharingCapacity || !o.holdsShares(it.entry) {
+		return nil
+	}
+	if _, ok := it.dev.Capacity[CapMemory]; !ok {
 		return nil
 	}
 	c, err := makeShareable(&it.dev)

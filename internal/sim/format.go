@@ -110,6 +110,16 @@ type fileSwitchPlane struct {
 	Plane         string `yaml:"plane"`
 	GPUs          []int  `yaml:"gpus"`
 	BandwidthGBps int64  `yaml:"bandwidthGBps"`
+	// Fabric, where set, is the multi-node NVLink domain the plane's
+	// switches belong to (a GB200 NVL72 rack), as NVML's fabric info
+	// reports it on each GPU; absent on single-node NVSwitch systems.
+	Fabric *fileFabric `yaml:"fabric"`
+}
+
+// fileFabric is NVML's GPU fabric info of a registered GPU.
+type fileFabric struct {
+	ClusterUUID string  `yaml:"clusterUUID"`
+	CliqueID    *uint32 `yaml:"cliqueID"`
 }
 
 // filePair is one direct GPU-to-GPU edge.

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/google/uuid"
+
+	"github.com/tessera-gpu/tessera/internal/gpuvendor/nvidia"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 )
 
@@ -97,11 +100,35 @@ func (l *linker) switchPlanes() {
 		}
 		planes[sp.Plane] = i
 		l.positive(path, sp.BandwidthGBps)
+		domain := l.fabricDomain(path+".fabric", sp.Fabric)
 		for _, g := range l.set(path, sp.GPUs) {
 			l.vendorIs(path, g, inventory.VendorNVIDIA, inventory.LinkNVSwitch)
 			l.b.m.Node.Links = append(l.b.m.Node.Links, inventory.Link{Kind: inventory.LinkNVSwitch, A: g, Switch: sp.Plane, BandwidthGBps: sp.BandwidthGBps})
+			l.b.m.Node.GPUs[g].FabricDomain = domain
 		}
 	}
+}
+
+// fabricDomain is a plane's multi-node NVLink domain as the nvml backend
+// publishes it (gpuvendor/nvidia.FabricDomain); "" without one.
+func (l *linker) fabricDomain(path string, f *fileFabric) string {
+	if f == nil {
+		return ""
+	}
+	if f.CliqueID == nil {
+		l.b.errorf(path+".cliqueID", "is required (NVML's fabric clique ID)")
+		return ""
+	}
+	id, err := uuid.Parse(f.ClusterUUID)
+	if err != nil {
+		l.b.errorf(path+".clusterUUID", "%q is not a UUID: %v", f.ClusterUUID, err)
+		return ""
+	}
+	d := nvidia.FabricDomain(id, *f.CliqueID)
+	if d == "" {
+		l.b.errorf(path+".clusterUUID", "is all zeros: NVML reports that on single-node NVLink systems, which have no fabric domain (leave fabric out)")
+	}
+	return d
 }
 
 // mesh adds an xGMI edge between every two GPUs of m.
