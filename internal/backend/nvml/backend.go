@@ -62,7 +62,15 @@ type Backend struct {
 
 	mu      sync.Mutex
 	handles []nvml.Device // by NVML index; nil where the lookup failed
-	closed  bool
+	// handleErrs is why a handle lookup failed, by NVML index.
+	handleErrs map[int]error
+	// ids are the identities read at discovery, by NVML index, for a GPU
+	// that is lost later (lost.go).
+	ids map[int]identity
+	// said holds what was last logged of a GPU's health or absence, so
+	// each is logged once, not at every Discover (lost.go).
+	said   map[string]string
+	closed bool
 	// changes counts partition and mode calls by this process, failed ones
 	// too (they may have changed something), and DestroyStray calls that
 	// destroyed something: the Generation the agent polls.
@@ -110,7 +118,8 @@ func New(o Options) (*Backend, error) {
 	if poll <= 0 {
 		poll = defaultHealthPoll
 	}
-	b := &Backend{lib: lib, sys: sysfs{root: root}, logger: logger, smi: smi, mps: daemons, healthPoll: poll}
+	b := &Backend{lib: lib, sys: sysfs{root: root}, logger: logger, smi: smi, mps: daemons, healthPoll: poll,
+		handleErrs: map[int]error{}, said: map[string]string{}}
 	n, ret := lib.DeviceGetCount()
 	if err := check("nvmlDeviceGetCount", ret); err != nil {
 		_ = lib.Shutdown()
@@ -138,8 +147,9 @@ func initLib(lib nvml.Interface) error {
 }
 
 // refreshHandles looks up the handles not cached yet. A GPU whose handle
-// fails (lost, or fallen off the bus) is logged and retried on the next
-// Discover; the others are unaffected. Callers hold b.mu (or own b).
+// fails (lost, or fallen off the bus) is kept in handleErrs, which Discover
+// reports (once), and retried on the next call; the others are unaffected.
+// Callers hold b.mu (or own b).
 func (b *Backend) refreshHandles() {
 	for i := range b.handles {
 		if b.handles[i] != nil {
@@ -147,9 +157,10 @@ func (b *Backend) refreshHandles() {
 		}
 		d, ret := b.lib.DeviceGetHandleByIndex(i)
 		if err := check(fmt.Sprintf("nvmlDeviceGetHandleByIndex(%d)", i), ret); err != nil {
-			b.logger.Error(err, "GPU excluded: no NVML handle", "index", i)
+			b.handleErrs[i] = err
 			continue
 		}
+		delete(b.handleErrs, i)
 		b.handles[i] = d
 	}
 }
@@ -200,12 +211,18 @@ func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
 			return nil, err
 		}
 		if h == nil {
+			b.leaveOut(node, unpublished(i, b.handleErrs[i]))
 			continue
 		}
-		g, err := b.readGPU(h, driver)
+		g, err := b.readGPU(i, h, driver)
 		if err != nil {
-			b.logger.Error(err, "GPU excluded", "index", i)
+			b.leaveOut(node, unpublished(i, err))
 			continue
+		}
+		if why := nothingToPublish(g); why != "" {
+			// Kept in the inventory (its place in the gpu-<n> order, its
+			// health) though no device comes of it.
+			b.leaveOut(node, inventory.Unpublished{GPU: g.UUID, Reason: inventory.UnpublishedNoProfiles, Message: why})
 		}
 		node.GPUs = append(node.GPUs, *g)
 		found = append(found, h)

@@ -50,7 +50,8 @@ func nvmlBusID(bdf string) [32]int8 {
 
 // newMachine builds a mock server with the GPUs in the given slots and a
 // sysfs fixture that places them, and completes the mock's empty funcs:
-// no NVLink (NOT_SUPPORTED, as on PCIe-only GPUs), whole-GPU attributes
+// no NVLink (NOT_SUPPORTED, as on PCIe-only GPUs), no fabric info and no
+// NVLink speed field (NOT_SUPPORTED), whole-GPU attributes
 // NOT_SUPPORTED (as NVML documents for non-MIG handles), CUDA core counts,
 // and MIG device handles derived from the GI/CI state.
 func newMachine(t *testing.T, cfgs []gpus.Config, slots []gpuSlot) (*server.Server, string) {
@@ -78,6 +79,10 @@ func completeDevice(d *server.Device, bdf string) {
 		return nvml.DeviceAttributes{}, nvml.ERROR_NOT_SUPPORTED
 	}
 	d.GetNumGpuCoresFunc = func() (int, nvml.Return) { return cudaCores[d.Config.Name], nvml.SUCCESS }
+	// No fabric (pre-Hopper answer; the fabric tests set their own) and no
+	// NVLink speed field (older drivers): the nominal table counts.
+	d.GetGpuFabricInfoFunc = func() (nvml.GpuFabricInfo, nvml.Return) { return nvml.GpuFabricInfo{}, nvml.ERROR_NOT_SUPPORTED }
+	d.GetFieldValuesFunc = func([]nvml.FieldValue) nvml.Return { return nvml.ERROR_NOT_SUPPORTED }
 	noNVLink(d)
 	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
 	d.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {

@@ -3,6 +3,7 @@
 package nvml
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -36,57 +37,96 @@ var fp32CoresPerSM = map[[2]int]int{
 }
 
 // gpuReader collects one GPU's values. Identity (UUID, PCI bus ID) must
-// succeed or the GPU is dropped: without them it can be neither named nor
-// allocated. Every other failure degrades the GPU: the value stays empty,
-// the reason is kept, and the GPU is published Unhealthy so the agent
-// taints it.
+// be read, or remembered from an earlier discovery, or the GPU cannot be
+// published: without them it can be neither named nor allocated. A call
+// that answers ERROR_GPU_IS_LOST marks the GPU lost (lost.go). Every other
+// failure degrades the GPU: the value stays empty, the reason is kept, and
+// the GPU is published Unhealthy, which the agent's health tracker turns
+// into a NoSchedule taint (internal/health, Tracker.Discovered).
 type gpuReader struct {
 	b       *Backend
 	h       nvml.Device
 	g       *inventory.GPU
 	reasons []string
+	// lost is the first call that answered ERROR_GPU_IS_LOST.
+	lost error
 }
 
+// degrade keeps err as a reason the GPU is Unhealthy; a lost GPU's errors
+// are its loss, not more reasons.
 func (r *gpuReader) degrade(err error) {
+	if r.lostOn(err) {
+		return
+	}
 	r.reasons = append(r.reasons, err.Error())
 }
 
-func (b *Backend) readGPU(h nvml.Device, driver string) (*inventory.GPU, error) {
+// lostOn records err if it is ERROR_GPU_IS_LOST and reports whether it was.
+func (r *gpuReader) lostOn(err error) bool {
+	if !is(err, nvml.ERROR_GPU_IS_LOST) {
+		return false
+	}
+	if r.lost == nil {
+		r.lost = err
+	}
+	return true
+}
+
+// readGPU reads the GPU at NVML index i. It fails only when the GPU cannot
+// be named (errUnnamed, lost.go); a GPU that is lost but named is returned
+// with Health.Lost set.
+func (b *Backend) readGPU(i int, h nvml.Device, driver string) (*inventory.GPU, error) {
 	g := &inventory.GPU{Vendor: inventory.VendorNVIDIA, NUMANode: -1}
 	r := &gpuReader{b: b, h: h, g: g}
-
-	uuid, ret := h.GetUUID()
-	if err := check("nvmlDeviceGetUUID", ret); err != nil {
+	if err := r.identity(i); err != nil {
 		return nil, err
 	}
-	g.UUID = uuid
-	pci, ret := h.GetPciInfo()
-	if err := check("nvmlDeviceGetPciInfo", ret); err != nil {
-		return nil, fmt.Errorf("GPU %s: %w", uuid, err)
-	}
-	bdf, err := normalizeBusID(cString(pci.BusId[:]))
-	if err != nil {
-		return nil, fmt.Errorf("GPU %s: %w", uuid, err)
-	}
-	g.PCIBusID = bdf
-
 	g.DriverVersion = driverSemver(driver)
-	r.name()
-	r.architecture()
-	r.computeCapability()
-	r.memory()
-	r.computeUnits()
-	r.minor()
-	r.pcie()
-	r.mig()
-	r.brand()
-
-	g.Health = inventory.Health{State: inventory.Healthy}
-	if len(r.reasons) > 0 {
-		g.Health = inventory.Health{State: inventory.Unhealthy, Reason: strings.Join(r.reasons, "; ")}
-		b.logger.Error(nil, "GPU degraded", "uuid", uuid, "pciBusID", bdf, "reason", g.Health.Reason)
+	for _, read := range []func(){r.name, r.architecture, r.computeCapability, r.memory, r.computeUnits, r.minor, r.pcie, r.fabric, r.mig, r.brand} {
+		if r.lost != nil {
+			break // every further call would say the same
+		}
+		read()
 	}
+	switch {
+	case r.lost != nil:
+		g.Health = inventory.Health{State: inventory.Unhealthy, Lost: true, Reason: "GPU is lost: " + r.lost.Error()}
+	case len(r.reasons) > 0:
+		g.Health = inventory.Health{State: inventory.Unhealthy, Reason: strings.Join(r.reasons, "; ")}
+	default:
+		g.Health = inventory.Health{State: inventory.Healthy}
+	}
+	b.sayHealth(g)
 	return g, nil
+}
+
+// identity reads the UUID and PCI bus ID, or takes the ones remembered for
+// index i when the GPU answers ERROR_GPU_IS_LOST.
+func (r *gpuReader) identity(i int) error {
+	uuid, ret := r.h.GetUUID()
+	err := check("nvmlDeviceGetUUID", ret)
+	var bdf string
+	if err == nil {
+		var pci nvml.PciInfo
+		pci, ret = r.h.GetPciInfo()
+		err = check("nvmlDeviceGetPciInfo", ret)
+		if err == nil {
+			bdf, err = normalizeBusID(cString(pci.BusId[:]))
+		}
+	}
+	if err != nil && r.lostOn(err) {
+		id, ok := r.b.remembered(i)
+		if !ok {
+			return &unnamedError{index: i, err: err}
+		}
+		uuid, bdf, err = id.uuid, id.bdf, nil
+	}
+	if err != nil {
+		return fmt.Errorf("GPU %s: %w", cmp.Or(uuid, fmt.Sprintf("at NVML index %d", i)), err)
+	}
+	r.g.UUID, r.g.PCIBusID = uuid, bdf
+	r.b.remember(i, identity{uuid: uuid, bdf: bdf})
+	return nil
 }
 
 func (r *gpuReader) name() {
@@ -134,23 +174,33 @@ func (r *gpuReader) memory() {
 }
 
 // computeUnits: NVML documents nvmlDeviceGetAttributes for MIG device
-// handles only, so for a whole GPU it usually answers NOT_SUPPORTED. Then
-// the SM count is derived: nvmlDeviceGetNumGpuCores (CUDA cores) divided by
-// the cores per SM of the GPU's compute capability.
+// handles only, so for a whole GPU it answers NOT_SUPPORTED. Then the SM
+// count is derived: nvmlDeviceGetNumGpuCores (CUDA cores) divided by the
+// cores per SM of the GPU's compute capability. Unknown is not zero: where
+// neither answers (NOT_SUPPORTED, or no cores-per-SM entry for a newer
+// GPU) the count is left out and the computeUnits capacity with it. That
+// is an answer, not a fault: the GPU stays healthy. Only a call that fails
+// otherwise degrades it.
 func (r *gpuReader) computeUnits() {
 	if a, ret := r.h.GetAttributes(); ret == nvml.SUCCESS && a.MultiprocessorCount > 0 {
 		r.g.ComputeUnits = int64(a.MultiprocessorCount)
 		return
 	}
 	cores, ret := r.h.GetNumGpuCores()
-	if err := check("nvmlDeviceGetNumGpuCores", ret); err != nil {
+	err := check("nvmlDeviceGetNumGpuCores", ret)
+	if notSupported(err) {
+		r.b.logger.V(2).Info("SM count not reported by NVML; computeUnits left out", "uuid", r.g.UUID, "err", err)
+		return
+	}
+	if err != nil {
 		r.degrade(fmt.Errorf("SM count: %w", err))
 		return
 	}
 	major, minor, ret := r.h.GetCudaComputeCapability()
 	per, ok := fp32CoresPerSM[[2]int{major, minor}]
-	if ret != nvml.SUCCESS || !ok || cores%per != 0 {
-		r.degrade(fmt.Errorf("SM count: cannot derive from %d cores at compute capability %d.%d", cores, major, minor))
+	if ret != nvml.SUCCESS || !ok || cores <= 0 || cores%per != 0 {
+		r.b.logger.V(2).Info("SM count cannot be derived; computeUnits left out", "uuid", r.g.UUID,
+			"cores", cores, "computeCapability", fmt.Sprintf("%d.%d", major, minor))
 		return
 	}
 	r.g.ComputeUnits = int64(cores / per)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -50,6 +51,7 @@ func (b *Backend) WatchHealth(ctx context.Context, events chan<- backend.HealthE
 		logger:   klog.FromContext(ctx).WithValues("backend", "nvml"),
 		interval: b.healthPoll,
 		byIndex:  map[int]*gpuHealth{},
+		noID:     map[int]string{},
 	}
 	if err := w.refreshGPUs(); err != nil {
 		return fmt.Errorf("nvml: watching health: %w", err)
@@ -75,6 +77,8 @@ type healthWatch struct {
 
 	gpus    []*gpuHealth // in NVML index order
 	byIndex map[int]*gpuHealth
+	// noID is the last error reported per index of a GPU not identified.
+	noID map[int]string
 
 	set nvml.EventSet // nil: no event set (polling only)
 	// setStale asks for the event set to be rebuilt at the next poll: a GPU
@@ -141,8 +145,13 @@ func (w *healthWatch) poll(ctx context.Context) error {
 }
 
 // refreshGPUs adds the GPUs that have an NVML handle now and had none
-// before (Discover retries failed lookups). A GPU whose UUID cannot be
-// read is not published by Discover either, so it is skipped until it can.
+// before (Discover retries failed lookups). A GPU is watched by the UUID
+// Discover publishes it under: the one it answers, or, where it answers
+// ERROR_GPU_IS_LOST, the one an earlier discovery read (lost.go), so its
+// loss reaches its device. A GPU it cannot identify at all is reported
+// (once per index and error, at the always-on level) and tried again at
+// every poll: it has no device to taint, Discover leaves it out and the
+// agent counts it (tessera_gpus_unpublished).
 func (w *healthWatch) refreshGPUs() error {
 	w.b.mu.Lock()
 	if w.b.closed {
@@ -150,22 +159,43 @@ func (w *healthWatch) refreshGPUs() error {
 		return errClosed
 	}
 	handles := append([]nvml.Device(nil), w.b.handles...)
+	handleErrs := maps.Clone(w.b.handleErrs)
+	ids := maps.Clone(w.b.ids)
 	w.b.mu.Unlock()
 	for i, h := range handles {
-		if h == nil || w.byIndex[i] != nil {
+		if w.byIndex[i] != nil {
+			continue
+		}
+		if h == nil {
+			w.unidentified(i, handleErrs[i])
 			continue
 		}
 		uuid, ret := h.GetUUID()
-		if err := check("nvmlDeviceGetUUID", ret); err != nil {
-			w.logger.V(2).Info("GPU health not watched yet: no UUID", "index", i, "err", err)
+		err := check("nvmlDeviceGetUUID", ret)
+		if id, ok := ids[i]; ok && lostErr(err) {
+			uuid, err = id.uuid, nil
+		}
+		if err != nil {
+			w.unidentified(i, err)
 			continue
 		}
+		delete(w.noID, i)
 		g := newGPUHealth(i, uuid, h)
 		w.byIndex[i] = g
 		w.gpus = append(w.gpus, g)
 		w.setStale = true
 	}
 	return nil
+}
+
+// unidentified reports a GPU the watch cannot name, once per error.
+func (w *healthWatch) unidentified(i int, err error) {
+	msg := fmt.Sprint(err)
+	if w.noID[i] == msg {
+		return
+	}
+	w.noID[i] = msg
+	w.logger.Info("GPU health not watched: the GPU cannot be identified; trying again every poll", "index", i, "lost", lostErr(err), "err", err)
 }
 
 // send delivers one event unless ctx ends first.

@@ -343,3 +343,14 @@ func TestHealthClosedBackend(t *testing.T) {
 		t.Errorf("WatchHealth on a closed backend: %v", err)
 	}
 }
+
+// A GPU that no longer answers its UUID (ERROR_GPU_IS_LOST) is watched
+// under the UUID an earlier discovery published it with, so its loss
+// reaches its device's taints instead of going unreported.
+func TestHealthLostGPUWithoutUUID(t *testing.T) {
+	lab, b, uuid := healthMachine(t, fastPoll)
+	lab.gpus[1].d.GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_GPU_IS_LOST }
+	lab.set(1, func(g *labGPU) { g.lost = true })
+	w := startWatch(t, b)
+	w.expect(backend.HealthEvent{UUID: uuid[1], Kind: backend.HealthLost})
+}

@@ -61,6 +61,18 @@ func (r *gpuReader) mig() {
 	r.g.Partitions = parts
 }
 
+// nothingToPublish says why a GPU read whole yields no device: MIG mode
+// is on, so the whole GPU cannot run work, and NVML lists no GPU instance
+// profile (every profile answers NOT_SUPPORTED), so no partition can exist
+// or be placed. "" where the GPU publishes something.
+func nothingToPublish(g *inventory.GPU) string {
+	pt := g.Partitioning
+	if pt == nil || !pt.Enabled || len(pt.Profiles) > 0 || len(g.Partitions) > 0 || g.Health.Lost {
+		return ""
+	}
+	return "MIG mode is on and NVML reports no GPU instance profile: neither the whole GPU nor a partition can be published"
+}
+
 // migMode reads the GPU's current MIG mode into a Partitioning without
 // profiles; errNoMIG where the GPU has no MIG. A pending mode (set, waiting
 // for a reset) is not the mode: only the current one decides what exists.

@@ -24,3 +24,13 @@ func cString(b []int8) string {
 	}
 	return string(out)
 }
+
+// isPlaceholderBusID reports NVML's "no PCI device" bus ID, which
+// nvmlDeviceGetNvLinkRemotePciInfo gives for NVSwitch links on systems
+// whose switches have no PCI function on the host (GB200/GB300 trays):
+// domain, bus and device all ones, "FFFFFFFF:FF:FF.0" (any case, any
+// domain width).
+func isPlaceholderBusID(s string) bool {
+	dom, rest, ok := strings.Cut(strings.ToLower(strings.TrimSpace(s)), ":")
+	return ok && strings.Trim(dom, "f") == "" && strings.HasPrefix(rest, "ff:ff.")
+}
