@@ -118,8 +118,8 @@ type fileSwitchPlane struct {
 
 // fileFabric is NVML's GPU fabric info of a registered GPU.
 type fileFabric struct {
-	ClusterUUID string  `yaml:"clusterUUID"`
-	CliqueID    *uint32 `yaml:"cliqueID"`
+	ClusterUUID string `yaml:"clusterUUID"`
+	CliqueID    *int64 `yaml:"cliqueID"`
 }
 
 // filePair is one direct GPU-to-GPU edge.

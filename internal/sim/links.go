@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/google/uuid"
@@ -115,8 +116,8 @@ func (l *linker) fabricDomain(path string, f *fileFabric) string {
 	if f == nil {
 		return ""
 	}
-	if f.CliqueID == nil {
-		l.b.errorf(path+".cliqueID", "is required (NVML's fabric clique ID)")
+	if f.CliqueID == nil || *f.CliqueID < 0 || *f.CliqueID > math.MaxUint32 {
+		l.b.errorf(path+".cliqueID", "is required, NVML's fabric clique ID (0 to 4294967295)")
 		return ""
 	}
 	id, err := uuid.Parse(f.ClusterUUID)
@@ -124,7 +125,7 @@ func (l *linker) fabricDomain(path string, f *fileFabric) string {
 		l.b.errorf(path+".clusterUUID", "%q is not a UUID: %v", f.ClusterUUID, err)
 		return ""
 	}
-	d := nvidia.FabricDomain(id, *f.CliqueID)
+	d := nvidia.FabricDomain(id, uint32(*f.CliqueID))
 	if d == "" {
 		l.b.errorf(path+".clusterUUID", "is all zeros: NVML reports that on single-node NVLink systems, which have no fabric domain (leave fabric out)")
 	}
