@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-readonly-checks.sh: what Tessera's MPS v3 and kernel-limit code assumes
 # about a real NVIDIA node, printed for a person to compare with
-# docs/sharing.md. Read-only: it starts no MPS daemon, changes no MIG or
+# docs/sharing.md and docs/nvml.md (what discovery reads: NVLink remote
+# types, fabric info, SM count, the NVLink speed field). Read-only: it starts no MPS daemon, changes no MIG or
 # compute mode, sets no limit. Run it on a GPU machine (no argument).
 set -u
 
@@ -22,3 +23,10 @@ run nvidia-cuda-mps-control -p 3 -h
 
 section "a running MPS daemon, if any (nothing is sent to it)"
 run pgrep -a nvidia-cuda-mps
+
+section "discovery's NVML answers (docs/nvml.md): remote device type per link, fabric info, SM count, NVLink speed field"
+run nvidia-smi nvlink -R
+run nvidia-smi nvlink -s
+run sh -c "nvidia-smi -q | grep -A 8 -i '^ *Fabric'"
+# The exact calls the nvml backend makes, read-only (needs Go and cgo).
+run go run ./hack/nvml-answers
