@@ -12,7 +12,10 @@
 //	backend.go   the Backend: one long-lived NVML session, cached handles
 //	detect.go    Detect, for --backend=auto
 //	gpu.go       whole-GPU values (identity, versions, memory, SMs, PCI)
+//	lost.go      lost GPUs at discovery, GPUs not published, said once
+//	fabric.go    fabric info -> fabricDomain (rule: gpuvendor/nvidia)
 //	nvlink.go    per-link NVLink state -> NVSwitch planes and direct edges
+//	linkspeed.go link bandwidth: the speed field, else the nominal table
 //	links_sort.go a stable link order (pure)
 //	nocgo.go     the !cgo stand-in: New and Detect say a cgo build is needed
 //	mig.go       MIG mode, profile/placement table, existing instances
