@@ -160,7 +160,8 @@ func wholeGPUDevice(name string, g *inventory.GPU, f topology.Fabric) (resourcea
 }
 
 func partitionDevice(name string, g *inventory.GPU, p *inventory.Partition, f topology.Fabric) (resourceapi.Device, error) {
-	if !vendors.Capabilities(g.Vendor).PartitionPeerLinks {
+	peerLinks := vendors.Capabilities(g.Vendor).PartitionPeerLinks
+	if !peerLinks {
 		// A partition without a peer-to-peer path to other GPUs (MIG) is
 		// its own island rather than a member of the parent's.
 		// An uncarved placement (dynamic partitioning) has no UUID yet.
@@ -175,7 +176,7 @@ func partitionDevice(name string, g *inventory.GPU, p *inventory.Partition, f to
 	if err != nil {
 		return resourceapi.Device{}, err
 	}
-	if p.Kind == inventory.PartitionMIG {
+	if !peerLinks {
 		// No NVLink from a MIG instance (above), so no multi-node NVLink
 		// domain either.
 		delete(a, AttrFabricDomain)

@@ -19,10 +19,15 @@ func (nccl) SystemVersion() string        { return "1" }
 func (nccl) LinkTag() string              { return "nvlink" }
 func (nccl) PeerLink() inventory.LinkKind { return inventory.LinkNVLink }
 
-// LinkGBps: NVLink 1 carries 20 GB/s a link each way, NVLink 2-4 25.
+// LinkGBps: NVLink 1 (Pascal) carries 20 GB/s a link each way, NVLink
+// 2-4 (Volta to Hopper) 25, NVLink 5 (Blackwell) 50: 18 links make
+// Blackwell's 900 GB/s each way.
 func (nccl) LinkGBps(g *inventory.GPU) int64 {
-	if g.Architecture == "pascal" {
+	switch g.Architecture {
+	case "pascal":
 		return 20
+	case "blackwell":
+		return 50
 	}
 	return 25
 }

@@ -21,6 +21,7 @@ func TestCollective(t *testing.T) {
 	}{
 		{inventory.GPU{Architecture: "hopper", ComputeCapability: "9.0"}, 25, [][2]string{{"sm", "90"}}, false},
 		{inventory.GPU{Architecture: "pascal", ComputeCapability: "6.0"}, 20, [][2]string{{"sm", "60"}}, false},
+		{inventory.GPU{Architecture: "blackwell", ComputeCapability: "10.0"}, 50, [][2]string{{"sm", "100"}}, false},
 		{inventory.GPU{Architecture: "ampere", ComputeCapability: "8"}, 25, nil, true},
 		{inventory.GPU{Architecture: "ampere", ComputeCapability: "8.10"}, 25, nil, true},
 	} {
