@@ -16,7 +16,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 
-	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
+	"github.com/tessera-gpu/tessera/internal/deviceclasses"
 )
 
 // Features are the DRA features on by default in Kubernetes 1.37.

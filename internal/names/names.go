@@ -22,7 +22,7 @@ const (
 )
 
 // DeviceClasses are the DeviceClasses the chart ships
-// (deployments/deviceclasses), the first the class of any whole GPU.
+// (internal/deviceclasses), the first the class of any whole GPU.
 var DeviceClasses = []string{
 	DriverName,
 	"nvidia." + DriverName,

@@ -436,10 +436,10 @@ func TestAdmissionPolicy(t *testing.T) {
 }
 
 // TestDeviceClassesMatchFile keeps the chart's classes and
-// deployments/deviceclasses/deviceclasses.yaml (which the local cluster
+// internal/deviceclasses/deviceclasses.yaml (which the local cluster
 // applies) from drifting apart.
 func TestDeviceClassesMatchFile(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(repo, "deployments/deviceclasses/deviceclasses.yaml"))
+	data, err := os.ReadFile(filepath.Join(repo, "internal/deviceclasses/deviceclasses.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/names"
 )
 
-// ShippedDeviceClasses are the DeviceClasses of deployments/deviceclasses
+// ShippedDeviceClasses are the DeviceClasses of internal/deviceclasses
 // (and of the chart), which claims name.
 var ShippedDeviceClasses = names.DeviceClasses
 
@@ -36,7 +36,7 @@ func deviceClassesFinding(in *Input) Finding {
 	if len(missing) > 0 {
 		f.Status = StatusFail
 		f.Detail = fmt.Sprintf("missing %d of %d DeviceClasses: %s (claims naming them stay pending)", len(missing), len(ShippedDeviceClasses), strings.Join(missing, ", "))
-		f.Fix = "install the chart (deployments/helm/tessera) or kubectl apply -f deployments/deviceclasses/deviceclasses.yaml"
+		f.Fix = "install the chart (deployments/helm/tessera): it creates them (values deviceClasses.*)"
 		return f
 	}
 	f.Status = StatusPass

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
+	"github.com/tessera-gpu/tessera/internal/deviceclasses"
 	"github.com/tessera-gpu/tessera/internal/inspect"
 	"github.com/tessera-gpu/tessera/internal/inspect/inspecttest"
 	"github.com/tessera-gpu/tessera/internal/names"
@@ -41,7 +41,7 @@ func readyNode(name, partitioning string) corev1.Node {
 	return n
 }
 
-// shippedClasses are the DeviceClasses of deployments/deviceclasses.
+// shippedClasses are the DeviceClasses of internal/deviceclasses.
 func shippedClasses(t *testing.T) []resourceapi.DeviceClass {
 	t.Helper()
 	var out []resourceapi.DeviceClass
@@ -84,7 +84,7 @@ func TestShippedDeviceClassesMatchTheFile(t *testing.T) {
 		names = append(names, c.Name)
 	}
 	if !slices.Equal(names, ShippedDeviceClasses) {
-		t.Errorf("deployments/deviceclasses has %v; ShippedDeviceClasses is %v", names, ShippedDeviceClasses)
+		t.Errorf("internal/deviceclasses has %v; ShippedDeviceClasses is %v", names, ShippedDeviceClasses)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 
-	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
+	"github.com/tessera-gpu/tessera/internal/deviceclasses"
 	"github.com/tessera-gpu/tessera/internal/inspect"
 )
 

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/tessera-gpu/tessera/deployments/deviceclasses"
+	"github.com/tessera-gpu/tessera/internal/deviceclasses"
 	"github.com/tessera-gpu/tessera/internal/inspect"
 	"github.com/tessera-gpu/tessera/internal/names"
 )
@@ -30,7 +30,7 @@ type Input struct {
 	Snapshot *inspect.Snapshot
 	Classes  []*resourceapi.DeviceClass
 	// ShippedClasses is set when Classes are the DeviceClasses shipped with
-	// Tessera (deployments/deviceclasses) because the input had none.
+	// Tessera (internal/deviceclasses) because the input had none.
 	ShippedClasses bool
 	Pods           []corev1.Pod
 	Templates      []resourceapi.ResourceClaimTemplate

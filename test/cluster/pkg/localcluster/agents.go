@@ -22,7 +22,7 @@ func AgentRelease(node string) string { return "tessera-" + node }
 // imported into its containerd. Host network: the API server is on this
 // machine's loopback and there is no kube-proxy for the kubernetes
 // Service, so the agent is pointed at it directly. DeviceClasses come from
-// deployments/deviceclasses (applied once at Up). The first node's release
+// internal/deviceclasses (applied once at Up). The first node's release
 // also runs the webhook (cluster-wide: one is enough), as the chart's
 // Deployment and Service; the API server calls its pods directly.
 func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {

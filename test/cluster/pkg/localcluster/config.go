@@ -139,7 +139,7 @@ func ForRepo(repo string) *Config {
 		PluginBin:     filepath.Join(repo, "bin/tessera-kubelet-plugin"),
 		WebhookBin:    filepath.Join(repo, "bin/tessera-webhook"),
 		Chart:         filepath.Join(repo, "deployments/helm/tessera"),
-		DeviceClasses: filepath.Join(repo, "deployments/deviceclasses/deviceclasses.yaml"),
+		DeviceClasses: filepath.Join(repo, "internal/deviceclasses/deviceclasses.yaml"),
 		PreviousAgent: filepath.Join(repo, "_output/previous-agent"),
 		Nodes:         DefaultNodes,
 	}
