@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/internal/inspect"
-	"github.com/tessera-gpu/tessera/internal/inspect/inventory"
-	"github.com/tessera-gpu/tessera/internal/inspect/topo"
+	"github.com/tessera-gpu/tessera/internal/inspect/inventorycmd"
+	"github.com/tessera-gpu/tessera/internal/inspect/topocmd"
 	"github.com/tessera-gpu/tessera/internal/names"
 )
 
@@ -82,7 +82,7 @@ func newInventory(src *source) *cobra.Command {
   tessera-kubelet-plugin --backend=sim --sim-profile=dgx-h100 --node-name=node-1 --sim-state-dir=$(mktemp -d) --dry-run > node-1.yaml
   kubectl tessera inventory -f node-1.yaml -f claims.yaml`,
 		RunE: func(cmd *cobra.Command, nodes []string) error {
-			if err := inventory.CheckOutput(output); err != nil {
+			if err := inventorycmd.CheckOutput(output); err != nil {
 				return err
 			}
 			node := ""
@@ -93,11 +93,11 @@ func newInventory(src *source) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			inv, err := inventory.Build(s, nodes)
+			inv, err := inventorycmd.Build(s, nodes)
 			if err != nil {
 				return err
 			}
-			return inventory.Print(cmd.OutOrStdout(), inv, output)
+			return inventorycmd.Print(cmd.OutOrStdout(), inv, output)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml (default a table)")
@@ -117,11 +117,11 @@ func newTopo(src *source) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, err := topo.Build(s, args[0])
+			t, err := topocmd.Build(s, args[0])
 			if err != nil {
 				return err
 			}
-			return topo.Print(cmd.OutOrStdout(), t)
+			return topocmd.Print(cmd.OutOrStdout(), t)
 		},
 	}
 	src.addFileFlag(cmd)

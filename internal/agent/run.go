@@ -19,7 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/internal/backend"
-	"github.com/tessera-gpu/tessera/internal/backend/amd"
+	"github.com/tessera-gpu/tessera/internal/backend/amdsysfs"
 	"github.com/tessera-gpu/tessera/internal/driver"
 	"github.com/tessera-gpu/tessera/internal/handover"
 	"github.com/tessera-gpu/tessera/internal/host"
@@ -58,7 +58,7 @@ func newBackend(ctx context.Context, c *Config, launcher mps.Launcher) (backend.
 		logger.Info("Publishing SIMULATED GPUs (--backend=sim): nothing here is real hardware", "profile", c.SimProfile, "stateDir", c.SimStateDir)
 		return sim.New(m, c.SimStateDir, sim.WithLogger(logger), sim.WithMPS(root, control), sim.WithMPSLauncher(launcher))
 	case "amd":
-		b, err := amd.New(amd.Options{SysfsRoot: c.SysfsRoot, Logger: logger, HealthPollInterval: c.HealthPoll})
+		b, err := amdsysfs.New(amdsysfs.Options{SysfsRoot: c.SysfsRoot, Logger: logger, HealthPollInterval: c.HealthPoll})
 		if err != nil {
 			return nil, fmt.Errorf("--backend=amd: %w", err)
 		}
@@ -121,10 +121,10 @@ func autoBackend(c *Config, logger klog.Logger, launcher mps.Launcher) (backend.
 		logger.Info("Backend auto-detected", "backend", "nvml", "reason", nvWhy)
 		return newNVML(c, logger, launcher)
 	}
-	amdOK, amdWhy := amd.Detect(c.SysfsRoot)
+	amdOK, amdWhy := amdsysfs.Detect(c.SysfsRoot)
 	if amdOK {
 		logger.Info("Backend auto-detected", "backend", "amd", "reason", amdWhy, "nvml", nvWhy)
-		b, err := amd.New(amd.Options{SysfsRoot: c.SysfsRoot, Logger: logger, HealthPollInterval: c.HealthPoll})
+		b, err := amdsysfs.New(amdsysfs.Options{SysfsRoot: c.SysfsRoot, Logger: logger, HealthPollInterval: c.HealthPoll})
 		if err != nil {
 			return nil, fmt.Errorf("--backend=auto chose amd: %w", err)
 		}

@@ -25,7 +25,7 @@ type ClaimDevice struct {
 	ShareID string
 	// NCCLTopoFile: the claim's config asked for an NCCL topology file
 	// (set on every device of such a claim, sharing.ResolveTopology); the
-	// spec mounts it (topology.go).
+	// spec mounts it (claimfile.go).
 	NCCLTopoFile bool
 	// Edits are what the device's owners add to its own CDI device, after
 	// its vendor's nodes (edits.go): a memory limit's hooks.

@@ -19,7 +19,7 @@ import (
 // vendor's visible-devices variable (gpuvendor.Vendor.OrderedDevicesEnv).
 // The file is built from the node's inventory as published now, which the
 // devices were resolved against; cdi keeps it beside the spec (its
-// topology.go).
+// claimfile.go).
 
 // ncclTopoMountOptions: the container reads the file and nothing more.
 var ncclTopoMountOptions = []string{"ro", "nosuid", "nodev", "noexec", "rbind"}

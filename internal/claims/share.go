@@ -19,7 +19,7 @@ import (
 // resolveSharing fills each device's Sharing from the claim's configs, and
 // NCCLTopoFile: whether the claim's CDI spec mounts an NCCL topology file
 // of its GPUs. That file is no side effect: the CDI writer writes it
-// before the spec and removes it after (internal/cdi topology.go), so a claim
+// before the spec and removes it after (internal/cdi claimfile.go), so a claim
 // asking for it is still plain, and it is recorded on each device
 // (checkpoint.Device.NCCLTopoFile) for a spec rewritten from the
 // checkpoint.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/internal/inspect"
 	"github.com/tessera-gpu/tessera/internal/inspect/inspecttest"
-	"github.com/tessera-gpu/tessera/internal/inspect/inventory"
+	"github.com/tessera-gpu/tessera/internal/inspect/inventorycmd"
 )
 
 // FromCluster reads the same objects the files hold, and only lists.
@@ -37,7 +37,7 @@ func TestFromClusterOnlyLists(t *testing.T) {
 			t.Errorf("action %s %s: only list is allowed", a.GetVerb(), a.GetResource().Resource)
 		}
 	}
-	inv, err := inventory.Build(s, nil)
+	inv, err := inventorycmd.Build(s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

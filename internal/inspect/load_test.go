@@ -8,7 +8,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/internal/inspect"
 	"github.com/tessera-gpu/tessera/internal/inspect/inspecttest"
-	"github.com/tessera-gpu/tessera/internal/inspect/inventory"
+	"github.com/tessera-gpu/tessera/internal/inspect/inventorycmd"
 	"github.com/tessera-gpu/tessera/internal/names"
 )
 
@@ -85,7 +85,7 @@ func TestLoadFilesJSONList(t *testing.T) {
 	if len(s.Slices) != 2 {
 		t.Fatalf("slices = %d, want the 2 of %s", len(s.Slices), names.DriverName)
 	}
-	inv, err := inventory.Build(s, nil)
+	inv, err := inventorycmd.Build(s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

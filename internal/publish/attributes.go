@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
+	"github.com/tessera-gpu/tessera/internal/fabric"
 	"github.com/tessera-gpu/tessera/internal/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/internal/inventory"
-	"github.com/tessera-gpu/tessera/internal/topology"
 )
 
 // Attribute names of the schema in docs/design.md (domain gpu.tessera.dev,
@@ -108,7 +108,7 @@ func Semver(v string) (string, error) {
 }
 
 // gpuAttributes are the attributes every device of GPU g carries.
-func gpuAttributes(g *inventory.GPU, f topology.Fabric) (attrs, error) {
+func gpuAttributes(g *inventory.GPU, f fabric.Attrs) (attrs, error) {
 	a := attrs{}
 	a.str(AttrVendor, string(g.Vendor))
 	a.str(AttrModel, g.Model)
@@ -142,7 +142,7 @@ func gpuAttributes(g *inventory.GPU, f topology.Fabric) (attrs, error) {
 	return a, nil
 }
 
-func wholeGPUDevice(name string, g *inventory.GPU, f topology.Fabric) (resourceapi.Device, error) {
+func wholeGPUDevice(name string, g *inventory.GPU, f fabric.Attrs) (resourceapi.Device, error) {
 	a, err := gpuAttributes(g, f)
 	if err != nil {
 		return resourceapi.Device{}, err
@@ -159,7 +159,7 @@ func wholeGPUDevice(name string, g *inventory.GPU, f topology.Fabric) (resourcea
 	}, nil
 }
 
-func partitionDevice(name string, g *inventory.GPU, p *inventory.Partition, f topology.Fabric) (resourceapi.Device, error) {
+func partitionDevice(name string, g *inventory.GPU, p *inventory.Partition, f fabric.Attrs) (resourceapi.Device, error) {
 	peerLinks := vendors.Capabilities(g.Vendor).PartitionPeerLinks
 	if !peerLinks {
 		// A partition without a peer-to-peer path to other GPUs (MIG) is
@@ -170,7 +170,7 @@ func partitionDevice(name string, g *inventory.GPU, p *inventory.Partition, f to
 			seed = g.UUID + "/" + name
 		}
 		sum := sha256.Sum256([]byte(seed))
-		f = topology.Fabric{Kind: inventory.LinkPCIe, Island: "pcie-" + hex.EncodeToString(sum[:6])}
+		f = fabric.Attrs{Kind: inventory.LinkPCIe, Island: "pcie-" + hex.EncodeToString(sum[:6])}
 	}
 	a, err := gpuAttributes(g, f)
 	if err != nil {

@@ -7,11 +7,11 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/tessera-gpu/tessera/internal/fabric"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/isolation"
 	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/pci"
-	"github.com/tessera-gpu/tessera/internal/topology"
 )
 
 // API limits of resource.k8s.io/v1 (docs/design.md).
@@ -106,7 +106,7 @@ type item struct {
 // partitions only, since the whole GPU cannot run work while MIG mode is on.
 // With Dynamic, see dynamicGPU.
 func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
-	fabrics, err := topology.Compute(n)
+	fabrics, err := fabric.Compute(n)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: topology: %w", nodeName, err)
 	}
@@ -176,7 +176,7 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 // staticDevices are a GPU published by what it is now: the whole GPU
 // unless its partition mode is on, and the partitions that exist; shared
 // when the node shares by capacity.
-func staticDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, opts Options) ([]item, error) {
+func staticDevices(name string, g *inventory.GPU, f fabric.Attrs, rank int, opts Options) ([]item, error) {
 	var items []item
 	if g.Partitioning == nil || !g.Partitioning.Enabled {
 		d, err := wholeGPUDevice(name, g, f)
@@ -341,7 +341,7 @@ func busOrder(n *inventory.Node) ([]int, error) {
 }
 
 // gpuRank orders GPUs: smaller first, then NUMA node, island, bus position.
-func gpuRank(n *inventory.Node, order []int, fabrics []topology.Fabric) map[int]int {
+func gpuRank(n *inventory.Node, order []int, fabrics []fabric.Attrs) map[int]int {
 	pos := map[int]int{}
 	for p, gi := range order {
 		pos[gi] = p

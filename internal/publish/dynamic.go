@@ -6,9 +6,9 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/tessera-gpu/tessera/internal/fabric"
 	"github.com/tessera-gpu/tessera/internal/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/internal/inventory"
-	"github.com/tessera-gpu/tessera/internal/topology"
 )
 
 // dynamicGPU decides whether g is published as a partitionable device:
@@ -53,7 +53,7 @@ func dynamicGPU(g *inventory.GPU, p Partitioning) (bool, GPUMode) {
 // outside the window (not open). A closed GPU keeps its counter set and its
 // whole GPU's consumption, so opening it changes its placements' slice
 // only.
-func dynamicDevices(name string, g *inventory.GPU, f topology.Fabric, rank int, open bool, held func(string, *inventory.Partition) bool, profiles []string) (resourceapi.CounterSet, []item, []Entry, []string, *MemorySlices, error) {
+func dynamicDevices(name string, g *inventory.GPU, f fabric.Attrs, rank int, open bool, held func(string, *inventory.Partition) bool, profiles []string) (resourceapi.CounterSet, []item, []Entry, []string, *MemorySlices, error) {
 	pt := g.Partitioning
 	plan, err := planCounters(g)
 	if err != nil {

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tessera-gpu/tessera/internal/fabric"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/publish"
-	"github.com/tessera-gpu/tessera/internal/topology"
 )
 
 // The GB200 NVL72 tray: its 4 GPUs are one NVSwitch island and carry the
@@ -15,7 +15,7 @@ import (
 func TestGB200TrayFabric(t *testing.T) {
 	const domain = "00000001-0000-0000-0000-000000000001.2"
 	m := mustProfile(t, "gb200-nvl72-tray")
-	f, err := topology.Compute(&m.Node)
+	f, err := fabric.Compute(&m.Node)
 	if err != nil {
 		t.Fatal(err)
 	}

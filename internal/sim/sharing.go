@@ -18,7 +18,7 @@ import (
 // Sharing as the hardware does it: an NVIDIA GPU keeps the time-slice
 // interval it was given (in state.json, until a reboot, like the driver's
 // compute policy) and Discover shows it; an AMD GPU time-slices at a fixed
-// interval and has no MPS, exactly as internal/backend/amd says. MPS control
+// interval and has no MPS, exactly as internal/backend/amdsysfs says. MPS control
 // daemons are real processes run by internal/mps (WithMPS), normally the
 // stand-in `tessera-sim mps-control`.
 

@@ -12,9 +12,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/tessera-gpu/tessera/internal/fabric"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sim"
-	"github.com/tessera-gpu/tessera/internal/topology"
 )
 
 // nvmlProfileIDs are NVML's GI profile ids of the H100's profiles.
@@ -115,11 +115,11 @@ func TestDGXH100MatchesSim(t *testing.T) {
 			}
 		}
 	}
-	gf, err := topology.Compute(got)
+	gf, err := fabric.Compute(got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf, err := topology.Compute(want)
+	wf, err := fabric.Compute(want)
 	if err != nil {
 		t.Fatal(err)
 	}

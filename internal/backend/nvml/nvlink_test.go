@@ -10,8 +10,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
+	"github.com/tessera-gpu/tessera/internal/fabric"
 	"github.com/tessera-gpu/tessera/internal/inventory"
-	"github.com/tessera-gpu/tessera/internal/topology"
 )
 
 // A mixed node: two A100 PCIe cards joined by an NVLink bridge (4 NVLink
@@ -39,7 +39,7 @@ func TestMixedNodeBridgedPair(t *testing.T) {
 	if len(n.Links) != 1 || n.Links[0] != want[0] {
 		t.Errorf("links %+v, want %+v", n.Links, want)
 	}
-	f, err := topology.Compute(n)
+	f, err := fabric.Compute(n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/google/uuid"
 
+	"github.com/tessera-gpu/tessera/internal/fabric"
 	"github.com/tessera-gpu/tessera/internal/inventory"
-	"github.com/tessera-gpu/tessera/internal/topology"
 )
 
 // gb200Cluster is the fabric cluster UUID of NVIDIA's published nvidia-smi
@@ -115,7 +115,7 @@ func TestNVSwitchLinksAndFabricDomain(t *testing.T) {
 			if len(n.GPUs) != 4 {
 				t.Fatalf("%d GPUs, want 4", len(n.GPUs))
 			}
-			f, err := topology.Compute(n)
+			f, err := fabric.Compute(n)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,199 @@
+package amdsysfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/internal/backend"
+	"github.com/tessera-gpu/tessera/internal/inventory"
+)
+
+// Options configure the AMD backend.
+type Options struct {
+	// SysfsRoot is the directory that plays the role of / for sysfs reads:
+	// "/" on a host, a captured tree in tests and --dry-run.
+	SysfsRoot string
+	// Logger receives the reasons a GPU was degraded or left out.
+	Logger klog.Logger
+	// HealthPollInterval is how often WatchHealth checks every GPU's PCI
+	// device directory and RAS error counters (30 s when zero).
+	HealthPollInterval time.Duration
+}
+
+// Backend is the AMD backend. It is safe for concurrent use.
+type Backend struct {
+	root fsRoot
+	log  klog.Logger
+	// healthPoll is WatchHealth's interval; healthPolled, when set (by
+	// tests, before WatchHealth starts), is called after every poll.
+	healthPoll   time.Duration
+	healthPolled func()
+
+	mu sync.Mutex
+	// gen and node cache the last inventory; Discover re-reads only when
+	// KFD's generation_id moves (hot plug, partition mode change).
+	gen  string
+	node *inventory.Node
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// ErrNotSupported is returned for partition changes: AMD compute partition
+// modes are host-wide settings changed by an administrator.
+var ErrNotSupported = errors.New("not supported: change the compute partition mode with amd-smi")
+
+// New returns an AMD backend reading below o.SysfsRoot.
+func New(o Options) (*Backend, error) {
+	if o.SysfsRoot == "" {
+		o.SysfsRoot = "/"
+	}
+	if ok, reason := Detect(o.SysfsRoot); !ok {
+		return nil, fmt.Errorf("amd backend: %s", reason)
+	}
+	if o.HealthPollInterval <= 0 {
+		o.HealthPollInterval = defaultHealthPoll
+	}
+	return &Backend{root: fsRoot(o.SysfsRoot), log: o.Logger, healthPoll: o.HealthPollInterval}, nil
+}
+
+// Detect reports whether the KFD topology exists below sysfsRoot, for
+// --backend=auto; reason says what was found or missing.
+func Detect(sysfsRoot string) (ok bool, reason string) {
+	r := fsRoot(sysfsRoot)
+	if !r.exists(path.Join(topologyDir, "generation_id")) {
+		return false, fmt.Sprintf("no KFD topology at %s (amdgpu not loaded, or not an AMD GPU host)", r.path(topologyDir))
+	}
+	return true, fmt.Sprintf("KFD topology found at %s", r.path(topologyDir))
+}
+
+// Name implements backend.Backend.
+func (b *Backend) Name() string { return "amd" }
+
+// DevRoot implements backend.Backend: AMD device nodes are the host's.
+func (b *Backend) DevRoot() string { return "/dev" }
+
+// DeviceNumbers implements backend.Backend: the runtime stats real nodes.
+func (b *Backend) DeviceNumbers(string) (int64, int64, bool) { return 0, 0, false }
+
+// Generation returns KFD's generation_id, which the kernel bumps whenever
+// the topology changes. The agent polls it and calls Discover (and
+// republishes) when it moves.
+func (b *Backend) Generation() (string, error) {
+	return b.root.readString(path.Join(topologyDir, "generation_id"))
+}
+
+// Discover implements backend.Backend. The inventory is cached by
+// generation_id; the returned Node is the caller's to keep (a copy).
+func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	gen, err := b.Generation()
+	if err != nil {
+		return nil, fmt.Errorf("amd: %w", err)
+	}
+	if b.node != nil && gen == b.gen {
+		return b.node.Clone(), nil
+	}
+	// A topology change while reading shows up as a different
+	// generation_id afterwards: read again (a few times at most).
+	for range 3 {
+		n, err := b.read()
+		if err != nil {
+			return nil, err
+		}
+		after, err := b.Generation()
+		if err != nil {
+			return nil, fmt.Errorf("amd: %w", err)
+		}
+		if after == gen {
+			b.gen, b.node = gen, n
+			return n.Clone(), nil
+		}
+		gen = after
+	}
+	return nil, fmt.Errorf("amd: KFD topology kept changing while being read (generation_id now %s)", gen)
+}
+
+// read builds the inventory from sysfs, logging every degraded GPU.
+func (b *Backend) read() (*inventory.Node, error) {
+	_, nodes, bad, err := readTopology(b.root)
+	if err != nil {
+		return nil, fmt.Errorf("amd: %w", err)
+	}
+	for _, e := range bad {
+		b.log.Info("AMD GPU left out", "reason", e.Error())
+	}
+	cards, bad := groupCards(nodes)
+	for _, e := range bad {
+		b.log.Info("AMD GPU left out", "reason", e.Error())
+	}
+	cpuNodes := map[int]bool{}
+	for _, n := range nodes {
+		if !n.isGPU() {
+			cpuNodes[n.ID] = true
+		}
+	}
+	driver := driverVersion(b.root)
+	out := &inventory.Node{}
+	owner := map[int]int{}
+	for _, c := range cards {
+		warn := func(format string, args ...any) {
+			b.log.Info("AMD GPU degraded", "pciBusID", c.bdf(), "reason", fmt.Sprintf(format, args...))
+		}
+		g := buildGPU(b.root, c, cpuNodes, warn)
+		g.DriverVersion = driver
+		for _, n := range c.Nodes {
+			owner[n.ID] = len(out.GPUs)
+		}
+		out.GPUs = append(out.GPUs, g)
+	}
+	out.Links = xgmiLinks(nodes, owner)
+	pairDies(out.GPUs, out.Links)
+	return out, nil
+}
+
+var versionRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+){0,2}`)
+
+// driverVersion reads the amdgpu module version (present with the
+// amdgpu-dkms driver; the in-tree driver has none, and then the attribute
+// is left out). It keeps the leading numeric x.y.z so it is a semver.
+func driverVersion(r fsRoot) string {
+	s, err := r.readString("sys/module/amdgpu/version")
+	if err != nil {
+		return ""
+	}
+	v := versionRE.FindString(s)
+	if v == "" {
+		return ""
+	}
+	for strings.Count(v, ".") < 2 {
+		v += ".0"
+	}
+	return v
+}
+
+// CreatePartition implements backend.Backend. Compute partitions follow
+// the card's mode, which this backend does not change.
+func (b *Backend) CreatePartition(context.Context, string, string, inventory.Placement) (*inventory.Partition, error) {
+	return nil, fmt.Errorf("amd: creating a partition: %w", ErrNotSupported)
+}
+
+// DestroyPartition implements backend.Backend; see CreatePartition.
+func (b *Backend) DestroyPartition(context.Context, string, string) error {
+	return fmt.Errorf("amd: destroying a partition: %w", ErrNotSupported)
+}
+
+// SetPartitionMode implements backend.Backend; see CreatePartition.
+func (b *Backend) SetPartitionMode(context.Context, string, bool) error {
+	return fmt.Errorf("amd: changing the compute partition mode: %w", ErrNotSupported)
+}
+
+// WatchHealth is in health.go.
