@@ -27,14 +27,28 @@ WORKLOADS   ?=
 # (runc: cgo and libseccomp, checked first by check-build-deps).
 FAKE_BINS := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl fake-runtime helm
 
+# Versions (internal/version): every binary is stamped with BUILD_VERSION
+# (VERSION when given, else `git describe` of the newest v* tag, else
+# v0.0.0-dev-g<commit>; -dirty for a changed tree), the commit, and
+# BUILD_DATE, by default the commit's time in UTC, so that building the same
+# commit twice gives the same binaries and image digests.
+GIT_COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
+GIT_DESCRIBE  := $(shell git describe --tags --match 'v[0-9]*' --dirty --always 2>/dev/null)
+BUILD_VERSION ?= $(or $(VERSION),$(if $(filter v%,$(GIT_DESCRIBE)),$(GIT_DESCRIBE),v0.0.0-dev-g$(GIT_DESCRIBE)))
+BUILD_DATE    ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+VERSION_PKG   := github.com/tessera-gpu/tessera/internal/version
+VERSION_LDFLAGS = -X $(VERSION_PKG).version=$(BUILD_VERSION) -X $(VERSION_PKG).commit=$(GIT_COMMIT) -X $(VERSION_PKG).buildDate=$(BUILD_DATE)
+
 .PHONY: all build test unit vet e2e e2e-containerd bench bench-prepare bench-scheduler dry-run clean \
 	check-build-deps cluster-bins cluster-bins-fake previous-agent prometheus cluster-up cluster-down demo \
 	release-pin-images release-krew release-check
 
 all: build
 
+# build: the five binaries of cmd/ (agent, CDI hook, webhook, simulator,
+# kubectl plugin), stamped with their version.
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags='$(VERSION_LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 # test: what the machine must have first (one line if something is
 # missing), then vet, every unit test with the race detector (needs cgo),
@@ -142,7 +156,7 @@ ifeq ($(DIST),)
 	rm -rf $(KREW_DIST) && mkdir -p $(KREW_DIST)
 	set -e; for p in $(KREW_PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; dir=$(KREW_DIST)/$${os}_$${arch}; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags='-s -w' -o $$dir/kubectl-tessera ./cmd/kubectl-tessera; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags='-s -w $(VERSION_LDFLAGS)' -o $$dir/kubectl-tessera ./cmd/kubectl-tessera; \
 	  tar -C $$dir --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - kubectl-tessera | gzip -n9 > $(KREW_DIST)/kubectl-tessera_$${os}_$${arch}.tar.gz; \
 	  rm -rf $$dir; \
 	done

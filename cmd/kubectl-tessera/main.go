@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/inspect/inventorycmd"
 	"github.com/tessera-gpu/tessera/internal/inspect/topocmd"
 	"github.com/tessera-gpu/tessera/internal/names"
+	"github.com/tessera-gpu/tessera/internal/version"
 )
 
 func main() {
@@ -66,10 +67,26 @@ func newRoot() *cobra.Command {
 			"Reads ResourceSlices and ResourceClaims (in all namespaces; --namespace filters only top pods), and the agents' metrics for top; never writes to the cluster.",
 		SilenceUsage: true,
 		Annotations:  map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl tessera"},
+		// --version, as every Tessera binary answers it.
+		Version: version.Get().String(),
 	}
+	root.SetVersionTemplate("kubectl-tessera {{.Version}}\n")
 	src.config.AddFlags(root.PersistentFlags())
-	root.AddCommand(newInventory(src), newTopo(src), newExplain(src), newDoctor(src), newTop(src))
+	root.AddCommand(newInventory(src), newTopo(src), newExplain(src), newDoctor(src), newTop(src), newVersion())
 	return root
+}
+
+// newVersion is `kubectl tessera version`, kubectl's own spelling of
+// --version.
+func newVersion() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the plugin's version, commit and build date",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			version.Print(cmd.OutOrStdout(), "kubectl-tessera", false)
+		},
+	}
 }
 
 func newInventory(src *source) *cobra.Command {

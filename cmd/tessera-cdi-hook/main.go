@@ -9,6 +9,8 @@
 //	    exits 0: the agent's start-up proof that the hook runs from its path
 //	tessera-cdi-hook install --dir=/opt/tessera/bin
 //	    copies itself onto the host (the chart's init container)
+//	tessera-cdi-hook version (or --version)
+//	    prints its version, commit and build date
 //
 // The runtime passes the container's OCI state on stdin. A failure exits 1
 // with the claim, device and cause on stderr, which fails the container's
@@ -22,6 +24,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/internal/memlimit"
 	"github.com/tessera-gpu/tessera/internal/memlimit/nvmllimit"
+	"github.com/tessera-gpu/tessera/internal/version"
 )
 
 func main() {
@@ -75,6 +78,9 @@ func run(args []string) error {
 		// A record of either mechanism may be released.
 		return memlimit.Release(h, st.ID, env(memlimit.NVML))
 	case memlimit.CmdCheck:
+		return nil
+	case "version", "--version":
+		version.Print(os.Stdout, memlimit.HookName, false)
 		return nil
 	case "install":
 		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)

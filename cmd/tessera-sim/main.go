@@ -5,6 +5,7 @@
 //	tessera-sim inject ...         a GPU fault for a simulated node's agent (internal/sim/inject)
 //	tessera-sim load ...           a device's workload, for its telemetry (internal/sim/workload)
 //	tessera-sim reboot ...         a simulated node's reboot: new boot id, its MPS daemons gone (internal/sim)
+//	tessera-sim version            its version (also --version)
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/sim/inject"
 	"github.com/tessera-gpu/tessera/internal/sim/standin"
 	"github.com/tessera-gpu/tessera/internal/sim/workload"
+	"github.com/tessera-gpu/tessera/internal/version"
 )
 
 // subcommand runs with the arguments after its name and returns the exit
@@ -50,6 +52,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "version" {
+		version.Print(stdout, "tessera-sim", false)
+		return 0
+	}
 	sc, ok := subcommands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "tessera-sim: unknown subcommand %q\n", args[0])
@@ -60,7 +66,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: tessera-sim <subcommand> [arguments]\n\nsubcommands:")
+	fmt.Fprintln(w, "usage: tessera-sim <subcommand> [arguments]\n       tessera-sim --version\n\nsubcommands:")
 	names := make([]string, 0, len(subcommands))
 	for n := range subcommands {
 		names = append(names, n)

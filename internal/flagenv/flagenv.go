@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/tessera-gpu/tessera/internal/version"
 )
 
 // Name is the variable of flag: prefix, then the flag's name in upper case
@@ -18,10 +20,13 @@ func Name(prefix, flag string) string {
 
 // Apply sets every flag of fs not given on the command line from its
 // variable, when lookup finds one. All bad values are reported together.
+// --version is never set from the environment: a pod's TESSERA_VERSION (a
+// chart value, say) must not turn the program into one that prints its
+// version and exits.
 func Apply(fs *pflag.FlagSet, prefix string, lookup func(string) (string, bool)) error {
 	var errs []string
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed {
+		if f.Changed || f.Name == version.FlagName {
 			return
 		}
 		env := Name(prefix, f.Name)

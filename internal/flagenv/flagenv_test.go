@@ -81,3 +81,24 @@ func TestName(t *testing.T) {
 		t.Errorf("Name = %s", got)
 	}
 }
+
+// TestVersion: --version prints the program's version line and asks for an
+// exit without running; TESSERA_VERSION in the environment changes nothing.
+func TestVersion(t *testing.T) {
+	add := func(fs *pflag.FlagSet) { fs.String("node-name", "", "") }
+	var out strings.Builder
+	_, stop, err := parse("tessera-x", []string{"--version"}, add, func(string) (string, bool) { return "", false }, &out)
+	if err != nil || !stop {
+		t.Fatalf("--version: stop %v, err %v", stop, err)
+	}
+	if !strings.HasPrefix(out.String(), "tessera-x v") || !strings.Contains(out.String(), "commit ") {
+		t.Errorf("--version printed %q", out.String())
+	}
+	out.Reset()
+	env := map[string]string{"TESSERA_VERSION": "true", "TESSERA_NODE_NAME": "n1"}
+	flush, stop, err := parse("tessera-x", nil, add, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &out)
+	if err != nil || stop || out.Len() > 0 {
+		t.Fatalf("TESSERA_VERSION=true: stop %v, err %v, printed %q", stop, err, out.String())
+	}
+	flush()
+}
