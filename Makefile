@@ -41,7 +41,7 @@ VERSION_LDFLAGS = -X $(VERSION_PKG).version=$(BUILD_VERSION) -X $(VERSION_PKG).c
 
 .PHONY: all build test unit vet e2e e2e-containerd bench bench-prepare bench-scheduler dry-run clean \
 	check-build-deps cluster-bins cluster-bins-fake previous-agent prometheus cluster-up cluster-down demo \
-	release-pin-images release-krew release-check
+	release-pin-images release-krew release-check images images-all release release-chart release-sums helm
 
 all: build
 
@@ -84,6 +84,19 @@ bench-prepare: build cluster-bins-fake
 # and 500 nodes that exist only as objects (static, dynamic, shared).
 bench-scheduler: build cluster-bins-fake
 	$(TEST_GO) run ./cluster/cmd/bench-scheduler --repo=.. $(BENCH_ARGS)
+
+# images: the production images (test/cluster/cmd/images, without Docker)
+# for linux/amd64, each an OCI image layout under $(IMAGES_DIR)/<image>/,
+# tagged BUILD_VERSION; images-all: the same for linux/amd64 and
+# linux/arm64 (cgo cross-build: gcc-aarch64-linux-gnu, libc6-dev-arm64-cross).
+IMAGES_DIR := _output/images
+IMAGES_GO   = $(TEST_GO) run ./cluster/cmd/images --repo=.. --version=$(BUILD_VERSION) --commit=$(GIT_COMMIT) --date=$(BUILD_DATE)
+
+images:
+	$(IMAGES_GO) --platforms=linux/amd64 --out=$(IMAGES_DIR)
+
+images-all:
+	$(IMAGES_GO) --platforms=linux/amd64,linux/arm64 --out=$(IMAGES_DIR)
 
 # dry-run: print a simulated DGX H100's ResourceSlices.
 dry-run: build

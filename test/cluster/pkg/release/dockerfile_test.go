@@ -72,3 +72,32 @@ func TestCheckDockerfile(t *testing.T) {
 		})
 	}
 }
+
+func TestDockerfileImages(t *testing.T) {
+	got, err := DockerfileImages(`FROM golang:1 AS build
+RUN go build -o /out/a ./a
+FROM scratch AS one
+COPY --from=build /out/a /usr/bin/a
+COPY --from=build /out/b /out/c /usr/bin/
+USER 65532:65532
+ENTRYPOINT ["/usr/bin/a", "serve"]
+FROM one AS two
+COPY --from=build /out/d /usr/bin/d
+USER 0:0
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, two := got["one"], got["two"]
+	if one.Base != "scratch" || one.User != "65532:65532" || strings.Join(one.Entrypoint, " ") != "/usr/bin/a serve" ||
+		strings.Join(one.Files, " ") != "/usr/bin/a /usr/bin/b /usr/bin/c" {
+		t.Errorf("one = %+v", one)
+	}
+	if two.Base != "scratch" || two.User != "0:0" || strings.Join(two.Entrypoint, " ") != "/usr/bin/a serve" ||
+		strings.Join(two.Files, " ") != "/usr/bin/a /usr/bin/b /usr/bin/c /usr/bin/d" {
+		t.Errorf("two = %+v", two)
+	}
+	if _, err := DockerfileImages("FROM x AS y\nENTRYPOINT /bin/sh -c x\n"); err == nil {
+		t.Error("shell-form ENTRYPOINT taken")
+	}
+}
