@@ -34,9 +34,21 @@ echo "building prometheus and promtool (prometheus $version) into $OUT"
 start=$SECONDS
 mkdir -p "$OUT"
 rm -f "$STAMP"
+# A cold build takes minutes on 2 cores: say what is being built, and every
+# 30 s that it still is, instead of minutes of silence.
+ticker=
+trap '[[ -z $ticker ]] || kill "$ticker" 2>/dev/null || true' EXIT
 for cmd in promtool prometheus; do
+	echo "building $cmd ($version)"
+	cmd_start=$SECONDS
+	(while sleep 30; do echo "  $cmd: still building, $((SECONDS - cmd_start))s"; done) &
+	ticker=$!
 	(cd "$MOD" && CGO_ENABLED=0 GOWORK=off "$GO" build -p "${BUILD_PARALLELISM:-2}" \
 		-trimpath -ldflags "-s -w" -o "$OUT/$cmd" "github.com/prometheus/prometheus/cmd/$cmd")
+	kill "$ticker" 2>/dev/null || true
+	wait "$ticker" 2>/dev/null || true
+	ticker=
+	echo "built $cmd in $((SECONDS - cmd_start))s"
 done
 printf '%s\n' "$want" >"$STAMP"
 echo "built prometheus and promtool (prometheus $version) in $((SECONDS - start))s"

@@ -96,6 +96,7 @@ func TestGPUNodeAffinity(t *testing.T) {
 	}
 	amd := []string{
 		"feature.node.kubernetes.io/pci-1002.present",
+		"feature.node.kubernetes.io/pci-0300_1002.present",
 		"feature.node.kubernetes.io/pci-0380_1002.present",
 		"feature.node.kubernetes.io/pci-1200_1002.present",
 		"feature.node.kubernetes.io/amd-gpu",
