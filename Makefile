@@ -41,7 +41,7 @@ VERSION_LDFLAGS = -X $(VERSION_PKG).version=$(BUILD_VERSION) -X $(VERSION_PKG).c
 
 .PHONY: all build test unit vet e2e e2e-containerd bench bench-prepare bench-scheduler dry-run clean \
 	check-build-deps cluster-bins cluster-bins-fake previous-agent prometheus cluster-up cluster-down demo \
-	release-pin-images release-krew release-check images images-all release release-chart release-sums helm
+	release-pin-images release-krew release-check images images-all release release-chart release-check-dockerfile helm
 
 all: build
 
@@ -176,11 +176,41 @@ ifeq ($(DIST),)
 endif
 	$(RELEASE_GO) krew --repo=.. --version=$(VERSION) --dist=$(abspath $(KREW_DIST))
 
-# release-check VERSION=vX.Y.Z: refuses a Dockerfile image not pinned by
-# digest and a krew manifest (release-krew's) not filled for VERSION.
+# release VERSION=vX.Y.Z: everything a release publishes, under
+# $(RELEASE_DIR) (docs/release.md): images/<image>/ (OCI layouts, amd64 and
+# arm64, tagged VERSION), tessera-X.Y.Z.tgz (the chart, version X.Y.Z,
+# appVersion VERSION), dist/ and tessera.yaml (release-krew), SHA256SUMS;
+# then release-check.
+release:
+	$(if $(VERSION),,$(error release: VERSION=vX.Y.Z is required))
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	$(IMAGES_GO) --platforms=linux/amd64,linux/arm64 --out=$(RELEASE_DIR)/images
+	$(MAKE) release-chart release-krew
+	$(RELEASE_GO) sums --repo=.. --release-dir=$(RELEASE_DIR)
+	$(MAKE) release-check
+
+# release-chart VERSION=vX.Y.Z: helm package of the chart, its version
+# VERSION without the v, its appVersion (the images' default tag) VERSION.
+release-chart: helm
+	$(if $(VERSION),,$(error release-chart: VERSION=vX.Y.Z is required))
+	$(CLUSTER_BIN)/helm package deployments/helm/tessera --version=$(patsubst v%,%,$(VERSION)) --app-version=$(VERSION) --destination=$(RELEASE_DIR)
+
+helm:
+	hack/build-cluster-bins.sh helm
+
+# release-check VERSION=vX.Y.Z: refuses a release directory (make
+# release's) whose chart is not VERSION's, whose krew manifest is not
+# filled for VERSION, whose image layouts are not both platforms tagged
+# VERSION with every blob matching its digest, or whose SHA256SUMS does
+# not verify or leaves an artifact out.
 release-check:
 	$(if $(VERSION),,$(error release-check: VERSION=vX.Y.Z is required))
-	$(RELEASE_GO) check --repo=.. --dockerfile=deployments/Dockerfile --manifest=$(RELEASE_DIR)/tessera.yaml --version=$(VERSION)
+	$(RELEASE_GO) check --repo=.. --dockerfile= --release-dir=$(RELEASE_DIR) --version=$(VERSION)
+
+# release-check-dockerfile: for those who build deployments/Dockerfile:
+# refuses a FROM not pinned by digest (release-pin-images pins them).
+release-check-dockerfile:
+	$(RELEASE_GO) check --repo=.. --dockerfile=deployments/Dockerfile
 
 clean:
 	rm -rf $(BIN)

@@ -1,7 +1,8 @@
 // Command release checks and fills what a release publishes besides its
 // binaries (test/cluster/pkg/release; docs/development.md, Release):
 //
-//	release check [--dockerfile=F] [--manifest=M --version=vX.Y.Z]
+//	release check [--dockerfile=F] [--manifest=M --version=vX.Y.Z] [--release-dir=D --version=vX.Y.Z]
+//	release sums --release-dir=D
 //	release pin-images [--dockerfile=F] [--out=F] [--resolver="crane digest"]
 //	release krew --version=vX.Y.Z --dist=DIR [--template=T] [--out=M]
 //
@@ -20,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/tessera-gpu/tessera/internal/fsutil"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/imagebuild"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/release"
 )
 
@@ -27,7 +29,7 @@ import (
 // image reference's digest.
 const resolverEnv = "TESSERA_RELEASE_RESOLVER"
 
-const usage = "usage: release check|pin-images|krew [flags] (release <command> -h lists them)"
+const usage = "usage: release check|pin-images|krew|sums [flags] (release <command> -h lists them)"
 
 func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stderr, os.Getenv))
@@ -50,7 +52,18 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		dockerfile := fs.String("dockerfile", "deployments/Dockerfile", "Dockerfile whose images must be pinned by digest (empty: none)")
 		manifest := fs.String("manifest", "", "filled krew manifest to check (needs --version)")
 		version := fs.String("version", "", "the release tag the manifest must be for")
-		cmd = func() error { return check(stderr, *repo, *dockerfile, *manifest, *version) }
+		releaseDir := fs.String("release-dir", "", "make release's output to check: its images, chart, krew manifest and SHA256SUMS (needs --version)")
+		cmd = func() error {
+			if err := check(stderr, *repo, *dockerfile, *manifest, *version); err != nil || *releaseDir == "" {
+				return err
+			}
+			return checkRelease(stderr, inRepo(*repo, *releaseDir), *version)
+		}
+	case "sums":
+		releaseDir := fs.String("release-dir", "_output/release", "make release's output")
+		cmd = func() error {
+			return release.WriteSums(inRepo(*repo, *releaseDir), artifacts(inRepo(*repo, *releaseDir)))
+		}
 	case "pin-images":
 		dockerfile := fs.String("dockerfile", "deployments/Dockerfile", "Dockerfile to pin")
 		out := fs.String("out", "", "where to write the pinned Dockerfile (default: in place)")
@@ -183,4 +196,52 @@ func krew(stderr io.Writer, repo, template, out, dist, version, downloadURL stri
 		return err
 	}
 	return report(stderr, release.CheckKrew(out, written, version))
+}
+
+// artifacts are what SHA256SUMS lists of a release directory: the packaged
+// chart, the kubectl-tessera archives, the krew manifest, and each image
+// layout's index.json (which names every other blob of the layout by its
+// digest, and the check verifies those).
+func artifacts(dir string) []string {
+	var out []string
+	for _, pattern := range []string{"*.tgz", "dist/*.tar.gz", "tessera.yaml", "images/*/index.json"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, f := range m {
+			rel, _ := filepath.Rel(dir, f)
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// checkRelease is make release-check on make release's output.
+func checkRelease(stderr io.Writer, dir, version string) error {
+	if version == "" {
+		return fmt.Errorf("--release-dir: --version is required")
+	}
+	var problems []release.Problem
+	chart := filepath.Join(dir, "tessera-"+release.ChartVersion(version)+".tgz")
+	problems = append(problems, release.CheckChart(chart, version)...)
+	manifest := filepath.Join(dir, "tessera.yaml")
+	if data, err := os.ReadFile(manifest); err != nil {
+		problems = append(problems, release.Problem{File: manifest, Line: 1, Msg: err.Error()})
+	} else {
+		problems = append(problems, release.CheckKrew(manifest, data, version)...)
+	}
+	for _, im := range imagebuild.Images() {
+		layout := filepath.Join(dir, "images", im.Name)
+		for _, msg := range imagebuild.CheckLayout(layout, version, imagebuild.Platforms) {
+			problems = append(problems, release.Problem{File: filepath.Join(layout, "index.json"), Line: 1, Msg: msg})
+		}
+	}
+	want := []string{filepath.Base(chart), "tessera.yaml"}
+	for _, im := range imagebuild.Images() {
+		want = append(want, "images/"+im.Name+"/index.json")
+	}
+	problems = append(problems, release.CheckSums(dir, want)...)
+	if err := report(stderr, problems); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "%s: release %s checked: chart, krew manifest, %d images, %s\n", dir, version, len(imagebuild.Images()), release.SumsFile)
+	return nil
 }

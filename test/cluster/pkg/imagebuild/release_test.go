@@ -7,7 +7,9 @@ import (
 	"debug/elf"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"slices"
 	"testing"
 	"time"
@@ -82,6 +84,23 @@ func TestReleasePath(t *testing.T) {
 		t.Errorf("platforms %q", plats)
 	}
 
+	if msgs := CheckLayout(dir, "v0.0.0-test", Platforms); len(msgs) != 0 {
+		t.Errorf("CheckLayout of the layout as written: %q", msgs)
+	}
+	if msgs := CheckLayout(dir, "v9.9.9", Platforms); len(msgs) != 3 {
+		t.Errorf("CheckLayout for another version: %q, want the tag and both images' labels refused", msgs)
+	}
+	if msgs := CheckLayout(dir, "v0.0.0-test", Platforms[:1]); len(msgs) != 1 {
+		t.Errorf("CheckLayout for amd64 alone: %q, want the platforms refused", msgs)
+	}
+	blob := filepath.Join(dir, "blobs", "sha256", mf0(t, got).Layers[0].Digest.Hex)
+	if err := os.WriteFile(blob, []byte("not the layer"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := CheckLayout(dir, "v0.0.0-test", Platforms); len(msgs) != 1 || !strings.Contains(msgs[0], "holds content of") {
+		t.Errorf("CheckLayout of a changed blob: %q", msgs)
+	}
+
 	again, err := im.Build(o, Platforms)
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +110,24 @@ func TestReleasePath(t *testing.T) {
 	if d1 != d2 || d1 != tm.Manifests[0].Digest {
 		t.Errorf("digests differ: built %s, again %s, on disk %s", d1, d2, tm.Manifests[0].Digest)
 	}
+}
+
+// mf0 is the manifest of idx's first image.
+func mf0(t *testing.T, idx v1.ImageIndex) *v1.Manifest {
+	t.Helper()
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := idx.Image(im.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mf
 }
 
 func checkImage(t *testing.T, arch string, img v1.Image, im Image, created time.Time) {
