@@ -85,20 +85,17 @@ func (w *Writer) RemoveOrphanTopologyFiles(keep func(claimUID string) bool) ([]s
 	if err := fsutil.RemoveAllTemps(dir, "*"+ncclTopoFileExt); err != nil {
 		return nil, fmt.Errorf("NCCL topology files: %w", err)
 	}
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	names, err := fsutil.ListNames(dir, ncclTopoFileExt)
 	if err != nil {
 		return nil, fmt.Errorf("NCCL topology files: %w", err)
 	}
 	var removed []string
-	for _, e := range entries {
-		uid, ok := strings.CutSuffix(e.Name(), ncclTopoFileExt)
-		if e.IsDir() || !ok || strings.HasPrefix(e.Name(), ".") || keep(uid) {
+	for _, name := range names {
+		uid := strings.TrimSuffix(name, ncclTopoFileExt)
+		if keep(uid) {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return removed, fmt.Errorf("NCCL topology files: %w", err)
 		}
 		removed = append(removed, uid)

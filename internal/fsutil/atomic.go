@@ -1,5 +1,6 @@
 // Package fsutil holds small file-system helpers shared by the node agent's
-// durable state (CDI specs, checkpoint).
+// durable state (CDI specs, checkpoint, and the JSON records of the
+// simulator, the MPS daemons and the memory limit hook: jsonfile.go).
 package fsutil
 
 import (

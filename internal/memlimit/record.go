@@ -1,10 +1,8 @@
 package memlimit
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,25 +42,20 @@ func recordPath(stateDir string, r Record) string {
 }
 
 func writeRecord(stateDir string, r Record) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(recordPath(stateDir, r), b, 0o644)
+	return fsutil.WriteJSON(recordPath(stateDir, r), r, false, 0o644)
 }
 
 func readRecord(p string) (*Record, error) {
-	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	r := Record{file: p}
-	if err := json.Unmarshal(b, &r); err != nil {
+	found, err := fsutil.ReadJSON(p, &r)
+	switch {
+	case errors.Is(err, fsutil.ErrCorrupt):
 		// A torn or foreign file holds nothing: it is replaced.
 		return &Record{file: p}, nil
+	case err != nil:
+		return nil, err
+	case !found:
+		return nil, nil
 	}
 	return &r, nil
 }
@@ -82,19 +75,13 @@ func checkRecord(r Record) error {
 // Records lists the state directory's records, sorted by file name; a
 // missing directory holds none.
 func Records(stateDir string) ([]Record, error) {
-	ents, err := os.ReadDir(stateDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	names, err := fsutil.ListNames(stateDir, recordExt)
 	if err != nil {
 		return nil, fmt.Errorf("memory limit records: %w", err)
 	}
 	var out []Record
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), recordExt) {
-			continue
-		}
-		r, err := readRecord(filepath.Join(stateDir, e.Name()))
+	for _, name := range names {
+		r, err := readRecord(filepath.Join(stateDir, name))
 		if err != nil {
 			return nil, fmt.Errorf("memory limit records: %w", err)
 		}

@@ -1,11 +1,7 @@
 package mps
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/tessera-gpu/tessera/internal/fsutil"
@@ -31,16 +27,13 @@ type record struct {
 // readRecord reads the record of the daemon in dir; (nil, nil) when there
 // is none.
 func readRecord(dir string) (*record, error) {
-	data, err := os.ReadFile(filepath.Join(dir, recordName))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	var r record
+	found, err := fsutil.ReadJSON(filepath.Join(dir, recordName), &r)
 	if err != nil {
 		return nil, fmt.Errorf("read record: %w", err)
 	}
-	var r record
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("record %s is corrupt: %w", filepath.Join(dir, recordName), err)
+	if !found {
+		return nil, nil
 	}
 	return &r, nil
 }
@@ -48,11 +41,7 @@ func readRecord(dir string) (*record, error) {
 // writeRecord replaces the record atomically: a crash leaves the old record
 // or the new one, never half of one.
 func writeRecord(dir string, r *record) error {
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode record: %w", err)
-	}
-	if err := fsutil.WriteFileAtomic(filepath.Join(dir, recordName), data, 0o644); err != nil {
+	if err := fsutil.WriteJSON(filepath.Join(dir, recordName), r, true, 0o644); err != nil {
 		return fmt.Errorf("write record: %w", err)
 	}
 	return nil

@@ -1,12 +1,8 @@
 package sim
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 
 	"github.com/tessera-gpu/tessera/internal/fsutil"
@@ -53,16 +49,13 @@ func (l Load) Validate() error {
 // there is no load file.
 func ReadLoad(stateDir string) (map[string]Load, error) {
 	p := filepath.Join(stateDir, LoadFile)
-	data, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	var doc loadDoc
+	found, err := fsutil.ReadJSON(p, &doc)
 	if err != nil {
 		return nil, fmt.Errorf("read simulated load: %w", err)
 	}
-	var doc loadDoc
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("simulated load %s: %w", p, err)
+	if !found {
+		return nil, nil
 	}
 	if doc.Version != loadVersion {
 		return nil, fmt.Errorf("simulated load %s has version %d, want %d", p, doc.Version, loadVersion)
@@ -100,11 +93,7 @@ func editLoad(stateDir string, edit func(map[string]Load)) error {
 		m = map[string]Load{}
 	}
 	edit(m)
-	data, err := json.MarshalIndent(loadDoc{Version: loadVersion, Devices: m}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode simulated load: %w", err)
-	}
-	if err := fsutil.WriteFileAtomic(filepath.Join(stateDir, LoadFile), data, 0o644); err != nil {
+	if err := fsutil.WriteJSON(filepath.Join(stateDir, LoadFile), loadDoc{Version: loadVersion, Devices: m}, true, 0o644); err != nil {
 		return fmt.Errorf("save simulated load: %w", err)
 	}
 	return nil

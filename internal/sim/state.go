@@ -1,11 +1,8 @@
 package sim
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -65,18 +62,17 @@ type GPUState struct {
 // file's state is used.
 func loadState(logger klog.Logger, dir string, m *Machine, bootID string) (gpus []inventory.GPU, serial uint64, inUse map[string]bool) {
 	p := filepath.Join(dir, stateFileName)
-	data, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		logger.V(2).Info("No partition state yet, starting from the machine file", "path", p)
+	var doc stateDoc
+	found, err := fsutil.ReadJSON(p, &doc)
+	switch {
+	case errors.Is(err, fsutil.ErrCorrupt):
+		logger.Error(err, "Partition state is corrupt, starting from the machine file", "path", p)
 		return nil, 0, nil
-	}
-	if err != nil {
+	case err != nil:
 		logger.Error(err, "Reading partition state, starting from the machine file", "path", p)
 		return nil, 0, nil
-	}
-	var doc stateDoc
-	if err := json.Unmarshal(data, &doc); err != nil {
-		logger.Error(err, "Partition state is corrupt, starting from the machine file", "path", p)
+	case !found:
+		logger.V(2).Info("No partition state yet, starting from the machine file", "path", p)
 		return nil, 0, nil
 	}
 	switch {
@@ -160,11 +156,7 @@ func replayState(m *Machine, doc *stateDoc) ([]inventory.GPU, error) {
 // saveState writes the state atomically, so a crash leaves either the old
 // or the new state, never a torn one.
 func saveState(dir string, doc *stateDoc) error {
-	data, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding partition state: %w", err)
-	}
-	if err := fsutil.WriteFileAtomic(filepath.Join(dir, stateFileName), data, 0o644); err != nil {
+	if err := fsutil.WriteJSON(filepath.Join(dir, stateFileName), doc, true, 0o644); err != nil {
 		return fmt.Errorf("saving partition state: %w", err)
 	}
 	return nil
@@ -219,13 +211,13 @@ func EditState(dir, uuid string, edit func(*GPUState)) error {
 
 func readStateDoc(dir string) (*stateDoc, error) {
 	p := filepath.Join(dir, stateFileName)
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return nil, fmt.Errorf("read simulator state (has an agent run with --sim-state-dir=%s?): %w", dir, err)
-	}
 	var doc stateDoc
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("simulator state %s: %w", p, err)
+	found, err := fsutil.ReadJSON(p, &doc)
+	if err != nil {
+		return nil, fmt.Errorf("simulator state: %w", err)
+	}
+	if !found {
+		return nil, fmt.Errorf("read simulator state (has an agent run with --sim-state-dir=%s?): %s does not exist", dir, p)
 	}
 	return &doc, nil
 }
