@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/tessera-gpu/tessera/internal/mps"
 )
 
 // Sharing settings a backend applies to its GPUs. The vendor-neutral layer
@@ -42,56 +44,6 @@ func (t TimeSlice) String() string {
 	return fmt.Sprintf("TimeSlice(%d)", int(t))
 }
 
-// MPSDaemonSpec is one claim's MPS control daemon.
-type MPSDaemonSpec struct {
-	// ID names the daemon: the claim's UID. At most one daemon per ID runs.
-	ID string
-	// Devices are the UUIDs (GPU-… or MIG-…) the daemon serves, in the
-	// order the claim lists them: its CUDA_VISIBLE_DEVICES.
-	Devices []string
-	// ActiveThreadPercentage is the default for every client, 1-100; 0
-	// leaves MPS's own default (no cap).
-	ActiveThreadPercentage int32
-	// PinnedMemoryLimits is the default pinned device memory limit per
-	// device UUID in bytes; a device not listed has no limit.
-	PinnedMemoryLimits map[string]int64
-}
-
-// MPSNamespaceSpec is an MPS v3 namespace in a daemon's server: the
-// clients of one share, with its limits.
-type MPSNamespaceSpec struct {
-	// Name is unique within the daemon: letters, digits, '-', '_', '.',
-	// at most 63.
-	Name string
-	// ActiveThreadPercentage caps the namespace's clients, 1-100; 0: no cap.
-	ActiveThreadPercentage int32
-	// PinnedMemoryLimit caps their pinned device memory in bytes; 0: none.
-	PinnedMemoryLimit int64
-}
-
-// MPSDaemon is a running daemon.
-type MPSDaemon struct {
-	ID string
-	// PipeDir is the host directory of the daemon's pipes, its control
-	// pipe among them.
-	PipeDir string
-	// Namespaces is true where the daemon runs MPS v3: each share gets a
-	// namespace of its own (Sharer.EnsureMPSNamespace), and containers
-	// mount a namespace's directory, never PipeDir.
-	Namespaces bool
-	// ClientDir is what the containers of the claim the daemon was started
-	// for mount at their CUDA_MPS_PIPE_DIRECTORY: PipeDir under legacy MPS,
-	// the server's default namespace under v3.
-	ClientDir string
-	// LogDir holds the daemon's logs (CUDA_MPS_LOG_DIRECTORY).
-	LogDir string
-	// PID of the daemon process; 0 where the launcher does not know it.
-	PID int
-	// Adopted is true when StartMPS found the daemon already running (a
-	// restart of the agent) instead of starting it.
-	Adopted bool
-}
-
 // Sharer applies sharing settings. Every backend implements it (it is part
 // of Backend); a GPU that cannot do a thing returns an error wrapping
 // ErrSharingNotSupported.
@@ -103,7 +55,7 @@ type Sharer interface {
 	// StartMPS starts the daemon of spec, or adopts it when one with
 	// spec.ID is already running with the same devices, and returns once
 	// it accepts clients with spec's defaults applied.
-	StartMPS(ctx context.Context, spec MPSDaemonSpec) (*MPSDaemon, error)
+	StartMPS(ctx context.Context, spec mps.DaemonSpec) (*mps.Daemon, error)
 
 	// StopMPS stops the daemon with id and removes its directories; no
 	// such daemon is not an error.
@@ -112,20 +64,14 @@ type Sharer interface {
 	// MPSDaemons lists the daemons that exist (running or left dead), so
 	// the agent can stop those no claim holds and restart those a prepared
 	// claim needs.
-	MPSDaemons(ctx context.Context) ([]MPSDaemonState, error)
+	MPSDaemons(ctx context.Context) ([]mps.DaemonState, error)
 
 	// EnsureMPSNamespace creates (or keeps) namespace ns in the running
-	// daemon daemonID, which must run MPS v3 (MPSDaemon.Namespaces), and
+	// daemon daemonID, which must run MPS v3 (mps.Daemon.Namespaces), and
 	// returns the host directory of its socket.
-	EnsureMPSNamespace(ctx context.Context, daemonID string, ns MPSNamespaceSpec) (string, error)
+	EnsureMPSNamespace(ctx context.Context, daemonID string, ns mps.NamespaceSpec) (string, error)
 
 	// DeleteMPSNamespace deletes namespace name of daemon daemonID; no
 	// such daemon or namespace is not an error.
 	DeleteMPSNamespace(ctx context.Context, daemonID, name string) error
-}
-
-// MPSDaemonState is a daemon the backend knows of.
-type MPSDaemonState struct {
-	ID      string
-	Running bool
 }

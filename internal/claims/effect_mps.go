@@ -9,7 +9,6 @@ import (
 	"k8s.io/klog/v2"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/cdi"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/mps"
@@ -103,7 +102,7 @@ func (mpsDaemons) sweep(ctx context.Context, m *Manager, occ occasion) (int, err
 // claim's own (devices it has to itself with an MPS config) and the shared
 // daemon of each device it holds an enforced capacity share of. of[i] is
 // device i's daemon in specs, -1 for none.
-func daemonSpecs(uid string, devs []cdi.ClaimDevice) (specs []backend.MPSDaemonSpec, of []int) {
+func daemonSpecs(uid string, devs []cdi.ClaimDevice) (specs []mps.DaemonSpec, of []int) {
 	of = make([]int, len(devs))
 	own := -1
 	for i, d := range devs {
@@ -113,16 +112,16 @@ func daemonSpecs(uid string, devs []cdi.ClaimDevice) (specs []backend.MPSDaemonS
 		switch {
 		case s.SharedDaemon():
 			id := sharedDaemonID(u)
-			j := slices.IndexFunc(specs, func(sp backend.MPSDaemonSpec) bool { return sp.ID == id })
+			j := slices.IndexFunc(specs, func(sp mps.DaemonSpec) bool { return sp.ID == id })
 			if j < 0 {
 				// No defaults: each share's limits are its clients' (CDI env).
-				specs = append(specs, backend.MPSDaemonSpec{ID: id, Devices: []string{u}})
+				specs = append(specs, mps.DaemonSpec{ID: id, Devices: []string{u}})
 				j = len(specs) - 1
 			}
 			of[i] = j
 		case s.ClaimDaemon():
 			if own < 0 {
-				specs = append(specs, backend.MPSDaemonSpec{ID: uid, ActiveThreadPercentage: s.MPSActiveThreadPercentage, PinnedMemoryLimits: map[string]int64{}})
+				specs = append(specs, mps.DaemonSpec{ID: uid, ActiveThreadPercentage: s.MPSActiveThreadPercentage, PinnedMemoryLimits: map[string]int64{}})
 				own = len(specs) - 1
 			}
 			specs[own].Devices = append(specs[own].Devices, u)
@@ -157,7 +156,7 @@ func deviceUUID(d cdi.ClaimDevice) string {
 // rather than adopted.
 func (m *Manager) startDaemons(ctx context.Context, uid string, devs []cdi.ClaimDevice) (started int, err error) {
 	specs, of := daemonSpecs(uid, devs)
-	daemons := make([]*backend.MPSDaemon, len(specs))
+	daemons := make([]*mps.Daemon, len(specs))
 	for i, spec := range specs {
 		d, err := m.cfg.Backend.StartMPS(ctx, spec)
 		if err != nil {
@@ -190,8 +189,8 @@ func (m *Manager) startDaemons(ctx context.Context, uid string, devs []cdi.Claim
 // shareNamespace is the MPS v3 namespace of a capacity share: named by its
 // ShareID, which is unique on the device, with the share's limits, so the
 // daemon's server holds them whatever the container's environment says.
-func shareNamespace(d cdi.ClaimDevice) backend.MPSNamespaceSpec {
-	return backend.MPSNamespaceSpec{
+func shareNamespace(d cdi.ClaimDevice) mps.NamespaceSpec {
+	return mps.NamespaceSpec{
 		Name:                   d.ShareID,
 		ActiveThreadPercentage: d.Sharing.MPSActiveThreadPercentage,
 		PinnedMemoryLimit:      d.Sharing.MPSPinnedMemoryLimit,

@@ -21,6 +21,7 @@ import (
 	"github.com/tessera-gpu/tessera/api/gpu/v1alpha1"
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
+	"github.com/tessera-gpu/tessera/internal/mps"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sharing"
 )
@@ -53,7 +54,7 @@ func sharingEnv(t *testing.T, profile string) *env {
 }
 
 // daemon returns the backend's view of the claim's MPS daemon.
-func (e *env) daemon(uid string) (backend.MPSDaemonState, bool) {
+func (e *env) daemon(uid string) (mps.DaemonState, bool) {
 	e.t.Helper()
 	ds, err := e.sim.MPSDaemons(context.Background())
 	if err != nil {
@@ -64,7 +65,7 @@ func (e *env) daemon(uid string) (backend.MPSDaemonState, bool) {
 			return d, true
 		}
 	}
-	return backend.MPSDaemonState{}, false
+	return mps.DaemonState{}, false
 }
 
 // containerEdits resolves every CDI ID the claim's devices got, as a runtime

@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/mps"
 	"github.com/tessera-gpu/tessera/internal/publish"
 )
 
@@ -118,7 +119,7 @@ func (t *tracer) SetTimeSlice(ctx context.Context, gpu string, ts backend.TimeSl
 	return t.Backend.SetTimeSlice(ctx, gpu, ts)
 }
 
-func (t *tracer) StartMPS(ctx context.Context, spec backend.MPSDaemonSpec) (*backend.MPSDaemon, error) {
+func (t *tracer) StartMPS(ctx context.Context, spec mps.DaemonSpec) (*mps.Daemon, error) {
 	d, err := t.Backend.StartMPS(ctx, spec)
 	adopted := err == nil && d.Adopted
 	t.note("StartMPS %s devices=%d adopted=%v", traceID(spec.ID), len(spec.Devices), adopted)
@@ -130,7 +131,7 @@ func (t *tracer) StopMPS(ctx context.Context, id string) error {
 	return t.Backend.StopMPS(ctx, id)
 }
 
-func (t *tracer) MPSDaemons(ctx context.Context) ([]backend.MPSDaemonState, error) {
+func (t *tracer) MPSDaemons(ctx context.Context) ([]mps.DaemonState, error) {
 	t.note("MPSDaemons")
 	return t.Backend.MPSDaemons(ctx)
 }

@@ -9,8 +9,6 @@ import (
 	"os/exec"
 	"strings"
 	"time"
-
-	"github.com/tessera-gpu/tessera/internal/backend"
 )
 
 // The control program's protocol: the environment it reads and the
@@ -36,7 +34,7 @@ const (
 
 // settingsCommands are the commands that apply spec's defaults, in a
 // stable order (devices in the claim's order).
-func settingsCommands(spec backend.MPSDaemonSpec) []string {
+func settingsCommands(spec DaemonSpec) []string {
 	var cmds []string
 	if p := spec.ActiveThreadPercentage; p > 0 {
 		cmds = append(cmds, fmt.Sprintf("set_default_active_thread_percentage %d", p))
@@ -101,7 +99,7 @@ func (m *Manager) send(ctx context.Context, pipe, command string) (string, error
 // backoff until ctx ends, the manager's timeout passes or gone reports the
 // daemon dead (waiting longer is pointless then), and sends spec's
 // settings once each.
-func (m *Manager) apply(ctx context.Context, spec backend.MPSDaemonSpec, pipe string, gone func() bool) error {
+func (m *Manager) apply(ctx context.Context, spec DaemonSpec, pipe string, gone func() bool) error {
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	delay := 5 * time.Millisecond
@@ -137,7 +135,7 @@ func (m *Manager) apply(ctx context.Context, spec backend.MPSDaemonSpec, pipe st
 }
 
 // validate checks spec before anything is written or launched.
-func validate(spec backend.MPSDaemonSpec) error {
+func validate(spec DaemonSpec) error {
 	if err := validID(spec.ID); err != nil {
 		return err
 	}

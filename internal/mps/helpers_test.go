@@ -12,7 +12,6 @@ import (
 
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/sim/standin"
 )
 
@@ -46,8 +45,8 @@ func testAgent(args []string) int {
 	if err == nil {
 		var m *Manager
 		if m, err = New(Config{Root: args[0], Control: []string{exe, "mps-control"}}); err == nil {
-			var d *backend.MPSDaemon
-			if d, err = m.Start(context.Background(), backend.MPSDaemonSpec{ID: args[1], Devices: args[2:]}); err == nil {
+			var d *Daemon
+			if d, err = m.Start(context.Background(), DaemonSpec{ID: args[1], Devices: args[2:]}); err == nil {
 				fmt.Println(d.PID)
 				return 0
 			}
@@ -101,7 +100,7 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func mustStart(t *testing.T, ctx context.Context, m *Manager, spec backend.MPSDaemonSpec) *backend.MPSDaemon {
+func mustStart(t *testing.T, ctx context.Context, m *Manager, spec DaemonSpec) *Daemon {
 	t.Helper()
 	d, err := m.Start(ctx, spec)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/host"
 	"github.com/tessera-gpu/tessera/internal/keyed"
 )
@@ -114,7 +113,7 @@ func logDir(root, id string) string { return filepath.Join(root, id, "log") }
 // Start launched and that fails is killed and its directory removed; an
 // adopted one that does not answer is left running (its clients may still
 // be served) and the error says so.
-func (m *Manager) Start(ctx context.Context, spec backend.MPSDaemonSpec) (*backend.MPSDaemon, error) {
+func (m *Manager) Start(ctx context.Context, spec DaemonSpec) (*Daemon, error) {
 	if err := validate(spec); err != nil {
 		return nil, fmt.Errorf("mps: start daemon %s: %w", spec.ID, err)
 	}
@@ -127,13 +126,13 @@ func (m *Manager) Start(ctx context.Context, spec backend.MPSDaemonSpec) (*backe
 	return d, nil
 }
 
-func (m *Manager) start(ctx context.Context, logger klog.Logger, spec backend.MPSDaemonSpec) (*backend.MPSDaemon, error) {
+func (m *Manager) start(ctx context.Context, logger klog.Logger, spec DaemonSpec) (*Daemon, error) {
 	dir, pipe, logs := m.dir(spec.ID), pipeDir(m.root, spec.ID), logDir(m.root, spec.ID)
 	st, err := m.inspect(ctx, logger, spec.ID, nil)
 	if err != nil {
 		return nil, err
 	}
-	out := &backend.MPSDaemon{ID: spec.ID, PipeDir: pipe, LogDir: logs, ClientDir: pipe}
+	out := &Daemon{ID: spec.ID, PipeDir: pipe, LogDir: logs, ClientDir: pipe}
 	if m.protocol == Protocol3 {
 		out.Namespaces, out.ClientDir = true, namespaceDir(m.root, spec.ID, defaultNamespace)
 	}
@@ -196,7 +195,7 @@ func (m *Manager) start(ctx context.Context, logger klog.Logger, spec backend.MP
 // adopt takes over the running daemon st, which serves spec's devices:
 // its record written again where a crash between launch and record lost
 // it, spec's defaults applied again.
-func (m *Manager) adopt(ctx context.Context, logger klog.Logger, spec backend.MPSDaemonSpec, st daemonState, out *backend.MPSDaemon) (*backend.MPSDaemon, error) {
+func (m *Manager) adopt(ctx context.Context, logger klog.Logger, spec DaemonSpec, st daemonState, out *Daemon) (*Daemon, error) {
 	dir := m.dir(spec.ID)
 	if !st.recorded {
 		rec := &record{ID: spec.ID, Devices: slices.Clone(spec.Devices), BootID: m.bootID, Handle: st.handle}
@@ -216,7 +215,7 @@ func (m *Manager) adopt(ctx context.Context, logger klog.Logger, spec backend.MP
 }
 
 // launchOf is what the launcher is asked to run for spec.
-func (m *Manager) launchOf(spec backend.MPSDaemonSpec) Launch {
+func (m *Manager) launchOf(spec DaemonSpec) Launch {
 	pipe, logs := pipeDir(m.root, spec.ID), logDir(m.root, spec.ID)
 	return Launch{
 		ID:   spec.ID,
@@ -311,7 +310,7 @@ func (m *Manager) kill(ctx context.Context, logger klog.Logger, st daemonState) 
 
 // List reports every daemon the manager has a directory for, and every
 // daemon the launcher finds without one, with whether it runs.
-func (m *Manager) List(ctx context.Context) ([]backend.MPSDaemonState, error) {
+func (m *Manager) List(ctx context.Context) ([]DaemonState, error) {
 	logger := klog.FromContext(ctx)
 	entries, err := os.ReadDir(m.root)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -325,7 +324,7 @@ func (m *Manager) List(ctx context.Context) ([]backend.MPSDaemonState, error) {
 		found = []Found{} // looked, none: inspect must not look again
 	}
 	seen := map[string]bool{}
-	var out []backend.MPSDaemonState
+	var out []DaemonState
 	for _, e := range entries {
 		if !e.IsDir() || validID(e.Name()) != nil {
 			continue
@@ -335,12 +334,12 @@ func (m *Manager) List(ctx context.Context) ([]backend.MPSDaemonState, error) {
 			return nil, fmt.Errorf("mps: list daemons: %w", err)
 		}
 		seen[e.Name()] = true
-		out = append(out, backend.MPSDaemonState{ID: e.Name(), Running: st.running})
+		out = append(out, DaemonState{ID: e.Name(), Running: st.running})
 	}
 	for _, f := range found {
 		if !seen[f.ID] {
 			seen[f.ID] = true
-			out = append(out, backend.MPSDaemonState{ID: f.ID, Running: true})
+			out = append(out, DaemonState{ID: f.ID, Running: true})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

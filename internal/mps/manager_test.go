@@ -12,29 +12,27 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/tessera-gpu/tessera/internal/backend"
 )
 
 func TestStartAppliesSettingsAndStop(t *testing.T) {
 	tests := []struct {
 		name string
-		spec backend.MPSDaemonSpec
+		spec DaemonSpec
 		want []string // commands the daemon received
 	}{
 		{
 			name: "no settings",
-			spec: backend.MPSDaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}},
+			spec: DaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}},
 			want: []string{cmdProbe},
 		},
 		{
 			name: "thread percentage",
-			spec: backend.MPSDaemonSpec{ID: "claim-b", Devices: []string{"GPU-a"}, ActiveThreadPercentage: 30},
+			spec: DaemonSpec{ID: "claim-b", Devices: []string{"GPU-a"}, ActiveThreadPercentage: 30},
 			want: []string{cmdProbe, "set_default_active_thread_percentage 30"},
 		},
 		{
 			name: "pinned memory per device, in the claim's order, rounded down to MiB",
-			spec: backend.MPSDaemonSpec{
+			spec: DaemonSpec{
 				ID:                     "claim-c",
 				Devices:                []string{"MIG-z", "GPU-a", "GPU-b"},
 				ActiveThreadPercentage: 100,
@@ -105,12 +103,12 @@ func TestStartAppliesSettingsAndStop(t *testing.T) {
 func TestAdoptAfterRestart(t *testing.T) {
 	ctx := testCtx(t)
 	root := t.TempDir()
-	spec := backend.MPSDaemonSpec{ID: "claim-a", Devices: []string{"GPU-a", "GPU-b"}, ActiveThreadPercentage: 50}
+	spec := DaemonSpec{ID: "claim-a", Devices: []string{"GPU-a", "GPU-b"}, ActiveThreadPercentage: 50}
 	first := mustStart(t, ctx, newManager(t, root), spec)
 
 	// A new agent: a new manager over the same root.
 	m := newManager(t, root)
-	if list, err := m.List(ctx); err != nil || !slices.Equal(list, []backend.MPSDaemonState{{ID: "claim-a", Running: true}}) {
+	if list, err := m.List(ctx); err != nil || !slices.Equal(list, []DaemonState{{ID: "claim-a", Running: true}}) {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
 	again := mustStart(t, ctx, m, spec)
@@ -146,7 +144,7 @@ func TestDaemonOutlivesAgentProcess(t *testing.T) {
 	if ppid := parentPID(t, pid); ppid == os.Getpid() {
 		t.Fatalf("daemon PID %d is a child of the test, want it reparented", pid)
 	}
-	d := mustStart(t, ctx, m, backend.MPSDaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}})
+	d := mustStart(t, ctx, m, DaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}})
 	if !d.Adopted || d.PID != pid {
 		t.Fatalf("Start = %+v, want PID %d adopted", d, pid)
 	}
@@ -163,7 +161,7 @@ func TestDaemonOutlivesAgentProcess(t *testing.T) {
 func TestAdoptedDaemonNotAnswering(t *testing.T) {
 	ctx := testCtx(t)
 	root := t.TempDir()
-	spec := backend.MPSDaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}}
+	spec := DaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}}
 	d := mustStart(t, ctx, newManager(t, root), spec)
 	start := startTime(t, d.PID)
 	// Without its control FIFO the stand-in can take no command.
@@ -186,7 +184,7 @@ func TestAdoptedDaemonNotAnswering(t *testing.T) {
 func TestStartRestartsKilledDaemon(t *testing.T) {
 	ctx := testCtx(t)
 	m := newManager(t, t.TempDir())
-	spec := backend.MPSDaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}, ActiveThreadPercentage: 20}
+	spec := DaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}, ActiveThreadPercentage: 20}
 	first := mustStart(t, ctx, m, spec)
 	start := startTime(t, first.PID)
 	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
@@ -195,7 +193,7 @@ func TestStartRestartsKilledDaemon(t *testing.T) {
 	waitDead(t, first.PID, start)
 	waitReaped(t, first.PID, start)
 
-	if list, err := m.List(ctx); err != nil || !slices.Equal(list, []backend.MPSDaemonState{{ID: "claim-a", Running: false}}) {
+	if list, err := m.List(ctx); err != nil || !slices.Equal(list, []DaemonState{{ID: "claim-a", Running: false}}) {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
 	d := mustStart(t, ctx, m, spec)
@@ -225,7 +223,7 @@ func TestCrashBeforePIDRecorded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			root := t.TempDir()
-			spec := backend.MPSDaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}, ActiveThreadPercentage: 10}
+			spec := DaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}, ActiveThreadPercentage: 10}
 			crashed := newManager(t, root)
 			dir, pipe, logs := crashed.dir(spec.ID), pipeDir(root, spec.ID), logDir(root, spec.ID)
 			for _, d := range []string{pipe, logs} {
@@ -248,7 +246,7 @@ func TestCrashBeforePIDRecorded(t *testing.T) {
 			}
 
 			m := newManager(t, root)
-			if list, err := m.List(ctx); err != nil || !slices.Equal(list, []backend.MPSDaemonState{{ID: spec.ID, Running: true}}) {
+			if list, err := m.List(ctx); err != nil || !slices.Equal(list, []DaemonState{{ID: spec.ID, Running: true}}) {
 				t.Fatalf("List = %+v, %v", list, err)
 			}
 			if tt.adopt {
@@ -279,12 +277,12 @@ func TestCrashBeforePIDRecorded(t *testing.T) {
 func TestDaemonWithoutDirectory(t *testing.T) {
 	ctx := testCtx(t)
 	m := newManager(t, t.TempDir())
-	d := mustStart(t, ctx, m, backend.MPSDaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}})
+	d := mustStart(t, ctx, m, DaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}})
 	start := startTime(t, d.PID)
 	if err := os.RemoveAll(filepath.Join(m.Root(), "claim-a")); err != nil {
 		t.Fatal(err)
 	}
-	if list, err := m.List(ctx); err != nil || !slices.Equal(list, []backend.MPSDaemonState{{ID: "claim-a", Running: true}}) {
+	if list, err := m.List(ctx); err != nil || !slices.Equal(list, []DaemonState{{ID: "claim-a", Running: true}}) {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
 	// Its control FIFO went with the directory, so quit cannot reach it:
@@ -323,7 +321,7 @@ func TestRecordOfAnotherProcess(t *testing.T) {
 			t.Run(tt.name+"/"+op, func(t *testing.T) {
 				ctx := testCtx(t)
 				m := newManager(t, t.TempDir())
-				spec := backend.MPSDaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}}
+				spec := DaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}}
 				rec, victim, victimStart := tt.record(t, m)
 				rec.ID, rec.Devices = spec.ID, spec.Devices
 				if err := os.MkdirAll(m.dir(spec.ID), 0o755); err != nil {
@@ -332,7 +330,7 @@ func TestRecordOfAnotherProcess(t *testing.T) {
 				if err := writeRecord(m.dir(spec.ID), &rec); err != nil {
 					t.Fatal(err)
 				}
-				if list, err := m.List(ctx); err != nil || !slices.Equal(list, []backend.MPSDaemonState{{ID: spec.ID, Running: false}}) {
+				if list, err := m.List(ctx); err != nil || !slices.Equal(list, []DaemonState{{ID: spec.ID, Running: false}}) {
 					t.Fatalf("List = %+v, %v", list, err)
 				}
 				switch op {
@@ -360,10 +358,10 @@ func TestRecordOfAnotherProcess(t *testing.T) {
 func TestStartReplacesDaemonOfOtherDevices(t *testing.T) {
 	ctx := testCtx(t)
 	m := newManager(t, t.TempDir())
-	first := mustStart(t, ctx, m, backend.MPSDaemonSpec{ID: "claim-a", Devices: []string{"GPU-a", "GPU-b"}})
+	first := mustStart(t, ctx, m, DaemonSpec{ID: "claim-a", Devices: []string{"GPU-a", "GPU-b"}})
 	start := startTime(t, first.PID)
 	for _, devices := range [][]string{{"GPU-b", "GPU-a"}, {"GPU-c"}} {
-		d := mustStart(t, ctx, m, backend.MPSDaemonSpec{ID: "claim-a", Devices: devices})
+		d := mustStart(t, ctx, m, DaemonSpec{ID: "claim-a", Devices: devices})
 		if d.Adopted || d.PID == first.PID {
 			t.Fatalf("Start with devices %v = %+v, want a new daemon", devices, d)
 		}
@@ -395,7 +393,7 @@ func TestList(t *testing.T) {
 	root := t.TempDir()
 	m := newManager(t, root)
 	for _, id := range []string{"c", "a", "b"} {
-		mustStart(t, ctx, m, backend.MPSDaemonSpec{ID: id, Devices: []string{"GPU-" + id}})
+		mustStart(t, ctx, m, DaemonSpec{ID: id, Devices: []string{"GPU-" + id}})
 	}
 	b, _ := readRecord(m.dir("b"))
 	if err := syscall.Kill(b.PID, syscall.SIGKILL); err != nil {
@@ -403,12 +401,12 @@ func TestList(t *testing.T) {
 	}
 	waitDead(t, b.PID, b.StartTime)
 	// Another manager's daemon, under another root, is not listed.
-	mustStart(t, ctx, newManager(t, t.TempDir()), backend.MPSDaemonSpec{ID: "a", Devices: []string{"GPU-z"}})
+	mustStart(t, ctx, newManager(t, t.TempDir()), DaemonSpec{ID: "a", Devices: []string{"GPU-z"}})
 	// Nor is what is not a daemon directory.
 	if err := os.WriteFile(filepath.Join(root, "stray-file"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want := []backend.MPSDaemonState{{ID: "a", Running: true}, {ID: "b", Running: false}, {ID: "c", Running: true}}
+	want := []DaemonState{{ID: "a", Running: true}, {ID: "b", Running: false}, {ID: "c", Running: true}}
 	if list, err := m.List(ctx); err != nil || !slices.Equal(list, want) {
 		t.Errorf("List = %+v, %v; want %+v", list, err, want)
 	}
@@ -417,20 +415,20 @@ func TestList(t *testing.T) {
 func TestStartRefusesBadSpecs(t *testing.T) {
 	tests := []struct {
 		name string
-		spec backend.MPSDaemonSpec
+		spec DaemonSpec
 		want string
 	}{
-		{"no id", backend.MPSDaemonSpec{Devices: []string{"GPU-a"}}, "not valid"},
-		{"id is a path", backend.MPSDaemonSpec{ID: "a/b", Devices: []string{"GPU-a"}}, "not valid"},
-		{"id is ..", backend.MPSDaemonSpec{ID: "..", Devices: []string{"GPU-a"}}, "not valid"},
-		{"no devices", backend.MPSDaemonSpec{ID: "a"}, "no devices"},
-		{"empty device", backend.MPSDaemonSpec{ID: "a", Devices: []string{""}}, "not a UUID"},
-		{"device with a comma", backend.MPSDaemonSpec{ID: "a", Devices: []string{"GPU-a,GPU-b"}}, "not a UUID"},
-		{"device twice", backend.MPSDaemonSpec{ID: "a", Devices: []string{"GPU-a", "GPU-a"}}, "twice"},
-		{"percentage over 100", backend.MPSDaemonSpec{ID: "a", Devices: []string{"GPU-a"}, ActiveThreadPercentage: 101}, "1-100"},
-		{"negative percentage", backend.MPSDaemonSpec{ID: "a", Devices: []string{"GPU-a"}, ActiveThreadPercentage: -1}, "1-100"},
-		{"limit for another device", backend.MPSDaemonSpec{ID: "a", Devices: []string{"GPU-a"}, PinnedMemoryLimits: map[string]int64{"GPU-b": 1 << 30}}, "not one of"},
-		{"limit under 1 MiB", backend.MPSDaemonSpec{ID: "a", Devices: []string{"GPU-a"}, PinnedMemoryLimits: map[string]int64{"GPU-a": 1<<20 - 1}}, "under 1 MiB"},
+		{"no id", DaemonSpec{Devices: []string{"GPU-a"}}, "not valid"},
+		{"id is a path", DaemonSpec{ID: "a/b", Devices: []string{"GPU-a"}}, "not valid"},
+		{"id is ..", DaemonSpec{ID: "..", Devices: []string{"GPU-a"}}, "not valid"},
+		{"no devices", DaemonSpec{ID: "a"}, "no devices"},
+		{"empty device", DaemonSpec{ID: "a", Devices: []string{""}}, "not a UUID"},
+		{"device with a comma", DaemonSpec{ID: "a", Devices: []string{"GPU-a,GPU-b"}}, "not a UUID"},
+		{"device twice", DaemonSpec{ID: "a", Devices: []string{"GPU-a", "GPU-a"}}, "twice"},
+		{"percentage over 100", DaemonSpec{ID: "a", Devices: []string{"GPU-a"}, ActiveThreadPercentage: 101}, "1-100"},
+		{"negative percentage", DaemonSpec{ID: "a", Devices: []string{"GPU-a"}, ActiveThreadPercentage: -1}, "1-100"},
+		{"limit for another device", DaemonSpec{ID: "a", Devices: []string{"GPU-a"}, PinnedMemoryLimits: map[string]int64{"GPU-b": 1 << 30}}, "not one of"},
+		{"limit under 1 MiB", DaemonSpec{ID: "a", Devices: []string{"GPU-a"}, PinnedMemoryLimits: map[string]int64{"GPU-a": 1<<20 - 1}}, "under 1 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -466,7 +464,7 @@ func TestStartFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = m.Start(testCtx(t), backend.MPSDaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}})
+			_, err = m.Start(testCtx(t), DaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}})
 			for _, w := range tt.want {
 				if err == nil || !strings.Contains(err.Error(), w) {
 					t.Errorf("Start: %v, want an error with %q", err, w)
@@ -489,9 +487,9 @@ func TestStartFailures(t *testing.T) {
 func TestConcurrentStarts(t *testing.T) {
 	ctx := testCtx(t)
 	m := newManager(t, t.TempDir())
-	spec := backend.MPSDaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}}
+	spec := DaemonSpec{ID: "claim-a", Devices: []string{"GPU-a"}}
 	var wg sync.WaitGroup
-	results := make([]*backend.MPSDaemon, 4)
+	results := make([]*Daemon, 4)
 	errs := make([]error, 4)
 	for i := range results {
 		wg.Go(func() { results[i], errs[i] = m.Start(ctx, spec) })

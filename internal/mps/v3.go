@@ -11,8 +11,6 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"k8s.io/klog/v2"
-
-	"github.com/tessera-gpu/tessera/internal/backend"
 )
 
 // MPS v3 (driver r615+, NVIDIA's "MPS v3 Interface", "Namespaces" and
@@ -62,7 +60,7 @@ type v3Server struct {
 // devices, with its defaults. A v3 server has one pinned memory limit, so
 // where a claim's devices have several the smallest holds for all: never
 // more than asked.
-func writeV3Config(dir string, spec backend.MPSDaemonSpec) error {
+func writeV3Config(dir string, spec DaemonSpec) error {
 	srv := v3Server{AllowedDevices: strings.Join(spec.Devices, ",")}
 	if p := spec.ActiveThreadPercentage; p > 0 {
 		srv.ActiveThreadPercentage = fmt.Sprint(p)
@@ -94,7 +92,7 @@ func namespaceDir(root, id, ns string) string {
 
 // namespaceCreate and namespaceDelete are the control commands for a
 // share's namespace.
-func namespaceCreate(ns backend.MPSNamespaceSpec) string {
+func namespaceCreate(ns NamespaceSpec) string {
 	c := []string{"namespace", "create", "--server=" + serverName, "--name=" + ns.Name}
 	if ns.PinnedMemoryLimit > 0 {
 		c = append(c, "--pinned-memory-limit="+pinnedMemLimit(ns.PinnedMemoryLimit))
@@ -111,7 +109,7 @@ func namespaceDelete(name string) string {
 
 // validNamespace accepts what may name a namespace: safe as one path
 // component, not the server's implicit default.
-func validNamespace(ns backend.MPSNamespaceSpec) error {
+func validNamespace(ns NamespaceSpec) error {
 	if ns.Name == defaultNamespace {
 		return fmt.Errorf("namespace %q is the server's implicit one", ns.Name)
 	}
@@ -134,7 +132,7 @@ func validNamespace(ns backend.MPSNamespaceSpec) error {
 // id (a daemon of this manager with Protocol3) and returns the directory
 // of its socket. It is idempotent: a namespace that exists with the same
 // settings is kept, with its clients.
-func (m *Manager) EnsureNamespace(ctx context.Context, id string, ns backend.MPSNamespaceSpec) (string, error) {
+func (m *Manager) EnsureNamespace(ctx context.Context, id string, ns NamespaceSpec) (string, error) {
 	if m.protocol != Protocol3 {
 		return "", fmt.Errorf("mps: namespace %s of daemon %s: the daemons run legacy MPS, which has no namespaces", ns.Name, id)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/sim/standin"
 )
 
@@ -40,7 +39,7 @@ func TestV3Daemon(t *testing.T) {
 	ctx := testCtx(t)
 	root := t.TempDir()
 	m := newV3Manager(t, root)
-	spec := backend.MPSDaemonSpec{ID: "claim-a", Devices: []string{"GPU-a", "GPU-b"}, ActiveThreadPercentage: 40,
+	spec := DaemonSpec{ID: "claim-a", Devices: []string{"GPU-a", "GPU-b"}, ActiveThreadPercentage: 40,
 		PinnedMemoryLimits: map[string]int64{"GPU-a": 8 << 30, "GPU-b": 4<<30 + 123}}
 	d := mustStart(t, ctx, m, spec)
 	if !d.Namespaces || d.ClientDir != filepath.Join(d.PipeDir, "tessera", "default") {
@@ -62,7 +61,7 @@ func TestV3Daemon(t *testing.T) {
 		t.Errorf("default namespace socket: %v", err)
 	}
 
-	share := backend.MPSNamespaceSpec{Name: "0b1c-share", ActiveThreadPercentage: 50, PinnedMemoryLimit: 7 << 30}
+	share := NamespaceSpec{Name: "0b1c-share", ActiveThreadPercentage: 50, PinnedMemoryLimit: 7 << 30}
 	for range 2 { // the second is a no-op
 		dir, err := m.EnsureNamespace(ctx, spec.ID, share)
 		if err != nil {
@@ -79,11 +78,11 @@ func TestV3Daemon(t *testing.T) {
 	if got := status(t, d.PipeDir).Servers["tessera"].Namespaces[share.Name].String(); got != "pinned_memory_limit=7168M active_thread_percentage=50" {
 		t.Errorf("namespace limits %s", got)
 	}
-	if _, err := m.EnsureNamespace(ctx, spec.ID, backend.MPSNamespaceSpec{Name: share.Name, PinnedMemoryLimit: 1 << 30}); err == nil {
+	if _, err := m.EnsureNamespace(ctx, spec.ID, NamespaceSpec{Name: share.Name, PinnedMemoryLimit: 1 << 30}); err == nil {
 		t.Error("a namespace asked again with other limits was accepted")
 	}
 	for _, bad := range []string{"default", "", "a/b", strings.Repeat("x", 64)} {
-		if _, err := m.EnsureNamespace(ctx, spec.ID, backend.MPSNamespaceSpec{Name: bad}); err == nil {
+		if _, err := m.EnsureNamespace(ctx, spec.ID, NamespaceSpec{Name: bad}); err == nil {
 			t.Errorf("namespace %q accepted", bad)
 		}
 	}

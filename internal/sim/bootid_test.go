@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/host"
 	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/mps"
 	"github.com/tessera-gpu/tessera/internal/mps/mpstest"
 )
 
@@ -87,7 +88,7 @@ func TestReboot(t *testing.T) {
 	if err := b.SetTimeSlice(ctx, m.Node.GPUs[1].UUID, backend.TimeSliceLong); err != nil {
 		t.Fatal(err)
 	}
-	d, err := b.StartMPS(ctx, backend.MPSDaemonSpec{ID: "claim-1", Devices: []string{gpu}})
+	d, err := b.StartMPS(ctx, mps.DaemonSpec{ID: "claim-1", Devices: []string{gpu}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func parseTimeSlice(name string) (backend.TimeSlice, error) {
 
 // StartMPS implements backend.Sharer: every device must be an NVIDIA GPU or
 // partition of this node; the daemon is internal/mps's.
-func (b *Backend) StartMPS(ctx context.Context, spec backend.MPSDaemonSpec) (*backend.MPSDaemon, error) {
+func (b *Backend) StartMPS(ctx context.Context, spec mps.DaemonSpec) (*mps.Daemon, error) {
 	if err := b.checkMPSDevices(spec); err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (b *Backend) StopMPS(ctx context.Context, id string) error {
 }
 
 // EnsureMPSNamespace implements backend.Sharer.
-func (b *Backend) EnsureMPSNamespace(ctx context.Context, daemonID string, ns backend.MPSNamespaceSpec) (string, error) {
+func (b *Backend) EnsureMPSNamespace(ctx context.Context, daemonID string, ns mps.NamespaceSpec) (string, error) {
 	if b.mps == nil {
 		return "", errNoMPS
 	}
@@ -143,7 +143,7 @@ func (b *Backend) DeleteMPSNamespace(ctx context.Context, daemonID, name string)
 }
 
 // MPSDaemons implements backend.Sharer; none without WithMPS.
-func (b *Backend) MPSDaemons(ctx context.Context) ([]backend.MPSDaemonState, error) {
+func (b *Backend) MPSDaemons(ctx context.Context) ([]mps.DaemonState, error) {
 	if b.mps == nil {
 		return nil, nil
 	}
@@ -156,7 +156,7 @@ func (b *Backend) MPSDaemons(ctx context.Context) ([]backend.MPSDaemonState, err
 
 // checkMPSDevices checks that the daemon's devices are GPUs or partitions
 // of this node whose vendor has MPS.
-func (b *Backend) checkMPSDevices(spec backend.MPSDaemonSpec) error {
+func (b *Backend) checkMPSDevices(spec mps.DaemonSpec) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, uuid := range spec.Devices {

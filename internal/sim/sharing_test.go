@@ -170,7 +170,7 @@ func TestMPS(t *testing.T) {
 	m := mustProfile(t, "dgx-h100-mig")
 	b, root := mpsBackend(t, m)
 	gpu, part := m.Node.GPUs[0].UUID, m.Node.GPUs[6].Partitions[2].UUID
-	spec := backend.MPSDaemonSpec{
+	spec := mps.DaemonSpec{
 		ID: "claim-1", Devices: []string{part, gpu}, ActiveThreadPercentage: 25,
 		PinnedMemoryLimits: map[string]int64{part: 5 << 30},
 	}
@@ -193,7 +193,7 @@ func TestMPS(t *testing.T) {
 	if !slices.Equal(st.Devices, spec.Devices) || !slices.Equal(st.Commands, wantCmds) {
 		t.Errorf("daemon devices %v commands %q; want %v %q", st.Devices, st.Commands, spec.Devices, wantCmds)
 	}
-	if ds, err := b.MPSDaemons(ctx); err != nil || !slices.Equal(ds, []backend.MPSDaemonState{{ID: "claim-1", Running: true}}) {
+	if ds, err := b.MPSDaemons(ctx); err != nil || !slices.Equal(ds, []mps.DaemonState{{ID: "claim-1", Running: true}}) {
 		t.Errorf("MPSDaemons = %+v, %v", ds, err)
 	}
 	if again, err := b.StartMPS(ctx, spec); err != nil || !again.Adopted || again.PID != d.PID {
@@ -244,7 +244,7 @@ func TestMPSRefused(t *testing.T) {
 			} else {
 				b, _ = mpsBackend(t, tt.m)
 			}
-			_, err := b.StartMPS(ctx, backend.MPSDaemonSpec{ID: "claim-1", Devices: tt.devices(b)})
+			_, err := b.StartMPS(ctx, mps.DaemonSpec{ID: "claim-1", Devices: tt.devices(b)})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("StartMPS: %v, want an error with %q", err, tt.want)
 			}

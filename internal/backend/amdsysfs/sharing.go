@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tessera-gpu/tessera/internal/backend"
+	"github.com/tessera-gpu/tessera/internal/mps"
 )
 
 // AMD GPUs time-slice between processes natively, at an interval the driver
@@ -20,7 +21,7 @@ func (b *Backend) SetTimeSlice(_ context.Context, gpuUUID string, ts backend.Tim
 }
 
 // StartMPS implements backend.Sharer: AMD GPUs have no MPS.
-func (b *Backend) StartMPS(_ context.Context, spec backend.MPSDaemonSpec) (*backend.MPSDaemon, error) {
+func (b *Backend) StartMPS(_ context.Context, spec mps.DaemonSpec) (*mps.Daemon, error) {
 	return nil, fmt.Errorf("MPS for %v: %w (MPS is NVIDIA's; AMD GPUs share by time-slicing)", spec.Devices, backend.ErrSharingNotSupported)
 }
 
@@ -28,7 +29,7 @@ func (b *Backend) StartMPS(_ context.Context, spec backend.MPSDaemonSpec) (*back
 func (b *Backend) StopMPS(context.Context, string) error { return nil }
 
 // EnsureMPSNamespace implements backend.Sharer: AMD GPUs have no MPS.
-func (b *Backend) EnsureMPSNamespace(_ context.Context, daemonID string, _ backend.MPSNamespaceSpec) (string, error) {
+func (b *Backend) EnsureMPSNamespace(_ context.Context, daemonID string, _ mps.NamespaceSpec) (string, error) {
 	return "", fmt.Errorf("amd: MPS daemon %s: MPS: %w", daemonID, backend.ErrSharingNotSupported)
 }
 
@@ -36,4 +37,4 @@ func (b *Backend) EnsureMPSNamespace(_ context.Context, daemonID string, _ backe
 func (b *Backend) DeleteMPSNamespace(context.Context, string, string) error { return nil }
 
 // MPSDaemons implements backend.Sharer: none.
-func (b *Backend) MPSDaemons(context.Context) ([]backend.MPSDaemonState, error) { return nil, nil }
+func (b *Backend) MPSDaemons(context.Context) ([]mps.DaemonState, error) { return nil, nil }

@@ -63,15 +63,15 @@ func (*Backend) WatchHealth(context.Context, chan<- backend.HealthEvent) error {
 	return errNoCgo
 }
 func (*Backend) SetTimeSlice(context.Context, string, backend.TimeSlice) error { return errNoCgo }
-func (*Backend) StartMPS(context.Context, backend.MPSDaemonSpec) (*backend.MPSDaemon, error) {
+func (*Backend) StartMPS(context.Context, mps.DaemonSpec) (*mps.Daemon, error) {
 	return nil, errNoCgo
 }
 func (*Backend) StopMPS(context.Context, string) error { return errNoCgo }
-func (*Backend) EnsureMPSNamespace(context.Context, string, backend.MPSNamespaceSpec) (string, error) {
+func (*Backend) EnsureMPSNamespace(context.Context, string, mps.NamespaceSpec) (string, error) {
 	return "", errNoCgo
 }
 func (*Backend) DeleteMPSNamespace(context.Context, string, string) error { return errNoCgo }
-func (*Backend) MPSDaemons(context.Context) ([]backend.MPSDaemonState, error) {
+func (*Backend) MPSDaemons(context.Context) ([]mps.DaemonState, error) {
 	return nil, errNoCgo
 }
 func (*Backend) ReadTelemetry(context.Context) ([]telemetry.Sample, error) { return nil, errNoCgo }

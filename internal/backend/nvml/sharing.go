@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/internal/backend"
+	"github.com/tessera-gpu/tessera/internal/mps"
 )
 
 // Sharing settings. NVML has no public call for the compute time-slice, so
@@ -81,7 +82,7 @@ func (b *Backend) checkWholeGPU(uuid string) error {
 // StartMPS implements backend.Sharer: every device must be a GPU or MIG
 // device of this node, as the daemon would otherwise start and fail only
 // its clients.
-func (b *Backend) StartMPS(ctx context.Context, spec backend.MPSDaemonSpec) (*backend.MPSDaemon, error) {
+func (b *Backend) StartMPS(ctx context.Context, spec mps.DaemonSpec) (*mps.Daemon, error) {
 	if err := b.checkDevices(spec.Devices); err != nil {
 		return nil, fmt.Errorf("nvml: MPS daemon %s: %w", spec.ID, err)
 	}
@@ -101,7 +102,7 @@ func (b *Backend) StopMPS(ctx context.Context, id string) error {
 }
 
 // EnsureMPSNamespace implements backend.Sharer.
-func (b *Backend) EnsureMPSNamespace(ctx context.Context, daemonID string, ns backend.MPSNamespaceSpec) (string, error) {
+func (b *Backend) EnsureMPSNamespace(ctx context.Context, daemonID string, ns mps.NamespaceSpec) (string, error) {
 	dir, err := b.mps.EnsureNamespace(ctx, daemonID, ns)
 	if err != nil {
 		return "", fmt.Errorf("nvml: %w", err)
@@ -118,7 +119,7 @@ func (b *Backend) DeleteMPSNamespace(ctx context.Context, daemonID, name string)
 }
 
 // MPSDaemons implements backend.Sharer.
-func (b *Backend) MPSDaemons(ctx context.Context) ([]backend.MPSDaemonState, error) {
+func (b *Backend) MPSDaemons(ctx context.Context) ([]mps.DaemonState, error) {
 	ds, err := b.mps.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("nvml: %w", err)

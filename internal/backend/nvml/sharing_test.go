@@ -137,7 +137,7 @@ func TestMPS(t *testing.T) {
 	root := withSharing(t, r.b, "nvidia-smi")
 	mig := r.create(t, "3g.40gb", 4).UUID
 	gpu1 := h100UUID(t, r, 1)
-	spec := backend.MPSDaemonSpec{
+	spec := mps.DaemonSpec{
 		ID: "claim-1", Devices: []string{mig, gpu1}, ActiveThreadPercentage: 60,
 		PinnedMemoryLimits: map[string]int64{gpu1: 10 << 30, mig: 3<<30 + 1},
 	}
@@ -161,7 +161,7 @@ func TestMPS(t *testing.T) {
 	if !slices.Equal(st.Commands, want) || !slices.Equal(st.Devices, spec.Devices) {
 		t.Errorf("daemon got devices %v, commands %q; want %v, %q", st.Devices, st.Commands, spec.Devices, want)
 	}
-	if ds, err := r.b.MPSDaemons(r.ctx); err != nil || !slices.Equal(ds, []backend.MPSDaemonState{{ID: "claim-1", Running: true}}) {
+	if ds, err := r.b.MPSDaemons(r.ctx); err != nil || !slices.Equal(ds, []mps.DaemonState{{ID: "claim-1", Running: true}}) {
 		t.Errorf("MPSDaemons = %+v, %v", ds, err)
 	}
 	if err := r.b.StopMPS(r.ctx, "claim-1"); err != nil {
@@ -172,7 +172,7 @@ func TestMPS(t *testing.T) {
 	}
 
 	// A device this node does not have: nothing starts.
-	_, err = r.b.StartMPS(r.ctx, backend.MPSDaemonSpec{ID: "claim-2", Devices: []string{gpu1, "MIG-gone"}})
+	_, err = r.b.StartMPS(r.ctx, mps.DaemonSpec{ID: "claim-2", Devices: []string{gpu1, "MIG-gone"}})
 	if err == nil || !strings.Contains(err.Error(), "MIG-gone") || !strings.Contains(err.Error(), "claim-2") {
 		t.Errorf("StartMPS with an unknown device: %v", err)
 	}
