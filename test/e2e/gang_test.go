@@ -325,10 +325,17 @@ func TestPodGroupClaimLifecycle(t *testing.T) {
 	if !prepared() {
 		t.Fatal("the group's claim is not prepared on the node")
 	}
-	zero := int64(0)
+	// A graceful delete: the kubelet removes the pod object only once it
+	// has terminated the pod, and it decides on the pod's claims (calls
+	// the driver's unprepare, or not, when another pod on the node still
+	// uses one) before it writes the pod's final status (SyncTerminatingPod:
+	// "resources must be unprepared ... BEFORE the pod status is changed on
+	// the API server"). So the object's absence is the event after which
+	// an unprepare would have come.
+	grace := int64(1)
 	del := func(pod string) {
 		t.Helper()
-		if err := client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		if err := client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
 			t.Fatal(err)
 		}
 		if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
@@ -341,7 +348,6 @@ func TestPodGroupClaimLifecycle(t *testing.T) {
 
 	// One worker goes: the other still uses the claim.
 	del("w1")
-	time.Sleep(3 * time.Second) // the kubelet's unprepare would have come by now
 	if !prepared() {
 		t.Error("the claim was unprepared while worker w0 still runs")
 	}

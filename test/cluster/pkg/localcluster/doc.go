@@ -8,7 +8,9 @@
 // All state lives under one directory (pki, etcd data, node dirs, logs, a
 // state file with every pid, port, saved sysctl), except each node's socket
 // directory (kubelet root, CRI socket), which sits in the temp dir because
-// unix socket paths are limited to 107 bytes (see RunDir). Down stops what the state
+// unix socket paths are limited to 107 bytes (see RunDir), and the host's
+// sysctl values from before any kubelet changed them, kept machine-wide on
+// tmpfs until a Down puts them back (sysctl.go). Down stops what the state
 // file names, restores the sysctls the kubelets changed and unmounts what they
 // mounted under that directory; it is safe to run twice, and Up runs it first
 // so a failed or killed run never blocks the next.

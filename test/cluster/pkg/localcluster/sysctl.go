@@ -2,11 +2,15 @@ package localcluster
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/tessera-gpu/tessera/internal/fsutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,24 +18,61 @@ import (
 // saves them and Down puts them back.
 var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
 
+var (
+	// procSys is where the sysctls are (tests point it elsewhere).
+	procSys = "/proc/sys"
+	// sysctlSaveFile holds the host's values from before the first kubelet
+	// changed them, machine-wide and on tmpfs: a harness killed before
+	// Down leaves it, so the next Up takes the host's values from it
+	// instead of the kubelets' (which it would otherwise "restore"), and a
+	// reboot, which resets the sysctls, takes it too. Down removes it once
+	// the values are back.
+	sysctlSaveFile = "/run/tessera-localcluster/sysctls.json"
+)
+
 func readSysctls() map[string]string {
 	out := map[string]string{}
 	for _, k := range kubeletSysctls {
-		if v, err := os.ReadFile(filepath.Join("/proc/sys", k)); err == nil {
+		if v, err := os.ReadFile(filepath.Join(procSys, k)); err == nil {
 			out[k] = strings.TrimSpace(string(v))
 		}
 	}
 	return out
 }
 
+// saveSysctls returns the host's values of the kubelet sysctls: those
+// sysctlSaveFile kept, when an earlier cluster's Down never ran, else the
+// current ones, which it keeps there first.
+func saveSysctls() (map[string]string, error) {
+	var saved map[string]string
+	if found, err := fsutil.ReadJSON(sysctlSaveFile, &saved); err == nil && found && len(saved) > 0 {
+		return saved, nil
+	}
+	saved = readSysctls()
+	if err := os.MkdirAll(filepath.Dir(sysctlSaveFile), 0o755); err != nil {
+		return nil, fmt.Errorf("save sysctls: %w", err)
+	}
+	if err := fsutil.WriteJSON(sysctlSaveFile, saved, true, 0o644); err != nil {
+		return nil, fmt.Errorf("save sysctls: %w", err)
+	}
+	return saved, nil
+}
+
+// restoreSysctls puts saved back and, once all are back, forgets the
+// machine-wide copy.
 func restoreSysctls(saved map[string]string) []error {
 	var errs []error
 	for k, v := range saved {
-		cur, err := os.ReadFile(filepath.Join("/proc/sys", k))
+		cur, err := os.ReadFile(filepath.Join(procSys, k))
 		if err == nil && strings.TrimSpace(string(cur)) == v {
 			continue
 		}
-		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(procSys, k), []byte(v), 0o644); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 && len(saved) > 0 {
+		if err := os.Remove(sysctlSaveFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}

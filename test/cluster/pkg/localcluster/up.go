@@ -36,7 +36,11 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 		}
 	}()
 	start := time.Now()
-	s := &State{Ports: map[string]int{}, Nodes: c.Nodes, Sysctls: readSysctls(), Runtime: c.RuntimeOf()}
+	sysctls, err := saveSysctls()
+	if err != nil {
+		return err
+	}
+	s := &State{Ports: map[string]int{}, Nodes: c.Nodes, Sysctls: sysctls, Runtime: c.RuntimeOf()}
 	if err := c.saveState(s); err != nil {
 		return err
 	}
