@@ -14,7 +14,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/cdi"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
-	"github.com/tessera-gpu/tessera/internal/mps/mpstest"
+	"github.com/tessera-gpu/tessera/internal/sim/standin/standintest"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sim"
 )
@@ -56,8 +56,8 @@ type env struct {
 	releaseLimits func(claimUID string) error
 }
 
-// TestMain lets the test binary be the MPS control stand-in (mpstest).
-func TestMain(m *testing.M) { mpstest.Main(m) }
+// TestMain lets the test binary be the MPS control stand-in (standintest).
+func TestMain(m *testing.M) { standintest.Main(m) }
 
 func (e *env) mpsRoot() string { return filepath.Join(e.dir, "mps") }
 
@@ -89,7 +89,7 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 	}
 	opts := []sim.Option{sim.WithBootID(e.bootID)}
 	if e.mps {
-		opts = append(opts, sim.WithMPS(e.mpsRoot(), mpstest.Control(e.t)))
+		opts = append(opts, sim.WithMPS(e.mpsRoot(), standintest.Control(e.t)))
 		e.t.Cleanup(e.stopDaemons)
 	}
 	b, err := sim.New(m, filepath.Join(e.dir, "sim"), opts...)

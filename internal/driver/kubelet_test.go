@@ -30,7 +30,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/metrics"
-	"github.com/tessera-gpu/tessera/internal/mps/mpstest"
+	"github.com/tessera-gpu/tessera/internal/sim/standin/standintest"
 	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sim"
@@ -139,7 +139,7 @@ func (n *node) start() {
 	}
 	opts := []sim.Option{sim.WithBootID("boot")}
 	if n.mps {
-		opts = append(opts, sim.WithMPS(filepath.Join(n.dir, "mps"), mpstest.Control(n.t)))
+		opts = append(opts, sim.WithMPS(filepath.Join(n.dir, "mps"), standintest.Control(n.t)))
 	}
 	n.backend, err = sim.New(m, filepath.Join(n.dir, "sim"), opts...)
 	if err != nil {

@@ -3,8 +3,8 @@ package driver
 import (
 	"testing"
 
-	"github.com/tessera-gpu/tessera/internal/mps/mpstest"
+	"github.com/tessera-gpu/tessera/internal/sim/standin/standintest"
 )
 
-// TestMain lets the test binary be the MPS control stand-in (mpstest).
-func TestMain(m *testing.M) { mpstest.Main(m) }
+// TestMain lets the test binary be the MPS control stand-in (standintest).
+func TestMain(m *testing.M) { standintest.Main(m) }

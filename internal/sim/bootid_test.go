@@ -14,7 +14,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/host"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/mps"
-	"github.com/tessera-gpu/tessera/internal/mps/mpstest"
+	"github.com/tessera-gpu/tessera/internal/sim/standin/standintest"
 )
 
 func TestBootIDPrecedence(t *testing.T) {
@@ -71,7 +71,7 @@ func TestReboot(t *testing.T) {
 	m := mustProfile(t, "dgx-h100")
 	dir, root := t.TempDir(), filepath.Join(t.TempDir(), "mps")
 	open := func() *Backend {
-		b, err := New(m, dir, testLogger(t), WithMPS(root, mpstest.Control(t)))
+		b, err := New(m, dir, testLogger(t), WithMPS(root, standintest.Control(t)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,12 +15,12 @@ import (
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/mps"
-	"github.com/tessera-gpu/tessera/internal/mps/mpstest"
+	"github.com/tessera-gpu/tessera/internal/sim/standin/standintest"
 	"github.com/tessera-gpu/tessera/internal/sim/standin"
 )
 
-// TestMain lets the test binary be the MPS control stand-in (mpstest).
-func TestMain(m *testing.M) { mpstest.Main(m) }
+// TestMain lets the test binary be the MPS control stand-in (standintest).
+func TestMain(m *testing.M) { standintest.Main(m) }
 
 func TestSetTimeSlice(t *testing.T) {
 	mixed := mustProfile(t, "mixed-inference") // 2x A100, 2x T4, 1x MI210
@@ -150,7 +150,7 @@ func mustRead(t *testing.T, p string) []byte {
 func mpsBackend(t *testing.T, m *Machine) (*Backend, string) {
 	t.Helper()
 	root := t.TempDir()
-	b, err := New(m, t.TempDir(), WithBootID("boot-1"), testLogger(t), WithMPS(root, mpstest.Control(t)))
+	b, err := New(m, t.TempDir(), WithBootID("boot-1"), testLogger(t), WithMPS(root, standintest.Control(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

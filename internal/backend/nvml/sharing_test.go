@@ -16,12 +16,12 @@ import (
 
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/mps"
-	"github.com/tessera-gpu/tessera/internal/mps/mpstest"
+	"github.com/tessera-gpu/tessera/internal/sim/standin/standintest"
 	"github.com/tessera-gpu/tessera/internal/sim/standin"
 )
 
-// TestMain lets the test binary be the MPS control stand-in (mpstest).
-func TestMain(m *testing.M) { mpstest.Main(m) }
+// TestMain lets the test binary be the MPS control stand-in (standintest).
+func TestMain(m *testing.M) { standintest.Main(m) }
 
 // fakeSMI writes an nvidia-smi that appends its arguments to a file, prints
 // output and exits with status; it returns the script and the file.
@@ -60,7 +60,7 @@ func withSharing(t *testing.T, b *Backend, smi string) string {
 	t.Helper()
 	root := t.TempDir()
 	var err error
-	if b.mps, err = mps.New(mps.Config{Root: root, Control: mpstest.Control(t), Logger: b.logger}); err != nil {
+	if b.mps, err = mps.New(mps.Config{Root: root, Control: standintest.Control(t), Logger: b.logger}); err != nil {
 		t.Fatal(err)
 	}
 	b.smi = smi

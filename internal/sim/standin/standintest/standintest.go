@@ -1,7 +1,7 @@
-// Package mpstest lets a test binary play the simulator's MPS control
+// Package standintest lets a test binary play the simulator's MPS control
 // program (the os/exec tests' re-exec trick): tests then drive real daemon
 // processes speaking the real protocol without a built tessera-sim.
-package mpstest
+package standintest
 
 import (
 	"os"
