@@ -32,6 +32,17 @@ type ClaimDevice struct {
 	Edits Edits
 }
 
+// UUID is the partition's UUID for a partition, the GPU's otherwise.
+func (d *ClaimDevice) UUID() string {
+	if d.Partition != nil {
+		return d.Partition.UUID
+	}
+	return d.GPU.UUID
+}
+
+// Name is pool/device, how errors name the device.
+func (d *ClaimDevice) Name() string { return d.Pool + "/" + d.Device }
+
 // ClaimRef names a ResourceClaim.
 type ClaimRef struct{ UID, Namespace, Name string }
 

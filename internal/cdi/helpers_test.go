@@ -196,12 +196,9 @@ var mpsLevel = ClaimLevel{
 	Joins: func(d *ClaimDevice) bool { return d.Sharing.IsMPS() },
 	Edits: func(devs []ClaimDevice) (Edits, error) {
 		clients := make([]mps.Client, len(devs))
-		for i, d := range devs {
-			uuid := d.GPU.UUID
-			if d.Partition != nil {
-				uuid = d.Partition.UUID
-			}
-			clients[i] = mps.Client{Name: d.Pool + "/" + d.Device, PipeDir: d.MPSPipeDir, UUID: uuid,
+		for i := range devs {
+			d := &devs[i]
+			clients[i] = mps.Client{Name: d.Name(), PipeDir: d.MPSPipeDir, UUID: d.UUID(),
 				PinnedMemoryLimit: d.Sharing.MPSPinnedMemoryLimit, ActiveThreadPercentage: d.Sharing.MPSActiveThreadPercentage}
 		}
 		env, mount, err := mps.ClientEdits(clients)

@@ -72,11 +72,7 @@ func (ix *vendorIndex) lookup(d ClaimDevice) string {
 		return ""
 	}
 	own := v.OwnSpec()
-	uuid := d.GPU.UUID
-	if d.Partition != nil {
-		uuid = d.Partition.UUID
-	}
-	if name, ok := ix.byUUID[own.Kind()+" "+uuid]; ok {
+	if name, ok := ix.byUUID[own.Kind()+" "+d.UUID()]; ok {
 		return own.Kind() + "=" + name
 	}
 	k, ok := own.DeviceKey(&d.GPU, d.Partition)

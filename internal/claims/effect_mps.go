@@ -275,12 +275,9 @@ func (mpsDaemons) edits(_ *Manager, s *claimSpec) error {
 
 func mpsClientEdits(devs []cdi.ClaimDevice) (cdi.Edits, error) {
 	clients := make([]mps.Client, len(devs))
-	for i, d := range devs {
-		uuid := d.GPU.UUID
-		if d.Partition != nil {
-			uuid = d.Partition.UUID
-		}
-		clients[i] = mps.Client{Name: d.Pool + "/" + d.Device, PipeDir: d.MPSPipeDir, UUID: uuid,
+	for i := range devs {
+		d := &devs[i]
+		clients[i] = mps.Client{Name: d.Name(), PipeDir: d.MPSPipeDir, UUID: d.UUID(),
 			PinnedMemoryLimit: d.Sharing.MPSPinnedMemoryLimit, ActiveThreadPercentage: d.Sharing.MPSActiveThreadPercentage}
 	}
 	env, mount, err := mps.ClientEdits(clients)
