@@ -69,6 +69,10 @@ type publisher struct {
 	held      func(string, *inventory.Partition) bool
 	heldWhole func(gpu string) bool
 
+	// labeler keeps the node's fabric domain label (nodelabel.go); nil
+	// without an API client (the dry run).
+	labeler *nodeLabeler
+
 	// Written only by the caller that runs publishes (busy), one at a time,
 	// and earlyErr by New.
 	inv      *inventory.Node
@@ -93,7 +97,11 @@ type round struct {
 
 // newPublisher is the publisher of o's node, its taints those tr reports.
 func newPublisher(o *Options, tr *health.Tracker) *publisher {
-	return &publisher{opts: o, tracker: tr, taints: tr.Taints}
+	p := &publisher{opts: o, tracker: tr, taints: tr.Taints}
+	if o.KubeClient != nil {
+		p.labeler = &nodeLabeler{client: o.KubeClient, node: o.NodeName}
+	}
+	return p
 }
 
 // publishOptions is the one place the agent's options and the node's state
@@ -218,6 +226,11 @@ func (p *publisher) run(ctx context.Context, r reason, send func(context.Context
 		return nil
 	}
 	logger := klog.FromContext(ctx)
+	// The label follows the inventory, whatever the slices do; a failure
+	// is logged and the next publish tries again.
+	if err := p.labeler.sync(ctx, p.inv); err != nil {
+		logger.Error(err, "Label the node with its GPUs' fabric domain")
+	}
 	if p.sent != nil && apiequality.Semantic.DeepEqual(*p.sent, res.Resources) {
 		logger.V(4).Info("Devices unchanged, nothing to publish", "pool", res.Pool)
 		return nil

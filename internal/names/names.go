@@ -21,6 +21,12 @@ const (
 	PartitioningDynamic = "dynamic"
 )
 
+// NodeLabelFabricDomain is the node label the agent sets to its GPUs'
+// multi-node NVLink domain (the fabricDomain attribute they all carry), so
+// that a pod group's workers can be kept inside one domain; absent where
+// the node's GPUs have none, or name more than one.
+const NodeLabelFabricDomain = DriverName + "/fabric-domain"
+
 // DeviceClasses are the DeviceClasses the chart ships
 // (internal/deviceclasses), the first the class of any whole GPU.
 var DeviceClasses = []string{

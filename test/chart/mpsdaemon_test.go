@@ -188,11 +188,25 @@ func compilePolicy(t *testing.T, p *admissionv1.ValidatingAdmissionPolicy) *poli
 // the first validation that fails.
 func (p *policy) admit(t *testing.T, user, node, op string, object, oldObject *corev1.Pod) string {
 	t.Helper()
-	toMap := func(pod *corev1.Pod) any {
-		if pod == nil {
+	return p.admitObject(t, user, node, op, podOrNil(object), podOrNil(oldObject))
+}
+
+// podOrNil keeps a nil pod a nil object, not an object holding nil.
+func podOrNil(p *corev1.Pod) runtime.Object {
+	if p == nil {
+		return nil
+	}
+	return p
+}
+
+// admitObject is admit for any kind of object; nil for none.
+func (p *policy) admitObject(t *testing.T, user, node, op string, object, oldObject runtime.Object) string {
+	t.Helper()
+	toMap := func(obj runtime.Object) any {
+		if obj == nil {
 			return nil
 		}
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {
 			t.Fatal(err)
 		}

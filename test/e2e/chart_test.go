@@ -28,6 +28,7 @@ import (
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/daemonpods"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/nodelabels"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
@@ -37,6 +38,9 @@ const (
 	policyName = "tessera-node-slices"
 	// podPolicyName confines the agent's pods to MPS daemons of its node.
 	podPolicyName = "tessera-mps-daemons"
+	// nodePolicyName confines the agent's node patches to its own node's
+	// fabric domain label.
+	nodePolicyName = "tessera-node-label"
 	// A driver no DeviceClass selects: the test's slices never reach a claim.
 	testDriver = "chart-test.tessera.dev"
 	testLabel  = "e2e.tessera.dev/chart-test"
@@ -118,6 +122,44 @@ func TestChart(t *testing.T) {
 	// every hostile variant of daemonpods.Hostile. The dry run passes the
 	// API server's defaulting and validation first, so the policy judges
 	// the pod as it would be stored.
+	// The agent may patch its own node's fabric domain label and nothing
+	// else of any node: server-side dry-run patches as the agent's
+	// node-bound identity, of the label and of every way out in
+	// nodelabels.Cases, judged by the real API server.
+	t.Run("NodeLabelFabricDomainOnly", func(t *testing.T) {
+		nodes := agent.CoreV1().Nodes()
+		patch := func(node string, c nodelabels.Case) error {
+			n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := nodelabels.Patch(n, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = nodes.Patch(ctx, node, types.StrategicMergePatchType, p, metav1.PatchOptions{DryRun: dryRun})
+			return err
+		}
+		cases := nodelabels.Cases()
+		// The policy may take a moment: until node B's label is denied.
+		if err := scenario.Poll(ctx, 30*time.Second, func() (bool, string) {
+			err := patch(nodeB, cases[0])
+			return isPolicyDenial(err), fmt.Sprintf("label of %s: %v", nodeB, err)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		deniedByPolicy(t, "the domain label on another node", patch(nodeB, cases[0]), "only its own node")
+		for _, c := range cases {
+			err := patch(nodeA, c)
+			switch {
+			case c.Field == "" && err != nil:
+				t.Errorf("%s: %v, want admitted", c.Name, err)
+			case c.Field != "":
+				deniedByPolicy(t, c.Name, err, c.Field)
+			}
+		}
+	})
+
 	t.Run("MPSDaemonPodsExactlyAsTheAgentMakesThem", func(t *testing.T) {
 		_, c := chartDaemonSet(t, objs)
 		e := map[string]string{}
@@ -563,7 +605,8 @@ func waitPolicy(t *testing.T, ctx context.Context) {
 func isPolicyDenial(err error) bool {
 	return (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) &&
 		(strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'") ||
-			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+podPolicyName+"'"))
+			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+podPolicyName+"'") ||
+			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+nodePolicyName+"'"))
 }
 
 // deniedByPolicy fails unless err is the policy's denial with message.

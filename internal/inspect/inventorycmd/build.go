@@ -75,6 +75,7 @@ func buildGPU(nd *inspect.NodeDevices, g *inspect.GPUGroup, allocs inspect.Alloc
 		out.Fabric = inspect.AttrString(w, publish.AttrFabric)
 		out.FabricIsland = inspect.AttrString(w, publish.AttrFabricIsland)
 		out.FabricBandwidthGBps, _ = inspect.AttrInt(w, publish.AttrFabricBandwidth)
+		out.FabricDomain = inspect.AttrString(w, publish.AttrFabricDomain)
 		out.PCIBusID = inspect.AttrString(w, inspect.AttrPCIBusID)
 		out.Shared = inspect.IsShared(w)
 		out.Holders = allocs[inspect.DeviceKey{Pool: g.Pool, Name: w.Name}]

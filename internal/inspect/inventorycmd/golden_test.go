@@ -30,6 +30,7 @@ func TestInventoryGolden(t *testing.T) {
 		{name: "inventory-dgx-h100-dynamic-half-full-json", files: []string{"dgx-h100-dynamic.yaml", "dgx-h100-dynamic-claims.yaml"}, output: inspect.OutputJSON},
 		{name: "inventory-l4-4-capacity-wide", files: []string{"l4-4-capacity.yaml", "l4-4-capacity-claims.yaml"}, output: inspect.OutputWide},
 		{name: "inventory-l4-4-capacity-yaml", files: []string{"l4-4-capacity.yaml", "l4-4-capacity-claims.yaml"}, output: inspect.OutputYAML},
+		{name: "inventory-gb200-nvl72-tray-wide", files: []string{"gb200-nvl72-tray.yaml"}, output: inspect.OutputWide},
 		{
 			name:  "inventory-fleet",
 			files: []string{"dgx-h100.yaml", "a100-pcie-pairs.yaml", "mi300x-8.yaml", "mixed-inference.yaml", "dgx-h100-mig.yaml", "dgx-h100-dynamic.yaml", "dgx-h100-dynamic-claims.yaml", "l4-4-capacity.yaml", "l4-4-capacity-claims.yaml"},

@@ -22,22 +22,24 @@ type GPU struct {
 	Device string `json:"device"`
 	// Published is false for a GPU published only as its partitions (MIG
 	// mode on, static partitioning): its row is made from them.
-	Published           bool            `json:"published"`
-	Vendor              string          `json:"vendor,omitempty"`
-	Model               string          `json:"model,omitempty"`
-	ProductName         string          `json:"productName,omitempty"`
-	UUID                string          `json:"uuid,omitempty"`
-	MemoryBytes         int64           `json:"memoryBytes,omitempty"`
-	Fabric              string          `json:"fabric,omitempty"`
-	FabricIsland        string          `json:"fabricIsland,omitempty"`
-	FabricBandwidthGBps int64           `json:"fabricBandwidthGBps,omitempty"`
-	PCIBusID            string          `json:"pciBusID,omitempty"`
-	PCIeRoot            string          `json:"pcieRoot,omitempty"`
-	NUMANode            *int64          `json:"numaNode,omitempty"`
-	Simulated           bool            `json:"simulated,omitempty"`
-	Partitioning        string          `json:"partitioning"`
-	PartitionKind       string          `json:"partitionKind,omitempty"`
-	Taints              []inspect.Taint `json:"taints,omitempty"`
+	Published           bool   `json:"published"`
+	Vendor              string `json:"vendor,omitempty"`
+	Model               string `json:"model,omitempty"`
+	ProductName         string `json:"productName,omitempty"`
+	UUID                string `json:"uuid,omitempty"`
+	MemoryBytes         int64  `json:"memoryBytes,omitempty"`
+	Fabric              string `json:"fabric,omitempty"`
+	FabricIsland        string `json:"fabricIsland,omitempty"`
+	FabricBandwidthGBps int64  `json:"fabricBandwidthGBps,omitempty"`
+	// FabricDomain is the GPU's multi-node NVLink domain, where it has one.
+	FabricDomain  string          `json:"fabricDomain,omitempty"`
+	PCIBusID      string          `json:"pciBusID,omitempty"`
+	PCIeRoot      string          `json:"pcieRoot,omitempty"`
+	NUMANode      *int64          `json:"numaNode,omitempty"`
+	Simulated     bool            `json:"simulated,omitempty"`
+	Partitioning  string          `json:"partitioning"`
+	PartitionKind string          `json:"partitionKind,omitempty"`
+	Taints        []inspect.Taint `json:"taints,omitempty"`
 	// Shared is true for a device that allows multiple allocations
 	// (--sharing=capacity); SharedMemory is then what its shares consume.
 	Shared       bool   `json:"shared,omitempty"`

@@ -36,7 +36,7 @@ func printInventoryTable(w io.Writer, inv *Inventory, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	head := []string{"NODE", "DEVICE", "VENDOR", "MODEL", "MEMORY", "ISLAND", "PARTITIONING", "HEALTH", "USAGE", "HOLDERS"}
 	if wide {
-		head = append(head, "FABRIC", "NUMA", "PCIE-ROOT", "PCI-BUS", "UUID")
+		head = append(head, "FABRIC", "DOMAIN", "NUMA", "PCIE-ROOT", "PCI-BUS", "UUID")
 	}
 	// Empty cells print "-", except on partition rows, which leave the
 	// GPU's columns (node, vendor, island, ...) blank.
@@ -55,14 +55,14 @@ func printInventoryTable(w io.Writer, inv *Inventory, wide bool) error {
 			cells := []string{g.Node, g.Device, g.Vendor, model(g), memory(g.MemoryBytes), g.FabricIsland,
 				partitioning(g), health(g.Taints), gpuUsage(g), holders(g.Holders)}
 			if wide {
-				cells = append(cells, g.Fabric, inspect.FormatNUMA(g.NUMANode), g.PCIeRoot, g.PCIBusID, g.UUID)
+				cells = append(cells, g.Fabric, g.FabricDomain, inspect.FormatNUMA(g.NUMANode), g.PCIeRoot, g.PCIBusID, g.UUID)
 			}
 			row(false, cells...)
 			for _, p := range g.Partitions {
 				cells := []string{"", "  " + p.Device, "", strings.TrimSpace(p.Kind + " " + p.Profile), memory(p.MemoryBytes), "",
 					"", health(p.Taints), partitionUsage(&p), orDash(holders(p.Holders))}
 				if wide {
-					cells = append(cells, "", "", "", "", p.UUID)
+					cells = append(cells, "", "", "", "", "", p.UUID)
 				}
 				row(true, cells...)
 			}

@@ -20,6 +20,7 @@ func TestTopoGolden(t *testing.T) {
 		{"topo-dgx-h100-mig-static", "dgx-h100-mig-0", []string{"dgx-h100-mig.yaml"}},
 		{"topo-dgx-h100-dynamic", "dgx-h100-dyn", []string{"dgx-h100-dynamic.yaml", "dgx-h100-dynamic-claims.yaml"}},
 		{"topo-l4-4-capacity", "l4-0", []string{"l4-4-capacity.yaml"}},
+		{"topo-gb200-nvl72-tray", "tray-0", []string{"gb200-nvl72-tray.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topo, err := Build(inspecttest.Load(t, tc.files...), tc.node)

@@ -18,7 +18,7 @@ const topoLegend = `Legend:
   NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node (same numaNode, different pcieRoot)
   PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (same pcieRoot)
   XGMI = Connection traversing AMD Infinity Fabric (xGMI) (same fabricIsland, fabric xgmi)
-  NV#  = Connection traversing a bonded set of # NVLinks (same fabricIsland, fabric nvlink or nvswitch; # = fabricBandwidthGBps / 25 GB/s per link, rounded; NV alone when no bandwidth is published)
+  NV#  = Connection traversing a bonded set of # NVLinks (same fabricIsland, fabric nvlink or nvswitch; # = fabricBandwidthGBps / the per-link bandwidth of the GPU generation: 25 GB/s, 50 for NVLink 5; rounded; NV alone when no bandwidth is published)
   ?    = Not enough published attributes to tell
 
   Built from published attributes only: PCIe switches below a root are not published,
@@ -48,6 +48,9 @@ func Print(w io.Writer, t *Topology) error {
 		bw := ""
 		if is.BandwidthGBps > 0 {
 			bw = fmt.Sprintf(", %d GB/s", is.BandwidthGBps)
+		}
+		if is.Domain != "" {
+			bw += ", domain " + is.Domain
 		}
 		fmt.Fprintf(w, "  %s (%s%s): %s\n", is.ID, is.Fabric, bw, strings.Join(is.Devices, " "))
 	}

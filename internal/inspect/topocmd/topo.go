@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tessera-gpu/tessera/internal/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/internal/inspect"
+	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/publish"
 )
@@ -22,11 +24,14 @@ const (
 	LinkUnknown = "?"    // not enough attributes to tell
 )
 
-// NVLinkGBps is the unidirectional bandwidth of one NVLink (generations 3
-// and 4: 25 GB/s per direction). NV<n> is the published island bandwidth
-// (fabricBandwidthGBps, unidirectional per GPU) divided by it, rounded:
-// H100 SXM 450 -> NV18, A100 SXM or an A100 PCIe bridge pair 300 -> NV12,
-// as nvidia-smi prints for those machines.
+// NVLinkGBps is the unidirectional bandwidth of one NVLink where the GPU's
+// architecture says nothing better (generations 3 and 4: 25 GB/s per
+// direction). NV<n> is the published island bandwidth
+// (fabricBandwidthGBps, unidirectional per GPU) divided by the per-link
+// bandwidth of the GPU's generation (gpuvendor's Collective.LinkGBps),
+// rounded: H100 SXM 450 -> NV18, A100 SXM or an A100 PCIe bridge pair
+// 300 -> NV12, a GB200 900 -> NV18 (NVLink 5, 50 GB/s a link), as
+// nvidia-smi prints for those machines.
 const NVLinkGBps = 25
 
 // GPU is what the matrix needs of one whole GPU.
@@ -37,6 +42,9 @@ type GPU struct {
 	BandwidthGBps int64  `json:"bandwidthGBps,omitempty"`
 	PCIeRoot      string `json:"pcieRoot,omitempty"`
 	NUMANode      *int64 `json:"numaNode,omitempty"`
+	// LinkGBps is one NVLink's bandwidth of this GPU's generation; 0:
+	// NVLinkGBps.
+	LinkGBps int64 `json:"-"`
 }
 
 // Link classifies the path between a and b from their published attributes:
@@ -54,7 +62,11 @@ func Link(a, b GPU) string {
 		switch a.Fabric {
 		case "nvswitch", "nvlink":
 			bw := min(a.BandwidthGBps, b.BandwidthGBps)
-			if n := int64(math.Round(float64(bw) / NVLinkGBps)); n > 0 {
+			per := max(a.LinkGBps, b.LinkGBps)
+			if per <= 0 {
+				per = NVLinkGBps
+			}
+			if n := int64(math.Round(float64(bw) / float64(per))); n > 0 {
 				return fmt.Sprintf("NV%d", n)
 			}
 			return LinkNV
@@ -90,10 +102,14 @@ type Topology struct {
 
 // Island is a fabric island: the GPUs a fabric joins.
 type Island struct {
-	ID            string   `json:"id"`
-	Fabric        string   `json:"fabric"`
-	BandwidthGBps int64    `json:"bandwidthGBps,omitempty"`
-	Devices       []string `json:"devices"`
+	ID            string `json:"id"`
+	Fabric        string `json:"fabric"`
+	BandwidthGBps int64  `json:"bandwidthGBps,omitempty"`
+	// Domain is the multi-node NVLink domain its GPUs are part of, where
+	// they publish one (fabricDomain): islands of several nodes with the
+	// same domain reach each other over NVLink.
+	Domain  string   `json:"domain,omitempty"`
+	Devices []string `json:"devices"`
 }
 
 // Build builds node's matrix from its whole-GPU devices (type gpu):
@@ -125,6 +141,7 @@ func Build(s *inspect.Snapshot, node string) (*Topology, error) {
 			PCIeRoot: inspect.AttrString(w, inspect.AttrPCIeRoot),
 		}
 		tg.BandwidthGBps, _ = inspect.AttrInt(w, publish.AttrFabricBandwidth)
+		tg.LinkGBps = linkGBps(inspect.AttrString(w, publish.AttrVendor), inspect.AttrString(w, publish.AttrArchitecture))
 		if v, ok := inspect.AttrInt(w, inspect.AttrNUMANode); ok {
 			tg.NUMANode = &v
 		}
@@ -134,7 +151,7 @@ func Build(s *inspect.Snapshot, node string) (*Topology, error) {
 		}
 		is := islands[tg.Island]
 		if is == nil {
-			is = &Island{ID: tg.Island, Fabric: tg.Fabric, BandwidthGBps: tg.BandwidthGBps}
+			is = &Island{ID: tg.Island, Fabric: tg.Fabric, BandwidthGBps: tg.BandwidthGBps, Domain: inspect.AttrString(w, publish.AttrFabricDomain)}
 			islands[tg.Island] = is
 		}
 		is.Devices = append(is.Devices, tg.Device)
@@ -156,4 +173,14 @@ func Build(s *inspect.Snapshot, node string) (*Topology, error) {
 		return inspect.CompareDeviceNames(a.Devices[0], b.Devices[0])
 	})
 	return t, nil
+}
+
+// linkGBps is one direct link's bandwidth for a GPU of vendor and
+// architecture, as its collective library counts links; 0 when unknown.
+func linkGBps(vendor, arch string) int64 {
+	v, ok := vendors.For(inventory.Vendor(vendor))
+	if !ok || v.Collective() == nil {
+		return 0
+	}
+	return v.Collective().LinkGBps(&inventory.GPU{Architecture: arch})
 }

@@ -1,0 +1,86 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/names"
+)
+
+// The agent labels its node with the multi-node NVLink domain its GPUs
+// belong to (names.NodeLabelFabricDomain), so that the scheduler's
+// topology-aware placement of a pod group can keep the group inside one
+// domain. The chart's admission policy lets an agent's token change that
+// label, on its own node, and nothing else of any node.
+
+// nodeLabeler keeps the label equal to the domain of the inventory
+// discovered last. It is called by the one caller that runs publishes.
+type nodeLabeler struct {
+	client kubernetes.Interface
+	node   string
+	// applied is the value on the node ("" for none) once a patch went
+	// through; unknown until the first.
+	applied *string
+	// warned is the inventory's domains last warned about (several).
+	warned string
+}
+
+// fabricDomain is the one domain all of inv's GPUs that have one name, ""
+// where none has one; several is set where they name more than one (a
+// node wired to two domains, or a misconfigured one), which gets no label.
+func fabricDomain(inv *inventory.Node) (domain string, several []string) {
+	var seen []string
+	for i := range inv.GPUs {
+		if d := inv.GPUs[i].FabricDomain; d != "" && !slices.Contains(seen, d) {
+			seen = append(seen, d)
+		}
+	}
+	switch len(seen) {
+	case 0:
+		return "", nil
+	case 1:
+		return seen[0], nil
+	}
+	slices.Sort(seen)
+	return "", seen
+}
+
+// sync sets or removes the label where the node does not show inv's
+// domain yet. A failure is returned and tried again at the next publish.
+func (l *nodeLabeler) sync(ctx context.Context, inv *inventory.Node) error {
+	if l == nil || l.client == nil || inv == nil {
+		return nil
+	}
+	want, several := fabricDomain(inv)
+	if several != nil {
+		if key := fmt.Sprint(several); key != l.warned {
+			l.warned = key
+			klog.FromContext(ctx).Info("Warning: the node's GPUs name several multi-node NVLink domains; the node gets no domain label", "domains", several, "label", names.NodeLabelFabricDomain)
+		}
+	}
+	if l.applied != nil && *l.applied == want {
+		return nil
+	}
+	var value any // JSON null removes the label
+	if want != "" {
+		value = want
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{names.NodeLabelFabricDomain: value}}})
+	if err != nil {
+		return err
+	}
+	if _, err := l.client.CoreV1().Nodes().Patch(ctx, l.node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: names.DriverName}); err != nil {
+		return fmt.Errorf("label node %s %s=%q: %w", l.node, names.NodeLabelFabricDomain, want, err)
+	}
+	l.applied = &want
+	klog.FromContext(ctx).V(2).Info("Node labelled with its fabric domain", "label", names.NodeLabelFabricDomain, "domain", want)
+	return nil
+}

@@ -1,0 +1,86 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/names"
+)
+
+// TestNodeLabelFollowsTheFabricDomain: the node carries its GPUs' one
+// fabric domain as a label, patched only when it changes, removed when the
+// GPUs have none or name several, and a failed patch is tried again.
+func TestNodeLabelFollowsTheFabricDomain(t *testing.T) {
+	const node = "tray-1"
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"keep": "me"}}})
+	fail := false
+	client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if fail {
+			return true, nil, errors.New("API server unavailable")
+		}
+		return false, nil, nil
+	})
+	l := &nodeLabeler{client: client, node: node}
+	inv := func(domains ...string) *inventory.Node {
+		n := &inventory.Node{}
+		for _, d := range domains {
+			n.GPUs = append(n.GPUs, inventory.GPU{FabricDomain: d})
+		}
+		return n
+	}
+	const dom = "00000001-0000-0000-0000-000000000001.2"
+	for _, step := range []struct {
+		name    string
+		inv     *inventory.Node
+		fail    bool
+		want    string // the label's value, "" for none
+		patches int    // patches this step sends
+		wantErr bool
+	}{
+		{"a tray of one domain", inv(dom, dom, dom, dom), false, dom, 1, false},
+		{"the same again: no write", inv(dom, dom, dom, dom), false, dom, 0, false},
+		{"a GPU without one beside them", inv(dom, "", dom), false, dom, 0, false},
+		{"two domains: no label", inv(dom, "00000001-0000-0000-0000-000000000001.3"), false, "", 1, false},
+		{"a failed patch", inv(dom), true, "", 1, true},
+		{"tried again", inv(dom), false, dom, 1, false},
+		{"no domain any more", inv("", ""), false, "", 1, false},
+	} {
+		fail = step.fail
+		before := len(patches(client))
+		err := l.sync(context.Background(), step.inv)
+		if (err != nil) != step.wantErr {
+			t.Fatalf("%s: sync %v, want error %v", step.name, err, step.wantErr)
+		}
+		if got := len(patches(client)) - before; got != step.patches {
+			t.Errorf("%s: %d patches, want %d", step.name, got, step.patches)
+		}
+		n, err := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := n.Labels[names.NodeLabelFabricDomain]; got != step.want {
+			t.Errorf("%s: label %q, want %q", step.name, got, step.want)
+		}
+		if n.Labels["keep"] != "me" {
+			t.Errorf("%s: the node's other labels changed: %v", step.name, n.Labels)
+		}
+	}
+}
+
+func patches(c *fake.Clientset) []k8stesting.Action {
+	var out []k8stesting.Action
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "patch" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
