@@ -14,9 +14,9 @@ import (
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/cdi"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
-	"github.com/tessera-gpu/tessera/internal/sim/standin/standintest"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sim"
+	"github.com/tessera-gpu/tessera/internal/sim/standin/standintest"
 )
 
 const (

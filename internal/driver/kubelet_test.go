@@ -30,10 +30,10 @@ import (
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/metrics"
-	"github.com/tessera-gpu/tessera/internal/sim/standin/standintest"
 	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sim"
+	"github.com/tessera-gpu/tessera/internal/sim/standin/standintest"
 )
 
 // node is one simulated node with a running agent, driven over the agent's

@@ -15,8 +15,8 @@ import (
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/mps"
-	"github.com/tessera-gpu/tessera/internal/sim/standin/standintest"
 	"github.com/tessera-gpu/tessera/internal/sim/standin"
+	"github.com/tessera-gpu/tessera/internal/sim/standin/standintest"
 )
 
 // TestMain lets the test binary be the MPS control stand-in (standintest).
