@@ -30,3 +30,9 @@ run nvidia-smi nvlink -s
 run sh -c "nvidia-smi -q | grep -A 8 -i '^ *Fabric'"
 # The exact calls the nvml backend makes, read-only (needs Go and cgo).
 run go run ./hack/nvml-answers
+
+section "the PCIe bridges above each GPU (NCCL topology file, docs/training.md) and nvidia-smi's view of them"
+for bdf in $(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader 2>/dev/null | tr 'A-F' 'a-f' | sed 's/^0000//'); do
+  run readlink -f "/sys/bus/pci/devices/$bdf"
+done
+run nvidia-smi topo -m

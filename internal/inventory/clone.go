@@ -19,6 +19,7 @@ func (n *Node) Clone() *Node {
 func (g *GPU) Clone() GPU {
 	c := *g
 	c.Engines = maps.Clone(g.Engines)
+	c.PCIeBridges = slices.Clone(g.PCIeBridges)
 	if g.Partitioning != nil {
 		p := *g.Partitioning
 		p.Profiles = make([]PartitionProfile, len(g.Partitioning.Profiles))

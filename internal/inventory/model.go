@@ -84,7 +84,11 @@ type GPU struct {
 
 	PCIBusID string // extended BDF, lowercase: 0000:18:00.0
 	PCIeRoot string // pci<domain>:<bus> of the root complex: pci0000:00
-	NUMANode int    // -1 when the device has no NUMA affinity
+	// PCIeBridges are the bus IDs of the PCIe bridges between the root
+	// complex and the GPU, root port first (its sysfs path): a PCIe
+	// switch's up and down ports among them. Empty where unknown.
+	PCIeBridges []string
+	NUMANode    int // -1 when the device has no NUMA affinity
 
 	// CardID is equal on GPUs that are dies of one physical card (the two
 	// GCDs of an AMD MI250/MI250X) and empty on single-die GPUs; it is

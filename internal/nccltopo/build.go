@@ -75,9 +75,8 @@ func Build(n *inventory.Node, gpus []int, o Options) (*File, error) {
 
 	sys := el("system", "version", coll.SystemVersion())
 	cpus := map[int]*element{}
-	bridges := map[int]*element{} // by switch group
-	group := switchGroups(g)
-	nBridges := 0
+	pl := newPlacer(g)
+	devOf := nvmlIndices(g)
 	for _, p := range ranks {
 		gpu := g.gpu(p)
 		cpu := cpus[gpu.NUMANode]
@@ -85,21 +84,8 @@ func Build(n *inventory.Node, gpus []int, o Options) (*File, error) {
 			cpu = el("cpu", "numaid", itoa(gpu.NUMANode), "arch", arch)
 			cpus[gpu.NUMANode] = cpu
 		}
-		parent := cpu
-		if grp := group[p]; grp >= 0 {
-			br := bridges[grp]
-			if br == nil {
-				// A PCIe switch the inventory knows of (GPUs linked
-				// over PCIe) but not by its bus ID: domain ffff is no
-				// host's, so the ID clashes with no device NCCL finds.
-				br = cpu.add(el("pci", "busid", fmt.Sprintf("ffff:%02x:00.0", nBridges), "class", BridgeClass, "link_speed", linkSpeed(gpu.Architecture), "link_width", itoa(linkWidth)))
-				bridges[grp] = br
-				nBridges++
-			}
-			parent = br
-		}
-		dev := parent.add(el("pci", "busid", gpu.PCIBusID, "class", coll.PCIClass(gpu), "link_speed", linkSpeed(gpu.Architecture), "link_width", itoa(linkWidth)))
-		ge, err := gpuElement(g, coll, p, rankOf[p], ranks)
+		dev := pl.parent(cpu, p).add(el("pci", "busid", gpu.PCIBusID, "class", coll.PCIClass(gpu), "link_speed", linkSpeed(gpu.Architecture), "link_width", itoa(linkWidth)))
+		ge, err := gpuElement(g, coll, p, devOf[p], rankOf[p], ranks)
 		if err != nil {
 			return nil, err
 		}
@@ -126,15 +112,16 @@ func Build(n *inventory.Node, gpus []int, o Options) (*File, error) {
 
 // gpuElement is the gpu element of the claim's p-th GPU with its links to
 // the claim's other GPUs (in rank order) and to its NVSwitch planes.
-func gpuElement(g *graph, c gpuvendor.Collective, p, rank int, ranks []int) (*element, error) {
+func gpuElement(g *graph, c gpuvendor.Collective, p, dev, rank int, ranks []int) (*element, error) {
 	gpu := g.gpu(p)
 	attrs, err := c.GPUAttrs(gpu)
 	if err != nil {
 		return nil, err
 	}
-	// dev is the GPU's ordinal in the container: its rank, since the
-	// visible-devices variable lists the GPUs in rank order.
-	e := el("gpu", "dev", itoa(rank))
+	// dev is the GPU's index in the container's management library (NVML,
+	// ROCm SMI; nvmlIndices), which NCCL uses for its NVML lookups (P2P
+	// status, the NIC each GPU uses), not its CUDA ordinal (rank).
+	e := el("gpu", "dev", itoa(dev))
 	for _, a := range attrs {
 		e.attrs = append(e.attrs, attr{a[0], a[1]})
 	}

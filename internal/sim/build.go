@@ -366,6 +366,14 @@ func (b *builder) gpu(path string, e fileGPU, spec *gpuTypeSpec, vendorIndex int
 	} else if e.PCIeRoot != "" && !pci.IsRoot(e.PCIeRoot) {
 		b.errorf(path+".pcieRoot", "%q is not a PCIe root (want pciDDDD:BB, lowercase hex)", e.PCIeRoot)
 	}
+	for i, br := range e.PCIeBridges {
+		id, ok := normalizePCIBusID(br)
+		if !ok {
+			b.errorf(fmt.Sprintf("%s.pcieBridges[%d]", path, i), "%q is not a PCI bus ID (want DDDD:BB:DD.F)", br)
+			continue
+		}
+		g.PCIeBridges = append(g.PCIeBridges, id)
+	}
 	g.NUMANode = -1
 	if e.NUMANode != nil {
 		if g.NUMANode = *e.NUMANode; g.NUMANode < -1 {

@@ -77,13 +77,15 @@ type fileGPU struct {
 	Type  string `yaml:"type"`
 	Count *int   `yaml:"count"`
 
-	UUID          string `yaml:"uuid"`
-	PCIBusID      string `yaml:"pciBusID"`
-	PCIeRoot      string `yaml:"pcieRoot"`
-	NUMANode      *int   `yaml:"numaNode"`
-	Minor         *int   `yaml:"minor"`
-	RenderMinor   *int   `yaml:"renderMinor"`
-	DriverVersion string `yaml:"driverVersion"`
+	UUID     string `yaml:"uuid"`
+	PCIBusID string `yaml:"pciBusID"`
+	PCIeRoot string `yaml:"pcieRoot"`
+	// PCIeBridges are the bridges from the root port down to the GPU.
+	PCIeBridges   []string `yaml:"pcieBridges"`
+	NUMANode      *int     `yaml:"numaNode"`
+	Minor         *int     `yaml:"minor"`
+	RenderMinor   *int     `yaml:"renderMinor"`
+	DriverVersion string   `yaml:"driverVersion"`
 	// PartitioningEnabled overrides gpuTypes.*.partitioning.enabled.
 	PartitioningEnabled *bool           `yaml:"partitioningEnabled"`
 	Partitions          []filePartition `yaml:"partitions"`

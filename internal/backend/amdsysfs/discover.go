@@ -88,7 +88,7 @@ func identity(g *inventory.GPU, n *kfdNode, pci pciInfo, cus int64, warn func(st
 		warn("KFD node %d: unique_id missing or 0, using gpu_id %d as the UUID", n.ID, n.GPUID)
 	}
 	g.NUMANode = pci.NUMANode
-	g.PCIeRoot = pci.PCIeRoot
+	g.PCIeRoot, g.PCIeBridges = pci.PCIeRoot, pci.PCIeBridges
 }
 
 // cpuNUMA derives a GPU's NUMA node from KFD when sysfs PCI has none: the

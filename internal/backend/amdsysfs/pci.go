@@ -21,6 +21,9 @@ type pciInfo struct {
 	// affinity" and KFD's guess must not replace it.
 	NUMARead bool
 	PCIeRoot string
+	// PCIeBridges are the bridges between the root and the device, root
+	// port first.
+	PCIeBridges []string
 	// CardMinors are the N of drm/cardN (the PCI device's own DRM node).
 	CardMinors []int
 	// ComputeMode and MemoryMode are the current partition modes (CPX,
@@ -56,11 +59,8 @@ func readPCI(r fsRoot, bdf string, warn func(string, ...any)) pciInfo {
 	// The device's real path is /sys/devices/pciDDDD:BB/<bridges>/<bdf>;
 	// its first component after devices/ names the root complex.
 	if real, err := r.resolve(dir); err == nil {
-		for _, c := range strings.Split(real, "/") {
-			if pci.IsRoot(c) {
-				info.PCIeRoot = c
-				break
-			}
+		if root, bridges, ok := pci.Chain(real, bdf); ok {
+			info.PCIeRoot, info.PCIeBridges = root, bridges
 		}
 	}
 	info.CardMinors = r.prefixedIndex(path.Join(dir, "drm"), "card")

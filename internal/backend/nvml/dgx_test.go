@@ -29,7 +29,7 @@ var nvmlProfileIDs = map[string]uint32{
 // report what that machine's NVML reports. The mock's defaults differ from
 // a real DGX H100 in ways that are mock simplifications, not NVML
 // behaviour, so they are set from the sim catalogue's cited captures:
-//   - bus IDs, PCIe roots, NUMA nodes: [SMI]/[TOPO]/[NCCLLOG] (mock: 0000:0N:00.0)
+//   - bus IDs, PCIe roots and bridges, NUMA nodes: [SMI]/[TOPO]/[NCCLLOG] (mock: 0000:0N:00.0)
 //   - driver 580.65.06 (mock: 550.54.15)
 //   - FB total 81559 MiB [SMI] (mock: 81920, an even 80 GiB)
 //   - GI profile rows from nvidia-smi mig -lgip/-lgipp [LGIP]/[LGIPP]
@@ -44,7 +44,8 @@ func dgxH100(t *testing.T, m *sim.Machine) (*server.Server, string) {
 	t.Helper()
 	var slots []gpuSlot
 	for _, g := range m.Node.GPUs {
-		slots = append(slots, gpuSlot{bdf: g.PCIBusID, root: g.PCIeRoot, numa: g.NUMANode})
+		// The catalogue's bridges, none where it knows none ([NCCLLOG]).
+		slots = append(slots, gpuSlot{bdf: g.PCIBusID, root: g.PCIeRoot, numa: g.NUMANode, bridges: append([]string{}, g.PCIeBridges...)})
 	}
 	s, root := newMachine(t, gpus.Multiple(8, gpus.H100_SXM5_80GB), slots)
 	table := map[int]nvml.GpuInstanceProfileInfo{}

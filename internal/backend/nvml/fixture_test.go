@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -26,6 +27,9 @@ import (
 type gpuSlot struct {
 	bdf, root string
 	numa      int
+	// bridges are the bridges between root and the GPU; nil: one root
+	// port, <root's domain and bus>:01.0.
+	bridges []string
 }
 
 // cudaCores is nvmlDeviceGetNumGpuCores for the mock's GPU configs: SMs x
@@ -190,11 +194,15 @@ func bridge(a, b *server.Device, n int, version uint32) {
 }
 
 // writeSysfs lays out sys/bus/pci/devices/<bdf> as a relative symlink into
-// sys/devices/<root>/<root port>/<bdf>, with numa_node there, as Linux does.
+// sys/devices/<root>/<bridges>/<bdf>, with numa_node there, as Linux does.
 func writeSysfs(t *testing.T, root string, s gpuSlot) {
 	t.Helper()
-	port := strings.TrimPrefix(s.root, "pci") + ":01.0"
-	dir := filepath.Join(root, "sys", "devices", s.root, port, s.bdf)
+	bridges := s.bridges
+	if bridges == nil {
+		bridges = []string{strings.TrimPrefix(s.root, "pci") + ":01.0"}
+	}
+	chain := filepath.Join(append([]string{s.root}, append(slices.Clone(bridges), s.bdf)...)...)
+	dir := filepath.Join(root, "sys", "devices", chain)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +213,7 @@ func writeSysfs(t *testing.T, root string, s gpuSlot) {
 	if err := os.MkdirAll(links, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	target := filepath.Join("..", "..", "..", "devices", s.root, port, s.bdf)
+	target := filepath.Join("..", "..", "..", "devices", chain)
 	if err := os.Symlink(target, filepath.Join(links, s.bdf)); err != nil {
 		t.Fatal(err)
 	}

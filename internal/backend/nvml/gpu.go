@@ -217,15 +217,15 @@ func (r *gpuReader) minor() {
 	r.g.Minor = m
 }
 
-// pcie reads the root complex and NUMA node from sysfs (NVML has neither
-// in a form the schema uses).
+// pcie reads the root complex, the bridges to it and the NUMA node from
+// sysfs (NVML has none of them in a form the schema uses).
 func (r *gpuReader) pcie() {
-	root, err := r.b.sys.pcieRoot(r.g.PCIBusID)
+	root, bridges, err := r.b.sys.pcieChain(r.g.PCIBusID)
 	if err != nil {
 		// Not a GPU fault: the attribute is left out and the GPU stays healthy.
 		r.b.logger.Info("PCIe root unknown; attribute left out", "uuid", r.g.UUID, "err", err)
 	}
-	r.g.PCIeRoot = root
+	r.g.PCIeRoot, r.g.PCIeBridges = root, bridges
 	numa, err := r.b.sys.numaNode(r.g.PCIBusID)
 	if err != nil {
 		r.b.logger.Info("NUMA node unknown; attribute left out", "uuid", r.g.UUID, "err", err)

@@ -4,6 +4,7 @@ package nvml
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -49,8 +50,8 @@ func TestMixedNodeBridgedPair(t *testing.T) {
 	if f[1].Kind != inventory.LinkPCIe || f[1].Island == f[0].Island || f[1].Island == f[3].Island {
 		t.Errorf("A30 fabric %+v", f[1])
 	}
-	if g := n.GPUs[3]; g.PCIeRoot != "pci0000:e2" || g.NUMANode != 1 || g.PCIBusID != "0000:e3:00.0" {
-		t.Errorf("H200 PCI %s %s %d", g.PCIBusID, g.PCIeRoot, g.NUMANode)
+	if g := n.GPUs[3]; g.PCIeRoot != "pci0000:e2" || g.NUMANode != 1 || g.PCIBusID != "0000:e3:00.0" || !slices.Equal(g.PCIeBridges, []string{"0000:e2:01.0"}) {
+		t.Errorf("H200 PCI %s %s %v %d, want behind root port 0000:e2:01.0", g.PCIBusID, g.PCIeRoot, g.PCIeBridges, g.NUMANode)
 	}
 }
 

@@ -96,7 +96,7 @@ func TestVersions(t *testing.T) {
 
 func TestSysfsMissing(t *testing.T) {
 	s := sysfs{root: t.TempDir()}
-	if _, err := s.pcieRoot("0000:18:00.0"); err == nil {
+	if _, _, err := s.pcieChain("0000:18:00.0"); err == nil {
 		t.Error("pcie root of a missing device")
 	}
 	if n, err := s.numaNode("0000:18:00.0"); n != -1 || err != nil {
@@ -111,7 +111,7 @@ func TestSysfsMissing(t *testing.T) {
 	if err := os.Symlink("../../../devices/pci0000:00/0000:00:1e.0", filepath.Join(dir, "0000:00:1e.0")); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.pcieRoot("0000:00:1e.0"); r != "pci0000:00" || err != nil {
+	if r, br, err := s.pcieChain("0000:00:1e.0"); r != "pci0000:00" || br != nil || err != nil {
 		t.Errorf("root %q %v", r, err)
 	}
 	if n, _ := s.numaNode("0000:00:1e.0"); n != -1 {

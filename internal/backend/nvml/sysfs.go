@@ -18,23 +18,24 @@ func (s sysfs) devicePath(bdf string) string {
 	return filepath.Join(s.root, "sys", "bus", "pci", "devices", bdf)
 }
 
-// pcieRoot resolves sys/bus/pci/devices/<bdf>, a symlink into
-// sys/devices/pciDDDD:BB/..., and returns the pciDDDD:BB component: the
-// root complex, the same value k8s.io/dynamic-resource-allocation's
-// deviceattribute package publishes as resource.kubernetes.io/pcieRoot.
-// Only the link text is read, so the chain below it need not exist.
-func (s sysfs) pcieRoot(bdf string) (string, error) {
+// pcieChain resolves sys/bus/pci/devices/<bdf>, a symlink into
+// sys/devices/pciDDDD:BB/<bridges>/<bdf>, and returns the pciDDDD:BB
+// component, the root complex (the same value
+// k8s.io/dynamic-resource-allocation's deviceattribute package publishes as
+// resource.kubernetes.io/pcieRoot), and the bridges between it and the
+// GPU, root port first. Only the link text is read, so the chain below it
+// need not exist.
+func (s sysfs) pcieChain(bdf string) (string, []string, error) {
 	p := s.devicePath(bdf)
 	target, err := os.Readlink(p)
 	if err != nil {
-		return "", fmt.Errorf("pcie root of %s: %w", bdf, err)
+		return "", nil, fmt.Errorf("pcie root of %s: %w", bdf, err)
 	}
-	for _, c := range strings.Split(filepath.ToSlash(target), "/") {
-		if pci.IsRoot(c) {
-			return c, nil
-		}
+	root, bridges, ok := pci.Chain(filepath.ToSlash(target), bdf)
+	if !ok {
+		return "", nil, fmt.Errorf("pcie root of %s: link %s -> %s names no pciDDDD:BB root", bdf, p, target)
 	}
-	return "", fmt.Errorf("pcie root of %s: link %s -> %s names no pciDDDD:BB root", bdf, p, target)
+	return root, bridges, nil
 }
 
 // numaNode reads sys/bus/pci/devices/<bdf>/numa_node. The kernel writes -1
