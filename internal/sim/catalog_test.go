@@ -13,7 +13,7 @@ const (
 )
 
 func TestCatalogLoads(t *testing.T) {
-	want := []string{"a100-pcie-pairs", "dgx-a100", "dgx-h100", "dgx-h100-mig", "gb200-nvl72-tray", "hgx-h200", "l4-4", "l4-4-r615", "mi300x-8", "mixed-inference", "t4-2"}
+	want := []string{"a100-pcie-pairs", "dgx-a100", "dgx-h100", "dgx-h100-mig", "gb200-nvl72-tray", "gb300-nvl72-tray", "hgx-h200", "l4-4", "l4-4-r615", "mi300x-8", "mixed-inference", "t4-2"}
 	if got := CatalogNames(); !slices.Equal(got, want) {
 		t.Fatalf("CatalogNames() = %v, want %v", got, want)
 	}

@@ -9,12 +9,20 @@ import (
 	"github.com/tessera-gpu/tessera/internal/publish"
 )
 
-// The GB200 NVL72 tray: its 4 GPUs are one NVSwitch island and carry the
-// fabric domain of the real GB200 capture, on the inventory and as the
+// The NVL72 trays: their 4 GPUs are one NVSwitch island and carry the
+// fabric domain of the real capture's clique, on the inventory and as the
 // published fabricDomain attribute.
-func TestGB200TrayFabric(t *testing.T) {
-	const domain = "00000001-0000-0000-0000-000000000001.2"
-	m := mustProfile(t, "gb200-nvl72-tray")
+func TestNVL72TrayFabric(t *testing.T) {
+	for _, tc := range []struct{ machine, domain string }{
+		{"gb200-nvl72-tray", "00000001-0000-0000-0000-000000000001.2"},
+		{"gb300-nvl72-tray", "00000003-0000-0000-0000-000000000003.32766"},
+	} {
+		t.Run(tc.machine, func(t *testing.T) { checkTray(t, tc.machine, tc.domain) })
+	}
+}
+
+func checkTray(t *testing.T, machine, domain string) {
+	m := mustProfile(t, machine)
 	f, err := fabric.Compute(&m.Node)
 	if err != nil {
 		t.Fatal(err)
