@@ -6,12 +6,17 @@
 //	tessera-sim load ...           a device's workload, for its telemetry (internal/sim/workload)
 //	tessera-sim reboot ...         a simulated node's reboot: new boot id, its MPS daemons gone (internal/sim)
 //	tessera-sim version            its version (also --version)
+//
+// Run under the name nvidia-cuda-mps-control (a copy or link in a driver
+// root, as the local cluster makes one), it is the stand-in:
+// `nvidia-cuda-mps-control -f` is `tessera-sim mps-control -f`.
 package main
 
 import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/tessera-gpu/tessera/internal/sim/inject"
@@ -41,7 +46,19 @@ var subcommands = map[string]subcommand{
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(argsAs(os.Args[0], os.Args[1:]), os.Stdin, os.Stdout, os.Stderr))
+}
+
+// mpsControlName is the name under which it is the MPS stand-in.
+const mpsControlName = "nvidia-cuda-mps-control"
+
+// argsAs is the arguments run takes for a program invoked as name with
+// args: under mpsControlName, those of the mps-control subcommand.
+func argsAs(name string, args []string) []string {
+	if filepath.Base(name) == mpsControlName {
+		return append([]string{"mps-control"}, args...)
+	}
+	return args
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

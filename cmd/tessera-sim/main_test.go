@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,6 +32,25 @@ func TestRun(t *testing.T) {
 				t.Errorf("run(%q) = %d, stderr %q; want %d with %q", tt.args, got, stderr.String(), tt.status, tt.stderr)
 			}
 		})
+	}
+}
+
+// TestArgsAs: under the driver's program name it is the MPS stand-in, so
+// that a driver root can hold it as nvidia-cuda-mps-control.
+func TestArgsAs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{name: "/driver-root/usr/bin/nvidia-cuda-mps-control", args: []string{"-f"}, want: []string{"mps-control", "-f"}},
+		{name: "nvidia-cuda-mps-control", want: []string{"mps-control"}},
+		{name: "/usr/bin/tessera-sim", args: []string{"mps-control", "-f"}, want: []string{"mps-control", "-f"}},
+		{name: "/usr/bin/nvidia-cuda-mps-control-old", args: []string{"-f"}, want: []string{"-f"}},
+	} {
+		if got := argsAs(tc.name, tc.args); !slices.Equal(got, tc.want) {
+			t.Errorf("argsAs(%q, %q) = %q; want %q", tc.name, tc.args, got, tc.want)
+		}
 	}
 }
 

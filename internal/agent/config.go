@@ -73,6 +73,10 @@ type Config struct {
 	HealthPoll               time.Duration
 	MPSControl               string
 	NvidiaSMI                string
+	// The NVIDIA driver's root on the host and where the agent and the MPS
+	// daemon pods see it (driverroot.go).
+	NvidiaDriverRoot      string
+	NvidiaDriverRootMount string
 	// Attribution of devices to pods (internal/podresources).
 	AttributionPoll    time.Duration
 	PodResourcesSocket string
@@ -139,6 +143,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MPSDaemonServiceAccount, "mps-daemon-service-account", "", "With --mps-daemons=pod, the daemon pods' service account: one with no rights (its token is not mounted either).")
 	fs.BoolVar(&c.MPSDaemonPrivileged, "mps-daemon-privileged", false, "With --mps-daemons=pod, run the daemon pods privileged: nvml's daemons open the GPU device nodes, which only a privileged container may; the simulator's stand-in needs nothing.")
 	fs.StringVar(&c.MPSDaemonPriorityClass, "mps-daemon-priority-class", "", "With --mps-daemons=pod, the daemon pods' priority class: preempting a daemon kills its clients' CUDA calls.")
+	fs.StringVar(&c.NvidiaDriverRoot, "nvidia-driver-root", "", "The NVIDIA driver's root on the host: / where the driver is installed on the node, /run/nvidia/driver under the GPU Operator. Set, libnvidia-ml.so.1 is loaded from its library directories (usr/lib64, usr/lib/x86_64-linux-gnu, usr/lib/aarch64-linux-gnu, lib64, ...) and the MPS control program (backend sim: the stand-in) is run from its program directories (usr/bin, usr/sbin, bin, sbin, opt/bin) unless --mps-control is set; either missing stops the agent naming the paths tried. The MPS daemon pods mount it read-only at --nvidia-driver-root-mount. Empty: libnvidia-ml by the loader's search, the MPS control program by PATH.")
+	fs.StringVar(&c.NvidiaDriverRootMount, "nvidia-driver-root-mount", "", "Where --nvidia-driver-root is mounted in the agent's container, and in the MPS daemon pods (the chart: /driver-root). Default: --nvidia-driver-root itself (an agent on the host).")
 	fs.StringVar(&c.NvidiaSMI, "nvidia-smi", "nvidia-smi", "nvidia-smi binary that sets time-slice intervals (compute-policy), which NVML has no call for (backend nvml).")
 	def := health.DefaultPolicy()
 	fs.StringVar(&c.HealthXIDPolicy, "health-xid-policy", "", "Site overrides of the XID classification, code=Effect,... with Effect Ignore, None, NoSchedule or NoExecute (e.g. 43=NoSchedule). See docs/health.md for the built-in table.")
@@ -199,6 +205,12 @@ func (c *Config) Validate() error {
 	}
 	if l := c.LegacyMPSShares; l != "" && l != "share" && l != "whole" {
 		return fmt.Errorf("--legacy-mps-shares: %q is neither share nor whole", c.LegacyMPSShares)
+	}
+	if _, _, err := c.driverRoot(); err != nil {
+		return err
+	}
+	if c.NvidiaDriverRoot == "" && c.NvidiaDriverRootMount != "" {
+		return fmt.Errorf("--nvidia-driver-root-mount %q without --nvidia-driver-root", c.NvidiaDriverRootMount)
 	}
 	if err := c.validateMPSDaemons(); err != nil {
 		return err

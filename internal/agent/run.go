@@ -47,9 +47,14 @@ func newBackend(ctx context.Context, c *Config, launcher mps.Launcher) (backend.
 		if err != nil {
 			return nil, fmt.Errorf("--sim-profile: %w", err)
 		}
-		control, err := c.simMPSControl()
+		control, err := c.driverMPSControl(logger)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--backend=sim: the MPS stand-in: %w", err)
+		}
+		if control == nil {
+			if control, err = c.simMPSControl(); err != nil {
+				return nil, err
+			}
 		}
 		root := c.MPSRoot
 		if root == "" {
@@ -116,7 +121,7 @@ func checkStandIn(path string) error {
 // autoBackend picks nvml when libnvidia-ml loads, else amd when the KFD
 // topology exists, and says which and why.
 func autoBackend(c *Config, logger klog.Logger, launcher mps.Launcher) (backend.Backend, error) {
-	nvOK, nvWhy := detectNVML()
+	nvOK, nvWhy := detectNVML(c, logger)
 	if nvOK {
 		logger.Info("Backend auto-detected", "backend", "nvml", "reason", nvWhy)
 		return newNVML(c, logger, launcher)

@@ -18,6 +18,9 @@ const (
 	// EnvDaemonID marks a daemon process with its id, so it can be found
 	// in /proc even when its PID was never recorded.
 	EnvDaemonID = "TESSERA_MPS_DAEMON"
+	// EnvLibraryPath is where a daemon of a driver root finds the
+	// driver's libraries (Config.LibraryPath).
+	EnvLibraryPath = "LD_LIBRARY_PATH"
 
 	envVisibleDevices = "CUDA_VISIBLE_DEVICES"
 	envPipeDir        = "CUDA_MPS_PIPE_DIRECTORY"

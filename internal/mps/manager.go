@@ -46,6 +46,10 @@ type Config struct {
 	// Launcher runs the daemon processes; nil means ProcessLauncher, the
 	// agent's own detached children.
 	Launcher Launcher
+	// LibraryPath is the daemons' LD_LIBRARY_PATH (the driver root's
+	// library directory, where the MPS server finds libcuda); empty: not
+	// set.
+	LibraryPath string
 	// Protocol is the MPS protocol the daemons run: Protocol3 (MPS v3,
 	// namespaces; drivers r615+) or 0 for legacy MPS.
 	Protocol int
@@ -62,7 +66,9 @@ type Manager struct {
 	bootID   string
 	run      Launcher
 	protocol int
-	locks    keyed.Mutex
+	// libraryPath: Config.LibraryPath.
+	libraryPath string
+	locks       keyed.Mutex
 }
 
 // New returns a manager for c. It touches no files: Root is created by the
@@ -84,7 +90,7 @@ func New(c Config) (*Manager, error) {
 			return nil, fmt.Errorf("mps: %w", err)
 		}
 	}
-	m := &Manager{root: root, control: slices.Clone(c.Control), logger: c.Logger, timeout: c.Timeout, bootID: boot, run: c.Launcher, protocol: c.Protocol}
+	m := &Manager{root: root, control: slices.Clone(c.Control), logger: c.Logger, timeout: c.Timeout, bootID: boot, run: c.Launcher, protocol: c.Protocol, libraryPath: c.LibraryPath}
 	if m.protocol != 0 && m.protocol != 2 && m.protocol != Protocol3 {
 		return nil, fmt.Errorf("mps: protocol %d is neither legacy MPS (2) nor MPS v3 (3)", c.Protocol)
 	}
@@ -217,15 +223,19 @@ func (m *Manager) adopt(ctx context.Context, logger klog.Logger, spec DaemonSpec
 // launchOf is what the launcher is asked to run for spec.
 func (m *Manager) launchOf(spec DaemonSpec) Launch {
 	pipe, logs := pipeDir(m.root, spec.ID), logDir(m.root, spec.ID)
+	env := map[string]string{
+		envVisibleDevices: strings.Join(spec.Devices, ","),
+		envPipeDir:        pipe,
+		envLogDir:         logs,
+		EnvDaemonID:       spec.ID,
+	}
+	if m.libraryPath != "" {
+		env[EnvLibraryPath] = m.libraryPath
+	}
 	return Launch{
-		ID:   spec.ID,
-		Argv: m.argv(spec.ID),
-		Env: map[string]string{
-			envVisibleDevices: strings.Join(spec.Devices, ","),
-			envPipeDir:        pipe,
-			envLogDir:         logs,
-			EnvDaemonID:       spec.ID,
-		},
+		ID:      spec.ID,
+		Argv:    m.argv(spec.ID),
+		Env:     env,
 		Dir:     m.dir(spec.ID),
 		Output:  filepath.Join(logs, daemonOut),
 		Devices: slices.Clone(spec.Devices),

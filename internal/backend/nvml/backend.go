@@ -24,6 +24,10 @@ type Options struct {
 	// Lib is the NVML library; nil means the host's libnvidia-ml through
 	// nvml.New(). Tests pass go-nvml's mock servers.
 	Lib nvml.Interface
+	// LibraryPath is the libnvidia-ml to load when Lib is nil (found under
+	// the driver root, internal/driverroot); empty: libnvidia-ml.so.1 by
+	// the dynamic loader's search.
+	LibraryPath string
 	// SysfsRoot is the directory that holds the host's sys/ tree ("/" when
 	// empty), for PCIe roots and NUMA nodes, which NVML does not report.
 	SysfsRoot string
@@ -35,6 +39,10 @@ type Options struct {
 	// MPSControl is the argv of NVIDIA's MPS control program
 	// (["nvidia-cuda-mps-control"] when empty).
 	MPSControl []string
+	// MPSLibraryPath is the MPS daemons' LD_LIBRARY_PATH: the driver
+	// root's library directory, where the MPS server finds libcuda (empty:
+	// the loader's default search).
+	MPSLibraryPath string
 	// MPSRoot holds one directory per MPS daemon, its pipes and logs
 	// ("/var/run/tessera/mps" when empty; created on first use).
 	MPSRoot string
@@ -84,7 +92,7 @@ var _ backend.Backend = (*Backend)(nil)
 func New(o Options) (*Backend, error) {
 	lib := o.Lib
 	if lib == nil {
-		lib = nvml.New()
+		lib = newLib(o.LibraryPath)
 	}
 	root := o.SysfsRoot
 	if root == "" {
@@ -109,7 +117,7 @@ func New(o Options) (*Backend, error) {
 	if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS && isolation.MPSNamespaces(nvidia.Vendor{}.Capabilities(), &inventory.GPU{DriverVersion: driverSemver(v)}) {
 		protocol = mps.Protocol3
 	}
-	daemons, err := mps.New(mps.Config{Root: mpsRoot, Control: control, Logger: logger, Launcher: o.MPSLauncher, Protocol: protocol})
+	daemons, err := mps.New(mps.Config{Root: mpsRoot, Control: control, LibraryPath: o.MPSLibraryPath, Logger: logger, Launcher: o.MPSLauncher, Protocol: protocol})
 	if err != nil {
 		_ = lib.Shutdown()
 		return nil, fmt.Errorf("nvml: %w", err)
@@ -137,6 +145,9 @@ func initLib(lib nvml.Interface) error {
 	case nvml.SUCCESS:
 		return nil
 	case nvml.ERROR_LIBRARY_NOT_FOUND:
+		if p := libraryPath(lib); p != "" {
+			return fmt.Errorf("nvml: %s could not be loaded (see the agent's log for the loader's reason): check --nvidia-driver-root", p)
+		}
 		return errors.New("nvml: libnvidia-ml.so.1 not found: install the NVIDIA driver on the host " +
 			"and make its libraries visible to the plugin (or choose another --backend)")
 	case nvml.ERROR_DRIVER_NOT_LOADED:

@@ -11,8 +11,31 @@ import (
 // Detect reports whether NVML works on this host, for --backend=auto, and
 // why not. It initialises NVML and shuts it down again, so nothing stays
 // open: loading the library alone would say yes on a host whose kernel
-// driver is missing.
-func Detect() (ok bool, reason string) { return detect(nvml.New()) }
+// driver is missing. libraryPath is as Options.LibraryPath.
+func Detect(libraryPath string) (ok bool, reason string) { return detect(newLib(libraryPath)) }
+
+// newLib is NVML from path, or libnvidia-ml.so.1 by the loader's search
+// when path is empty.
+func newLib(path string) nvml.Interface {
+	if path == "" {
+		return nvml.New()
+	}
+	return &pathLib{Interface: nvml.New(nvml.WithLibraryPath(path)), path: path}
+}
+
+// pathLib is NVML loaded from a path, which initLib's errors name.
+type pathLib struct {
+	nvml.Interface
+	path string
+}
+
+// libraryPath is the path lib was loaded from, "" for the loader's search.
+func libraryPath(lib nvml.Interface) string {
+	if p, ok := lib.(*pathLib); ok {
+		return p.path
+	}
+	return ""
+}
 
 func detect(lib nvml.Interface) (bool, string) {
 	if err := initLib(lib); err != nil {

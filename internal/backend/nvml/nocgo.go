@@ -22,11 +22,13 @@ var errNoCgo = errors.New("the nvml backend needs a cgo build (CGO_ENABLED=1) on
 // Options mirrors the cgo build's Options, less the library handle (whose
 // type only exists with cgo), so callers compile the same in both builds.
 type Options struct {
-	SysfsRoot  string
-	Logger     klog.Logger
-	NvidiaSMI  string
-	MPSControl []string
-	MPSRoot    string
+	LibraryPath    string
+	SysfsRoot      string
+	Logger         klog.Logger
+	NvidiaSMI      string
+	MPSControl     []string
+	MPSLibraryPath string
+	MPSRoot        string
 	// MPSLauncher: as in the cgo build.
 	MPSLauncher mps.Launcher
 
@@ -46,7 +48,7 @@ var (
 func New(Options) (*Backend, error) { return nil, errNoCgo }
 
 // Detect reports that NVML cannot be used by this build.
-func Detect() (ok bool, reason string) { return false, errNoCgo.Error() }
+func Detect(string) (ok bool, reason string) { return false, errNoCgo.Error() }
 
 func (*Backend) Name() string                                       { return "nvml" }
 func (*Backend) Close() error                                       { return nil }
