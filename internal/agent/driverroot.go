@@ -59,3 +59,12 @@ func (c *Config) driverMPSControl(logger klog.Logger) ([]string, error) {
 	logger.Info("Running the MPS control program of the driver root", "driverRoot", r.Host, "mount", r.Mount, "mpsControl", p)
 	return []string{p}, nil
 }
+
+// driverRootMount is where the agent sees --nvidia-driver-root: the mount
+// flag, else the root itself; "" without a root.
+func (c *Config) driverRootMount() string {
+	if c.NvidiaDriverRootMount != "" {
+		return c.NvidiaDriverRootMount
+	}
+	return c.NvidiaDriverRoot
+}

@@ -60,6 +60,8 @@ func (c *Config) mpsLauncher(client kubernetes.Interface, logger klog.Logger) (m
 		ServiceAccount:    c.MPSDaemonServiceAccount,
 		Privileged:        c.MPSDaemonPrivileged,
 		PriorityClassName: c.MPSDaemonPriorityClass,
+		DriverRoot:        c.NvidiaDriverRoot,
+		DriverRootMount:   c.driverRootMount(),
 		Logger:            logger,
 	})
 	if err != nil {

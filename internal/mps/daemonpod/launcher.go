@@ -38,6 +38,14 @@ type Config struct {
 	// (nvml); the sim's stand-in needs none.
 	Privileged        bool
 	PriorityClassName string
+	// DriverRoot is the NVIDIA driver's root on the host (--nvidia-driver-root)
+	// and DriverRootMount where the agent sees it: each daemon pod mounts
+	// the one read-only at the other (a hostPath of type Directory), so
+	// that the control program the agent found there (its Argv[0]) and the
+	// driver's libraries are at the same paths in the pod. Empty: no such
+	// mount (the control program is the image's).
+	DriverRoot      string
+	DriverRootMount string
 	// Timeout bounds each wait for a pod to be gone; 0 means
 	// mps.DefaultTimeout.
 	Timeout time.Duration
@@ -68,6 +76,9 @@ func New(c Config) (*Launcher, error) {
 	}
 	if c.Client == nil {
 		missing = append(missing, "client")
+	}
+	if (c.DriverRoot == "") != (c.DriverRootMount == "") {
+		return nil, fmt.Errorf("daemonpod: driver root %q mounted at %q: want both or neither", c.DriverRoot, c.DriverRootMount)
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("daemonpod: no %s", strings.Join(missing, ", "))

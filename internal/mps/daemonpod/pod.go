@@ -34,10 +34,12 @@ const (
 const ContainerName = "mps-control"
 
 const (
-	namePrefix  = "tessera-mps-"
-	volumeName  = "mps-dir"
-	envDevices  = "CUDA_VISIBLE_DEVICES"
-	hashLetters = 16
+	namePrefix = "tessera-mps-"
+	volumeName = "mps-dir"
+	// DriverRootVolume is the volume of the driver root, the pod's second.
+	DriverRootVolume = "driver-root"
+	envDevices       = "CUDA_VISIBLE_DEVICES"
+	hashLetters      = 16
 )
 
 // PodName is the name of the daemon pod of id on node: stable, so that one
@@ -64,6 +66,20 @@ func (p *Launcher) pod(l mps.Launch, node metav1.OwnerReference) *corev1.Pod {
 		env = append(env, corev1.EnvVar{Name: k, Value: l.Env[k]})
 	}
 	dirType := corev1.HostPathDirectory // the Manager made it
+	volumes := []corev1.Volume{{
+		Name:         volumeName,
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: l.Dir, Type: &dirType}},
+	}}
+	mounts := []corev1.VolumeMount{{Name: volumeName, MountPath: l.Dir}}
+	if p.c.DriverRoot != "" {
+		// The driver's: read-only, never created (a missing root is the
+		// node's fault, which the pod's events then name).
+		volumes = append(volumes, corev1.Volume{
+			Name:         DriverRootVolume,
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: p.c.DriverRoot, Type: &dirType}},
+		})
+		mounts = append(mounts, corev1.VolumeMount{Name: DriverRootVolume, MountPath: p.c.DriverRootMount, ReadOnly: true})
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            PodName(p.c.NodeName, l.ID),
@@ -88,17 +104,14 @@ func (p *Launcher) pod(l mps.Launch, node metav1.OwnerReference) *corev1.Pod {
 				ImagePullPolicy: p.c.ImagePullPolicy,
 				Command:         slices.Clone(l.Argv),
 				Env:             env,
-				VolumeMounts:    []corev1.VolumeMount{{Name: volumeName, MountPath: l.Dir}},
+				VolumeMounts:    mounts,
 				SecurityContext: p.securityContext(),
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU:    resource.MustParse("10m"),
 					corev1.ResourceMemory: resource.MustParse("16Mi"),
 				}},
 			}},
-			Volumes: []corev1.Volume{{
-				Name:         volumeName,
-				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: l.Dir, Type: &dirType}},
-			}},
+			Volumes: volumes,
 		},
 	}
 }
