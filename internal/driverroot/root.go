@@ -10,6 +10,9 @@ import (
 	"strings"
 )
 
+// Marker begins every NotFoundError's message.
+const Marker = "driverroot:"
+
 // Names of the driver's files the agent needs.
 const (
 	NVML       = "libnvidia-ml.so.1"
@@ -86,11 +89,14 @@ func (e *NotFoundError) Error() string {
 	if e.Root.Mount != e.Root.Host {
 		where += " (mounted at " + e.Root.Mount + ")"
 	}
-	msg := fmt.Sprintf("driverroot: %s not found under the driver root %s (tried %s)", e.Name, where, strings.Join(e.Tried, ", "))
+	tried := strings.Join(e.Tried, ", ")
 	if err := errors.Join(e.Errs...); err != nil {
-		msg += ": " + strings.ReplaceAll(err.Error(), "\n", "; ")
+		tried += "; " + strings.ReplaceAll(err.Error(), "\n", "; ")
 	}
-	return msg
+	// One line that ends with the parenthesis of the paths tried, so that
+	// a reader of the agent's last words (kubectl tessera doctor) can cut
+	// it out of a longer error.
+	return fmt.Sprintf("%s %s not found under the driver root %s (tried %s)", Marker, e.Name, where, tried)
 }
 
 // Library is the path of library name (e.g. NVML) in the first of

@@ -8,7 +8,8 @@
 //   - one file a check: deviceclasses.go, node.go, slices.go, readyz.go,
 //     health.go (device taints), prepare.go (claims stuck in prepare,
 //     failed-prepare events), partitioning.go (the node label against
-//     what is published).
+//     what is published), driver.go (a driver file an agent found
+//     missing under its driver root, from the agent pods' status).
 //   - findings.go: bounding long lists and messages.
 //   - gather.go: reading the Input from a cluster; probe.go asking an
 //     agent's /readyz.

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -58,6 +57,11 @@ func Gather(ctx context.Context, c kubernetes.Interface, o Options) (*Input, err
 	gatherNodes(ctx, c, in, targets)
 	gatherClassesAndClaims(ctx, c, in)
 	gatherEvents(ctx, c, in)
+	if all, err := agents.ListPods(ctx, c, o.AgentSelector); err != nil {
+		in.AgentPodsErr = err.Error()
+	} else {
+		in.AgentPods = all
+	}
 	gatherReadiness(ctx, c, o, in, targets)
 	return in, nil
 }
@@ -154,7 +158,7 @@ func gatherEvents(ctx context.Context, c kubernetes.Interface, in *Input) {
 // gatherReadiness asks each target node's agent /readyz: at the URL given
 // for it, or through the API server's proxy to its agent pod.
 func gatherReadiness(ctx context.Context, c kubernetes.Interface, o Options, in *Input, targets []string) {
-	pods, podsErr := agentPods(ctx, c, o, targets)
+	pods, podsErr := in.AgentPods, in.AgentPodsErr
 	timeout := o.ProbeTimeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -169,24 +173,4 @@ func gatherReadiness(ctx context.Context, c kubernetes.Interface, o Options, in 
 		return probePod(pctx, c, pods[n])
 	})
 	maps.Copy(in.Readiness, answers)
-}
-
-// agentPods lists the agent pods by node, when some target has no
-// --metrics-url; the error is the listing's.
-func agentPods(ctx context.Context, c kubernetes.Interface, o Options, targets []string) (map[string][]corev1.Pod, string) {
-	pods := map[string][]corev1.Pod{}
-	needPods := false
-	for _, n := range targets {
-		if o.MetricsURLs[n] == "" {
-			needPods = true
-		}
-	}
-	if !needPods {
-		return pods, ""
-	}
-	all, err := agents.ListPods(ctx, c, o.AgentSelector)
-	if err != nil {
-		return pods, err.Error()
-	}
-	return all, ""
 }

@@ -99,8 +99,8 @@ func TestGatherDoctorInputHappyPath(t *testing.T) {
 			t.Errorf("%s %s: %s", f.Status, f.Name(), f.Detail)
 		}
 	}
-	if len(fs) != 19 {
-		t.Errorf("%d findings, want 19", len(fs))
+	if len(fs) != 20 { // 19 and the fleet's driver check
+		t.Errorf("%d findings, want 20", len(fs))
 	}
 	slices.Sort(proxied)
 	wantProxied := []string{
@@ -199,7 +199,7 @@ func TestGatherDoctorInputBroken(t *testing.T) {
 		"node ghost does not exist",
 		"FAIL  ghost/slices ",
 		"no ResourceSlices: the agent is not running or not registered on ghost",
-		"\n22 checks: 15 passed, 3 warnings, 4 failed\n",
+		"\n23 checks: 16 passed, 3 warnings, 4 failed\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)

@@ -30,6 +30,7 @@ const (
 	CheckHealth        = "health"
 	CheckPrepare       = "prepare"
 	CheckPartitioning  = "partitioning"
+	CheckDriver        = "driver"
 )
 
 // PartitioningLabel is the node label the local cluster sets to the
@@ -99,6 +100,10 @@ type Input struct {
 	// PodNodes maps "namespace/name" of pods named by Events to their
 	// node, for events that do not say which kubelet sent them.
 	PodNodes map[string]string
+	// AgentPods are the agent pods by node; AgentPodsErr says why they
+	// could not be listed.
+	AgentPods    map[string][]corev1.Pod
+	AgentPodsErr string
 	// Readiness is each node's /readyz outcome; a node without an entry
 	// was not asked.
 	Readiness map[string]Readiness

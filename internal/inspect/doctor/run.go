@@ -29,7 +29,7 @@ type (
 // The checks, in the order their findings print: the fleet's, then each
 // node's in turn.
 var (
-	fleetChecks = []fleetCheck{checkDeviceClasses, checkAnySlices}
+	fleetChecks = []fleetCheck{checkDeviceClasses, checkAnySlices, checkDriver}
 	nodeChecks  = []nodeCheck{checkNode, checkSlices, checkReadyz, checkHealth, checkPrepare, checkPartitioning}
 )
 
