@@ -232,7 +232,8 @@ func TestDefaults(t *testing.T) {
 		"NODE_NAME":                          "fieldRef:spec.nodeName",
 		"POD_NAMESPACE":                      "fieldRef:metadata.namespace",
 		"TESSERA_MPS_DAEMONS":                "pod",
-		"TESSERA_MPS_CONTROL":                "nvidia-cuda-mps-control",
+		"TESSERA_NVIDIA_DRIVER_ROOT":         "/",
+		"TESSERA_NVIDIA_DRIVER_ROOT_MOUNT":   "/driver-root",
 		"TESSERA_MPS_DAEMON_IMAGE":           "ghcr.io/tessera-gpu/tessera-kubelet-plugin:0.1.0",
 		"TESSERA_MPS_DAEMON_SERVICE_ACCOUNT": "tessera-mps-daemon",
 		"TESSERA_MPS_DAEMON_PRIVILEGED":      "true",
@@ -286,7 +287,8 @@ func TestDefaults(t *testing.T) {
 		if m.ReadOnly {
 			mode = "ro"
 		}
-		if hostPaths[m.Name] != m.MountPath {
+		// The driver root is the one mounted elsewhere: its flag says both.
+		if hostPaths[m.Name] != m.MountPath && m.Name != "driver-root" {
 			t.Errorf("mount %s: host %s at %s; the agent's flags name host paths", m.Name, hostPaths[m.Name], m.MountPath)
 		}
 		mounts[m.MountPath] = mode
@@ -300,6 +302,7 @@ func TestDefaults(t *testing.T) {
 		"/sys":                                     "ro",
 		"/var/run/tessera/mps":                     "rw",
 		"/var/lib/kubelet/pod-resources":           "ro",
+		"/driver-root":                             "ro",
 	}
 	if !reflect.DeepEqual(mounts, wantMounts) {
 		t.Errorf("mounts\n%v\nwant\n%v", mounts, wantMounts)

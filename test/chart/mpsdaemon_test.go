@@ -266,6 +266,11 @@ func TestMPSDaemonPolicy(t *testing.T) {
 		{[]string{"backend=sim", "sim.stateDir=/srv/sim"}, "/srv/sim/mps"},
 		{[]string{"backend=nvml", "mps.root=/run/mps"}, "/run/mps"},
 		{[]string{"backend=nvml", "mps.daemonPod.privileged=false"}, "/var/run/tessera/mps"},
+		// Driver roots: the GPU Operator's, none, and the sim's stand-in
+		// from the host (the default above is the host's /).
+		{[]string{"nvidiaDriverRoot=/run/nvidia/driver"}, "/var/run/tessera/mps"},
+		{[]string{"backend=nvml", "nvidiaDriverRoot="}, "/var/run/tessera/mps"},
+		{[]string{"backend=sim", "sim.driverRoot=/var/lib/tessera/sim-driver"}, "/var/run/tessera/sim/" + node + "/mps"},
 	} {
 		t.Run(strings.Join(append([]string{"defaults"}, backend.sets...), ","), func(t *testing.T) {
 			objs := render(t, backend.sets...)

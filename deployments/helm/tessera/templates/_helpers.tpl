@@ -155,11 +155,55 @@ is <sim-state-dir>/mps, the state dir defaulting to
 {{- end }}
 {{- end }}
 
+{{/* The driver root on the host (--nvidia-driver-root): nvidiaDriverRoot
+with backends auto and nvml, sim.driverRoot with sim, none with amd. ""
+when none; else a clean absolute path. */}}
+{{- define "tessera.driverRoot" -}}
+{{- $root := "" }}
+{{- if has .Values.backend (list "auto" "nvml") }}
+{{- $root = .Values.nvidiaDriverRoot | default "" }}
+{{- else if eq .Values.backend "sim" }}
+{{- $root = .Values.sim.driverRoot | default "" }}
+{{- end }}
+{{- if and $root (or (not (isAbs $root)) (ne (clean $root) $root)) }}
+{{- fail (printf "the driver root (nvidiaDriverRoot, sim.driverRoot) must be a clean absolute path such as / or /run/nvidia/driver, not %q" $root) }}
+{{- end }}
+{{- $root }}
+{{- end }}
+
+{{/* Where the driver root is mounted in the agent and the MPS daemon pods
+(--nvidia-driver-root-mount). */}}
+{{- define "tessera.driverRootMount" -}}
+/driver-root
+{{- end }}
+
+{{/* The driver root's program and library directories, as JSON lists of
+paths under its mount: internal/driverroot's BinaryDirs and LibraryDirs
+(test/chart checks they agree). The MPS daemon pods' command and
+LD_LIBRARY_PATH are admitted from these only. */}}
+{{- define "tessera.driverRootBinaries" -}}
+{{- $m := include "tessera.driverRootMount" . }}
+{{- $out := list }}
+{{- range list "usr/bin" "usr/sbin" "bin" "sbin" "opt/bin" }}
+{{- $out = append $out (printf "%s/%s/nvidia-cuda-mps-control" $m .) }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+{{- define "tessera.driverRootLibraryDirs" -}}
+{{- $m := include "tessera.driverRootMount" . }}
+{{- $out := list }}
+{{- range list "usr/lib64" "usr/lib/x86_64-linux-gnu" "usr/lib/aarch64-linux-gnu" "lib64" "lib/x86_64-linux-gnu" "lib/aarch64-linux-gnu" }}
+{{- $out = append $out (printf "%s/%s" $m .) }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
 {{/* The MPS control program and its leading arguments (--mps-control), as a
 JSON list: the daemon pods' command is this plus the daemon's arguments,
-and the admission policy admits no other. The sim image holds the stand-in
-at /usr/bin/tessera-sim; every other backend runs NVIDIA's, found on the
-image's PATH. */}}
+and the admission policy admits no other. With a driver root the agent
+finds the program in it (tessera.driverRootBinaries) and this is not set.
+The sim image holds the stand-in at /usr/bin/tessera-sim; every other
+backend runs NVIDIA's, found on the image's PATH. */}}
 {{- define "tessera.mpsControl" -}}
 {{- if eq .Values.backend "sim" }}
 {{- toJson (list "/usr/bin/tessera-sim" "mps-control") }}

@@ -9,12 +9,14 @@ package daemonpods
 import (
 	"context"
 	"fmt"
+	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/tessera-gpu/tessera/internal/driverroot"
 	"github.com/tessera-gpu/tessera/internal/mps"
 	"github.com/tessera-gpu/tessera/internal/mps/daemonpod"
 )
@@ -25,30 +27,41 @@ const ID = "claim-1"
 // Of is the daemon pod the launcher builds on node for a daemon under root,
 // with the agent's daemon flags as the chart sets them (env: the agent
 // container's TESSERA_* variables). v3 gives the MPS v3 command line. The
-// pod is as the launcher sends it: no resourceVersion or UID.
+// pod is as the launcher sends it: no resourceVersion or UID. With a
+// driver root (TESSERA_NVIDIA_DRIVER_ROOT) the control program is the
+// driver's in its first program directory and, but with backend sim, the
+// daemon's LD_LIBRARY_PATH its first library directory (ControlIn and
+// LibraryPathIn give the others).
 func Of(env map[string]string, namespace, node, root string, v3 bool) (*corev1.Pod, error) {
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
+	driverRoot, mount := env["TESSERA_NVIDIA_DRIVER_ROOT"], env["TESSERA_NVIDIA_DRIVER_ROOT_MOUNT"]
 	l, err := daemonpod.New(daemonpod.Config{
 		Client: client, Namespace: namespace, NodeName: node, Image: env["TESSERA_MPS_DAEMON_IMAGE"],
 		ServiceAccount: env["TESSERA_MPS_DAEMON_SERVICE_ACCOUNT"], Privileged: env["TESSERA_MPS_DAEMON_PRIVILEGED"] == "true",
 		PriorityClassName: env["TESSERA_MPS_DAEMON_PRIORITY_CLASS"],
+		DriverRoot:        driverRoot, DriverRootMount: mount,
 	})
 	if err != nil {
 		return nil, err
 	}
 	// The launch internal/mps's Manager asks for (launchOf, argv, v3Argv).
 	dir := strings.TrimSuffix(root, "/") + "/" + ID
-	argv := append(strings.Fields(env["TESSERA_MPS_CONTROL"]), "-f")
+	control := strings.Fields(env["TESSERA_MPS_CONTROL"])
+	daemonEnv := map[string]string{
+		"CUDA_VISIBLE_DEVICES": "GPU-1", "CUDA_MPS_PIPE_DIRECTORY": dir + "/pipe",
+		"CUDA_MPS_LOG_DIRECTORY": dir + "/log", mps.EnvDaemonID: ID,
+	}
+	if driverRoot != "" {
+		control = []string{ControlIn(mount, driverroot.BinaryDirs[0])}
+		if env["TESSERA_BACKEND"] != "sim" {
+			daemonEnv[mps.EnvLibraryPath] = LibraryPathIn(mount, driverroot.LibraryDirs[0])
+		}
+	}
+	argv := append(control, "-f")
 	if v3 {
 		argv = append(argv, "-p", "3", "-a", dir+"/mps.toml")
 	}
-	h, err := l.Launch(context.Background(), mps.Launch{
-		ID: ID, Argv: argv, Dir: dir,
-		Env: map[string]string{
-			"CUDA_VISIBLE_DEVICES": "GPU-1", "CUDA_MPS_PIPE_DIRECTORY": dir + "/pipe",
-			"CUDA_MPS_LOG_DIRECTORY": dir + "/log", mps.EnvDaemonID: ID,
-		},
-	})
+	h, err := l.Launch(context.Background(), mps.Launch{ID: ID, Argv: argv, Dir: dir, Env: daemonEnv})
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +73,14 @@ func Of(env map[string]string, namespace, node, root string, v3 bool) (*corev1.P
 	p.ResourceVersion, p.UID = "", ""
 	return p, nil
 }
+
+// ControlIn is the MPS control program in dir (one of
+// driverroot.BinaryDirs) of a driver root mounted at mount.
+func ControlIn(mount, dir string) string { return path.Join(mount, dir, driverroot.MPSControl) }
+
+// LibraryPathIn is the LD_LIBRARY_PATH of library directory dir (one of
+// driverroot.LibraryDirs) of a driver root mounted at mount.
+func LibraryPathIn(mount, dir string) string { return path.Join(mount, dir) }
 
 // Case is one variant of the launcher's pod.
 type Case struct {
@@ -226,6 +247,7 @@ func Hostile(good *corev1.Pod, root string, privileged bool, runtimeClass string
 			p.Spec.Containers[0].SecurityContext.ProcMount = ptr(corev1.UnmaskedProcMount)
 		}), Field: "securityContext"},
 	}
+	cases = append(cases, driverRootCases(good, dir, privileged)...)
 	if privileged {
 		cases = append(cases,
 			Case{Name: "Bidirectional propagation", Pod: ctr(func(c *corev1.Container) {
