@@ -99,6 +99,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		PID: os.Getpid(), Protocol: d.Protocol, Instance: newInstance(), Started: d.now(),
 		Devices: slices.Clone(d.Devices), DefaultActiveThreadPercentage: 100, Commands: []string{},
 	}
+	if exe, err := os.Executable(); err == nil {
+		d.status.Executable = exe
+	}
 	if d.Protocol == 3 {
 		d.status.Servers = map[string]ServerStatus{}
 		if cfg != nil {

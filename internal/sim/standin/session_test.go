@@ -97,6 +97,9 @@ func TestDaemonProtocolAndInstance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if st.Executable != p.cmd.Path {
+				t.Errorf("executable %q, want %q (what ran)", st.Executable, p.cmd.Path)
+			}
 			if st.Protocol != tt.protocol || st.PID != p.cmd.Process.Pid || len(st.Instance) != 16 || time.Since(st.Started) > time.Minute {
 				t.Errorf("status %+v, want protocol %d", st, tt.protocol)
 			}

@@ -32,6 +32,11 @@ type Status struct {
 	// PID of an old one (in a pod, say) does not.
 	Instance string    `json:"instance"`
 	Started  time.Time `json:"started"`
+	// Executable is the program the daemon runs as, as its own mount
+	// namespace names it: in a daemon pod of a driver root,
+	// /driver-root/usr/bin/nvidia-cuda-mps-control, not the image's
+	// /usr/bin/tessera-sim.
+	Executable string `json:"executable,omitempty"`
 	// Devices is the daemon's CUDA_VISIBLE_DEVICES.
 	Devices []string `json:"devices"`
 	// DefaultActiveThreadPercentage is 100 until set.

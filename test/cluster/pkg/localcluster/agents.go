@@ -37,6 +37,10 @@ func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 			"profile":  n.Profile,
 			"stateDir": c.SimStateDir(n.Name),
 			"image":    map[string]any{"repository": AgentSimImageRepository, "tag": ImageTag},
+			// The MPS stand-in from the host's driver root (makeDriverRoot),
+			// not the image's, as nvidia-cuda-mps-control comes from the
+			// node's driver.
+			"driverRoot": c.DriverRoot(n.Name),
 		},
 		"partitioning": n.PartitioningOf(),
 		"sharing":      n.SharingOf(),

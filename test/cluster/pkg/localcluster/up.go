@@ -365,6 +365,10 @@ func (c *Config) startNode(s *State, p *pki, n Node, images []image) error {
 		return err
 	}
 	if c.RuntimeOf() == RuntimeContainerd {
+		// The stand-in the daemon pods run, from the host (sim.driverRoot).
+		if err := c.makeDriverRoot(n.Name); err != nil {
+			return err
+		}
 		if err := c.startContainerd(s, n.Name, images); err != nil {
 			return err
 		}
