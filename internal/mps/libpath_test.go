@@ -3,15 +3,13 @@ package mps
 import (
 	"maps"
 	"testing"
-
-	"github.com/tessera-gpu/tessera/internal/backend"
 )
 
 // TestLaunchLibraryPath: a daemon of a driver root gets the root's library
 // directory as LD_LIBRARY_PATH (the MPS server loads libcuda from it);
 // without one its environment is the four variables it always had.
 func TestLaunchLibraryPath(t *testing.T) {
-	spec := backend.MPSDaemonSpec{ID: "d1", Devices: []string{"GPU-1"}}
+	spec := DaemonSpec{ID: "d1", Devices: []string{"GPU-1"}}
 	base := map[string]string{
 		envVisibleDevices: "GPU-1",
 		envPipeDir:        "/r/d1/pipe",

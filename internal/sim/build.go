@@ -351,29 +351,7 @@ func (b *builder) gpu(path string, e fileGPU, spec *gpuTypeSpec, vendorIndex int
 		b.errorf(path+".uuid", "%q is not an AMD unique id (want 16 lowercase hex digits)", g.UUID)
 	}
 
-	if e.PCIBusID == "" {
-		// Generated ids are only for quick test machines; real ones are
-		// listed. A clash with a listed id is reported by uniqueness().
-		g.PCIBusID = fmt.Sprintf("0000:%02x:00.0", (0x10+idx)&0xff)
-	} else if id, ok := normalizePCIBusID(e.PCIBusID); ok {
-		g.PCIBusID = id
-	} else {
-		b.errorf(path+".pciBusID", "%q is not a PCI bus ID (want DDDD:BB:DD.F)", e.PCIBusID)
-	}
-	g.PCIeRoot = e.PCIeRoot
-	if g.PCIeRoot == "" && g.PCIBusID != "" {
-		g.PCIeRoot = "pci" + g.PCIBusID[:len(g.PCIBusID)-8] + ":00"
-	} else if e.PCIeRoot != "" && !pci.IsRoot(e.PCIeRoot) {
-		b.errorf(path+".pcieRoot", "%q is not a PCIe root (want pciDDDD:BB, lowercase hex)", e.PCIeRoot)
-	}
-	for i, br := range e.PCIeBridges {
-		id, ok := normalizePCIBusID(br)
-		if !ok {
-			b.errorf(fmt.Sprintf("%s.pcieBridges[%d]", path, i), "%q is not a PCI bus ID (want DDDD:BB:DD.F)", br)
-			continue
-		}
-		g.PCIeBridges = append(g.PCIeBridges, id)
-	}
+	b.pciePlace(path, e, idx, &g)
 	g.NUMANode = -1
 	if e.NUMANode != nil {
 		if g.NUMANode = *e.NUMANode; g.NUMANode < -1 {
@@ -510,4 +488,33 @@ func partitionKinds() []string {
 		}
 	}
 	return kinds
+}
+
+// pciePlace sets g's bus ID, root complex and bridges from e, the idx-th
+// GPU entry at path: a bus ID generated where none is listed, the root of
+// the bus ID's domain where none is listed, the bridges as listed.
+func (b *builder) pciePlace(path string, e fileGPU, idx int, g *inventory.GPU) {
+	if e.PCIBusID == "" {
+		// Generated ids are only for quick test machines; real ones are
+		// listed. A clash with a listed id is reported by uniqueness().
+		g.PCIBusID = fmt.Sprintf("0000:%02x:00.0", (0x10+idx)&0xff)
+	} else if id, ok := normalizePCIBusID(e.PCIBusID); ok {
+		g.PCIBusID = id
+	} else {
+		b.errorf(path+".pciBusID", "%q is not a PCI bus ID (want DDDD:BB:DD.F)", e.PCIBusID)
+	}
+	g.PCIeRoot = e.PCIeRoot
+	if g.PCIeRoot == "" && g.PCIBusID != "" {
+		g.PCIeRoot = "pci" + g.PCIBusID[:len(g.PCIBusID)-8] + ":00"
+	} else if e.PCIeRoot != "" && !pci.IsRoot(e.PCIeRoot) {
+		b.errorf(path+".pcieRoot", "%q is not a PCIe root (want pciDDDD:BB, lowercase hex)", e.PCIeRoot)
+	}
+	for i, br := range e.PCIeBridges {
+		id, ok := normalizePCIBusID(br)
+		if !ok {
+			b.errorf(fmt.Sprintf("%s.pcieBridges[%d]", path, i), "%q is not a PCI bus ID (want DDDD:BB:DD.F)", br)
+			continue
+		}
+		g.PCIeBridges = append(g.PCIeBridges, id)
+	}
 }
