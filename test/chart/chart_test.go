@@ -197,8 +197,10 @@ func TestDefaults(t *testing.T) {
 		"ServiceAccount/tessera",
 		"ServiceAccount/tessera-mps-daemon",
 		"ValidatingAdmissionPolicy/tessera-mps-daemons",
+		"ValidatingAdmissionPolicy/tessera-node-label",
 		"ValidatingAdmissionPolicy/tessera-node-slices",
 		"ValidatingAdmissionPolicyBinding/tessera-mps-daemons",
+		"ValidatingAdmissionPolicyBinding/tessera-node-label",
 		"ValidatingAdmissionPolicyBinding/tessera-node-slices",
 		"ValidatingWebhookConfiguration/tessera-webhook",
 	}
