@@ -41,7 +41,7 @@ VERSION_LDFLAGS = -X $(VERSION_PKG).version=$(BUILD_VERSION) -X $(VERSION_PKG).c
 
 .PHONY: all build test unit vet e2e e2e-containerd bench bench-prepare bench-scheduler dry-run clean \
 	check-build-deps cluster-bins cluster-bins-fake previous-agent prometheus cluster-up cluster-down demo \
-	release-pin-images release-krew release-check images images-all release release-chart release-check-dockerfile helm
+	release-pin-images release-krew release-check images images-all release release-chart chart-package release-check-dockerfile helm
 
 all: build
 
@@ -117,9 +117,10 @@ e2e: build cluster-bins-fake prometheus
 	$(TEST_GO) test -count=1 -timeout=40m $$($(GO) list ./... | grep -v /e2e/containerd)
 
 # e2e-containerd: test/e2e/containerd against a local cluster of containerd
-# nodes, the agents installed by the chart; after e2e, not beside it (two
-# clusters at once would share two cores).
-e2e-containerd: build cluster-bins previous-agent
+# nodes: they import the images of `make images` (amd64) and install the
+# chart package of chart-package, as a user does; after e2e, not beside it
+# (two clusters at once would share two cores).
+e2e-containerd: build cluster-bins previous-agent images chart-package
 	$(TEST_GO) test -count=1 -timeout=20m ./e2e/containerd/
 
 # previous-agent: the agent, stand-in and chart of the commit the downgrade
@@ -133,7 +134,7 @@ previous-agent:
 prometheus:
 	hack/build-prometheus.sh
 
-cluster-up: build $(if $(filter containerd,$(RUNTIME)),cluster-bins,cluster-bins-fake)
+cluster-up: build $(if $(filter containerd,$(RUNTIME)),cluster-bins images chart-package,cluster-bins-fake)
 	$(TEST_GO) run ./cluster/cmd/localcluster up --repo=.. $(if $(NODES),--nodes=$(NODES)) $(if $(RUNTIME),--runtime=$(RUNTIME)) $(if $(WORKLOADS),--workloads)
 
 cluster-down:
@@ -197,6 +198,11 @@ release-chart: helm
 
 helm:
 	hack/build-cluster-bins.sh helm
+
+# chart-package: release-chart of BUILD_VERSION, the images' tag
+# ($(RELEASE_DIR)/tessera-<version>.tgz): what a containerd cluster installs.
+chart-package:
+	$(MAKE) release-chart VERSION=$(BUILD_VERSION)
 
 # release-check VERSION=vX.Y.Z: refuses a release directory (make
 # release's) whose chart is not VERSION's, whose krew manifest is not

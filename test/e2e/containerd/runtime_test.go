@@ -37,6 +37,15 @@ func TestAgentsRunFromTheChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The package the releases were installed from, not the chart's
+	// directory.
+	if ch.Dir, err = cluster.ChartPackage(); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := cluster.ProductionImages()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range nodes {
 		objs, err := ch.RenderValues(localcluster.AgentRelease(n.Name), localcluster.AgentNamespace, filepath.Join(cluster.NodeDir(n.Name), "agent-values.json"))
 		if err != nil {
@@ -52,8 +61,10 @@ func TestAgentsRunFromTheChart(t *testing.T) {
 			t.Errorf("node %s: agent pod %s is controlled by %v, want DaemonSet %s", n.Name, p.Name, owner, localcluster.AgentRelease(n.Name))
 		}
 		c := p.Spec.Containers[0]
-		if want := localcluster.AgentSimImageRepository + ":" + localcluster.ImageTag; c.Image != want {
-			t.Errorf("node %s: agent image %s, want %s", n.Name, c.Image, want)
+		// The values set only the repositories: the tag is the packaged
+		// chart's appVersion, which must be the imported images'.
+		if want := prod[localcluster.AgentSimImage].Ref; c.Image != want {
+			t.Errorf("node %s: agent image %s, want %s (make images' sim image, tagged as the chart package's appVersion)", n.Name, c.Image, want)
 		}
 		if !equality.Semantic.DeepEqual(c.SecurityContext, rendered) {
 			t.Errorf("node %s: agent security context %+v, the chart renders %+v", n.Name, c.SecurityContext, rendered)

@@ -123,6 +123,11 @@ func TestUpgradeUnderChurn(t *testing.T) {
 // their claims stay prepared through all three, and each one's time to
 // Running is measured against the same churn without a rollout.
 func TestDowngradeUnderChurn(t *testing.T) {
+	prod, err := cluster.ProductionImages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := prod[localcluster.AgentImage].Tag
 	node := nodes[1].Name
 	ns := namespace(t, "")
 	runScenario(t, ns, "09-dynamic-mig.yaml")
@@ -153,15 +158,15 @@ func TestDowngradeUnderChurn(t *testing.T) {
 	kept("after the downgrade")
 	back := churn(t, churnNS, "back", pods, kinds, func() {
 		took[1] = rollOut(t, "surgeUpgrades=false", func(node string, sets ...string) error {
-			return cluster.UpgradeAgent(node, append(sets, "image.tag="+localcluster.ImageTag, "sim.image.tag="+localcluster.ImageTag)...)
+			return cluster.UpgradeAgent(node, append(sets, "image.tag="+tag, "sim.image.tag="+tag)...)
 		}, node)
 	})
 	kept("after the upgrade back")
 	surge := churn(t, churnNS, "surge", pods, kinds, func() {
 		took[2] = rollOut(t, "surgeUpgrades=true", cluster.UpgradeAgent, node)
 	})
-	if img := agentPod(t, node).Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+localcluster.ImageTag) {
-		t.Fatalf("after the upgrade back the agent runs %s, want the %s image", img, localcluster.ImageTag)
+	if img := agentPod(t, node).Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+tag) {
+		t.Fatalf("after the upgrade back the agent runs %s, want the %s image", img, tag)
 	}
 	kept("after surge upgrades are on again")
 	drain(t, ns)

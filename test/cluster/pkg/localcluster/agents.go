@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
 )
 
 // AgentNamespace is where a containerd cluster's agents run.
@@ -18,25 +20,23 @@ const AgentNamespace = "tessera"
 func AgentRelease(node string) string { return "tessera-" + node }
 
 // agentValues are the chart values of a node's release: the sim backend
-// with the node's machine and modes, the node's host paths, the image
-// imported into its containerd. Host network: the API server is on this
+// with the node's machine and modes, the node's host paths, the images'
+// repositories as a user who mirrors make images' output sets them (their
+// tags are the chart's appVersion, the images' version: a test checks the
+// pods run exactly the imported images). Host network: the API server is on this
 // machine's loopback and there is no kube-proxy for the kubernetes
 // Service, so the agent is pointed at it directly. DeviceClasses come from
 // internal/deviceclasses (applied once at Up). The first node's release
 // also runs the webhook (cluster-wide: one is enough), as the chart's
 // Deployment and Service; the API server calls its pods directly.
-func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
+func (c *Config) agentValues(s *State, n Node, webhook bool, prod map[string]ProductionImage) map[string]any {
 	return map[string]any{
-		"image": map[string]any{
-			"repository": AgentImageRepository,
-			"tag":        ImageTag,
-			"pullPolicy": "Never",
-		},
+		"image":   map[string]any{"repository": prod[AgentImage].Repository},
 		"backend": "sim",
 		"sim": map[string]any{
 			"profile":  n.Profile,
 			"stateDir": c.SimStateDir(n.Name),
-			"image":    map[string]any{"repository": AgentSimImageRepository, "tag": ImageTag},
+			"image":    map[string]any{"repository": prod[AgentSimImage].Repository},
 			// The MPS stand-in from the host's driver root (makeDriverRoot),
 			// not the image's, as nvidia-cuda-mps-control comes from the
 			// node's driver.
@@ -67,11 +67,7 @@ func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 		},
 		"webhook": map[string]any{
 			"enabled": webhook,
-			"image": map[string]any{
-				"repository": WebhookImageRepository,
-				"tag":        ImageTag,
-				"pullPolicy": "Never",
-			},
+			"image":   map[string]any{"repository": prod[WebhookImage].Repository},
 		},
 		"deviceClasses": map[string]any{
 			"gpu": false, "nvidia": false, "amd": false, "mig": false, "xcp": false,
@@ -82,15 +78,19 @@ func (c *Config) agentValues(s *State, n Node, webhook bool) map[string]any {
 // SimStateDir is a node's simulator state (its agent's --sim-state-dir).
 func (c *Config) SimStateDir(node string) string { return filepath.Join(c.NodeDir(node), "sim") }
 
-// installAgents installs the chart once per node.
+// installAgents installs the chart package (ChartPackage) once per node.
 func (c *Config) installAgents(s *State) error {
-	ch, err := c.chart()
+	ch, err := c.packagedChart()
+	if err != nil {
+		return err
+	}
+	prod, err := c.ProductionImages()
 	if err != nil {
 		return err
 	}
 	for i, n := range c.Nodes {
 		values := filepath.Join(c.NodeDir(n.Name), "agent-values.json")
-		data, err := json.MarshalIndent(c.agentValues(s, n, i == 0), "", "  ")
+		data, err := json.MarshalIndent(c.agentValues(s, n, i == 0, prod), "", "  ")
 		if err != nil {
 			return err
 		}
@@ -108,7 +108,7 @@ func (c *Config) installAgents(s *State) error {
 // kept and sets changed (e.g. "logging.verbosity=5"): the DaemonSet then
 // replaces the agent's pod, as an operator's upgrade does.
 func (c *Config) UpgradeAgent(node string, sets ...string) error {
-	ch, err := c.chart()
+	ch, err := c.packagedChart()
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func (c *Config) UpgradeAgent(node string, sets ...string) error {
 // commit's chart and agent (Config.PreviousAgent, image tag
 // PreviousImageTag), its values kept and sets changed, as an operator's
 // rollback to the version before does. UpgradeAgent with image.tag and
-// sim.image.tag ImageTag goes back.
+// sim.image.tag the production images' tag goes back.
 func (c *Config) DowngradeAgent(node string, sets ...string) error {
 	if !c.hasPreviousAgent() {
 		return fmt.Errorf("node %s: no earlier agent in %s (hack/build-previous-agent.sh builds it)", node, c.PreviousAgent)
@@ -137,4 +137,17 @@ func (c *Config) DowngradeAgent(node string, sets ...string) error {
 		return fmt.Errorf("node %s: downgrade the chart: %w", node, err)
 	}
 	return nil
+}
+
+// packagedChart is helm with the chart package the agents are installed
+// from (ChartPackage).
+func (c *Config) packagedChart() (*helmchart.Chart, error) {
+	ch, err := c.chart()
+	if err != nil {
+		return nil, err
+	}
+	if ch.Dir, err = c.ChartPackage(); err != nil {
+		return nil, err
+	}
+	return ch, nil
 }

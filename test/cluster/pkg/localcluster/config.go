@@ -102,6 +102,13 @@ type Config struct {
 	// Runtime is the nodes' container runtime: RuntimeFake (the default) or
 	// RuntimeContainerd.
 	Runtime string
+	// Images holds `make images`' OCI layouts, <Images>/<image>/: a
+	// containerd cluster imports their linux/amd64 half (ProductionImages).
+	Images string
+	// Release holds `make release-chart`'s package of the images' version,
+	// tessera-<version>.tgz: the chart a containerd cluster installs
+	// (ChartPackage).
+	Release string
 	// PreviousAgent is hack/build-previous-agent.sh's output: an earlier
 	// commit's agent, stand-in and chart. Where it holds them, a
 	// containerd cluster imports that agent as PreviousImageTag, for
@@ -141,6 +148,8 @@ func ForRepo(repo string) *Config {
 		Chart:         filepath.Join(repo, "deployments/helm/tessera"),
 		DeviceClasses: filepath.Join(repo, "internal/deviceclasses/deviceclasses.yaml"),
 		PreviousAgent: filepath.Join(repo, "_output/previous-agent"),
+		Images:        filepath.Join(repo, "_output/images"),
+		Release:       filepath.Join(repo, "_output/release"),
 		Nodes:         DefaultNodes,
 	}
 }

@@ -159,11 +159,8 @@ func (c *Config) startContainerd(s *State, node string, images []image) error {
 		return fmt.Errorf("containerd socket: %w\n%s", err, tail(filepath.Join(c.LogDir(), "containerd-"+node+".log"), 20))
 	}
 	for _, im := range images {
-		// The kubelet's namespace, where the CRI looks for images.
-		out, err := exec.Command(c.bin("ctr"), "--address="+c.ContainerdSocket(node), "--namespace=k8s.io",
-			"images", "import", im.Archive).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("import %s into containerd: %w\n%s", im.Ref, err, out)
+		if err := c.importImage(node, im); err != nil {
+			return err
 		}
 	}
 	return nil

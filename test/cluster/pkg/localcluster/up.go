@@ -113,8 +113,8 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 		if err := c.checkNetworks(); err != nil {
 			return err
 		}
-		step("images %s:%s, %s:%s, %s, %s", AgentImageRepository, ImageTag, AgentSimImageRepository, ImageTag, ProbeImage, PauseImage)
-		if images, err = c.buildImages(); err != nil {
+		step("images: make images' %s, %s, %s (%s), and %s, %s", AgentImage, AgentSimImage, WebhookImage, c.Images, ProbeImage, PauseImage)
+		if images, err = c.clusterImages(); err != nil {
 			return err
 		}
 	}
