@@ -133,6 +133,8 @@ var optionSets = [][]string{
 	{"serviceMonitor.enabled=true"},
 	{"prometheusRule.enabled=true", "prometheusRule.force=true", "prometheusRule.labels.release=prom"},
 	{"networkPolicy.enabled=true"},
+	{"nodeGroups[0].name=dynamic", "nodeGroups[0].nodeSelector.mode=dynamic", "nodeGroups[0].partitioning=dynamic",
+		"nodeGroups[1].name=shared", "nodeGroups[1].nodeSelector.mode=shared", "nodeGroups[1].sharing=capacity"},
 	{"networkPolicy.enabled=true", "hostNetwork=true"},
 	{"backend=nvml"},
 	{"backend=amd", "privileged=false"},
@@ -169,8 +171,12 @@ var optionSets = [][]string{
 func TestEveryOptionRenders(t *testing.T) {
 	for _, sets := range optionSets {
 		objs := render(t, sets...)
-		if len(helmchart.Find(objs, "DaemonSet", "")) != 1 {
-			t.Errorf("%v: no DaemonSet: %v", sets, kinds(objs))
+		want := 1 // one per node group where there are groups
+		if groups := len(slices.DeleteFunc(slices.Clone(sets), func(s string) bool { return !strings.HasSuffix(strings.SplitN(s, "=", 2)[0], "].name") })); groups > 0 {
+			want = groups
+		}
+		if n := len(helmchart.Find(objs, "DaemonSet", "")); n != want {
+			t.Errorf("%v: %d DaemonSets, want %d: %v", sets, n, want, kinds(objs))
 		}
 	}
 }

@@ -211,3 +211,58 @@ backend runs NVIDIA's, found on the image's PATH. */}}
 {{- toJson (list "nvidia-cuda-mps-control") }}
 {{- end }}
 {{- end }}
+
+{{/* The node groups (values.yaml nodeGroups) as a JSON list, checked: each
+named (a DNS label, unique), with its own nodeSelector or affinity (no two
+alike), overriding only the agent settings nothing cluster-wide pins. No
+groups: one group of no name and no settings (one DaemonSet, as before). */}}
+{{- define "tessera.nodeGroups" -}}
+{{- $allowed := list "name" "nodeSelector" "affinity" "tolerations" "partitioning" "dynamicProfiles" "dynamicWindow" "sharing" "minShareIsolation" "legacyMPSShares" "sim" "sysfsRoot" "logging" "health" "attribution" "telemetry" "resources" "priorityClassName" "podAnnotations" "extraEnv" "updateStrategy" }}
+{{- $groups := .Values.nodeGroups | default list }}
+{{- if not (kindIs "slice" $groups) }}
+{{- fail "nodeGroups must be a list of groups" }}
+{{- end }}
+{{- $names := dict }}
+{{- $selectors := dict }}
+{{- range $groups }}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$" (toString .name)) }}
+{{- fail (printf "nodeGroups: name %q must be a DNS label of at most 30 characters" (toString .name)) }}
+{{- end }}
+{{- if hasKey $names .name }}
+{{- fail (printf "nodeGroups: two groups are named %q" .name) }}
+{{- end }}
+{{- $_ := set $names .name true }}
+{{- $g := . }}
+{{- range $k, $v := . }}
+{{- if not (has $k $allowed) }}
+{{- fail (printf "nodeGroups %s: %s cannot differ between groups (the release's RBAC, admission policies, Service or images pin it); install a release per such group (docs/operating.md, \"Node groups\")" $g.name $k) }}
+{{- end }}
+{{- end }}
+{{- if and (hasKey . "sim") (not (empty (omit .sim "profile"))) }}
+{{- fail (printf "nodeGroups %s: of sim only sim.profile may differ between groups" .name) }}
+{{- end }}
+{{- if not (or .nodeSelector .affinity) }}
+{{- fail (printf "nodeGroups %s: a group needs a nodeSelector or affinity that selects its nodes and no other group's" .name) }}
+{{- end }}
+{{- $sel := toJson (dict "nodeSelector" .nodeSelector "affinity" .affinity) }}
+{{- if hasKey $selectors $sel }}
+{{- fail (printf "nodeGroups %s and %s select the same nodes: each node must run one agent" (get $selectors $sel) .name) }}
+{{- end }}
+{{- $_ := set $selectors $sel .name }}
+{{- end }}
+{{- if $groups }}
+{{- toJson $groups }}
+{{- else }}
+{{- toJson (list (dict)) }}
+{{- end }}
+{{- end }}
+
+{{/* The DaemonSet of a node group: <fullname>-<group>, or <fullname>
+without groups. */}}
+{{- define "tessera.daemonSetName" -}}
+{{- if .NodeGroup }}
+{{- printf "%s-%s" (include "tessera.fullname" .) .NodeGroup | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- include "tessera.fullname" . }}
+{{- end }}
+{{- end }}
