@@ -173,4 +173,3 @@ func others(objs []*unstructured.Unstructured) []string {
 	}
 	return out
 }
-
