@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -133,22 +134,61 @@ func (c *Chart) TemplateOnCluster(kubeconfig, release, namespace string, sets ..
 }
 
 // RenderValues renders the chart as release in namespace with a values
-// file, as Install would, decoded.
+// file, as Install would, decoded: the release's objects, not its hooks.
 func (c *Chart) RenderValues(release, namespace, values string) ([]*unstructured.Unstructured, error) {
 	data, err := c.template(release, namespace, "--values", values)
 	if err != nil {
 		return nil, err
 	}
-	return Decode(data)
+	objs, err := Decode(data)
+	return withoutHooks(objs), err
 }
 
-// Render is Template, decoded.
+// Render is Template, decoded: the release's objects, not its hooks
+// (RenderHooks).
 func (c *Chart) Render(namespace string, sets ...string) ([]*unstructured.Unstructured, error) {
 	data, err := c.Template(namespace, sets...)
 	if err != nil {
 		return nil, err
 	}
-	return Decode(data)
+	objs, err := Decode(data)
+	return withoutHooks(objs), err
+}
+
+// RenderHooks is Template, decoded: only the hooks (objects Helm creates
+// at an event, such as pre-delete, not with the release).
+func (c *Chart) RenderHooks(namespace string, sets ...string) ([]*unstructured.Unstructured, error) {
+	data, err := c.Template(namespace, sets...)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := Decode(data)
+	var hooks []*unstructured.Unstructured
+	for _, o := range objs {
+		if IsHook(o) {
+			hooks = append(hooks, o)
+		}
+	}
+	return hooks, err
+}
+
+// HookAnnotation marks a hook; its value names the events.
+const HookAnnotation = "helm.sh/hook"
+
+// IsHook: o is a Helm hook.
+func IsHook(o *unstructured.Unstructured) bool {
+	_, ok := o.GetAnnotations()[HookAnnotation]
+	return ok
+}
+
+func withoutHooks(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if !IsHook(o) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Decode reads a YAML stream of objects; empty documents are skipped.
@@ -204,4 +244,13 @@ func (c *Chart) Upgrade(kubeconfig, release, namespace string, sets ...string) e
 	}
 	_, err := c.run(args...)
 	return err
+}
+
+// Uninstall runs `helm uninstall` of release in namespace, its hooks
+// included, deleting dependents first (the agents' pods before the
+// post-delete hooks) and waiting until its objects are gone, and returns
+// helm's output (with the error when it fails).
+func (c *Chart) Uninstall(kubeconfig, release, namespace string, timeout time.Duration) (string, error) {
+	out, err := c.run("uninstall", release, "--namespace", namespace, "--kubeconfig", kubeconfig, "--cascade", "foreground", "--wait", "--timeout", timeout.String())
+	return string(out), err
 }

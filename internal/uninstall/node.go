@@ -1,0 +1,159 @@
+package uninstall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/internal/agent"
+	"github.com/tessera-gpu/tessera/internal/backend"
+	"github.com/tessera-gpu/tessera/internal/cdi"
+	"github.com/tessera-gpu/tessera/internal/checkpoint"
+	"github.com/tessera-gpu/tessera/internal/handover"
+	"github.com/tessera-gpu/tessera/internal/memlimit"
+	"github.com/tessera-gpu/tessera/internal/sim"
+)
+
+// ErrClaimsPrepared: the node's checkpoint still holds claims; nothing
+// was removed.
+var ErrClaimsPrepared = errors.New("claims are still prepared on this node")
+
+// defaultMPSRoot is the nvml backend's MPS root when --mps-root is empty.
+const defaultMPSRoot = "/var/run/tessera/mps"
+
+// Report is what Node did.
+type Report struct {
+	Destroyed []string // partitions, <gpu>/<partition>
+	ModeOff   []string // GPUs whose MIG mode was turned off
+	Removed   []string // host paths
+}
+
+// NewBackend builds the node's backend from the agent's flags
+// (agent.NewBackend; a fake in tests).
+type NewBackend func(context.Context, *agent.Config) (backend.Backend, error)
+
+// Node cleans the node of everything the agent of c put there, once the
+// agent has exited (it waits for the agent's handover lock) and only if
+// its checkpoint holds no claim (ErrClaimsPrepared, naming them).
+func Node(ctx context.Context, c *agent.Config, newBackend NewBackend) (*Report, error) {
+	logger := klog.FromContext(ctx)
+	// On a node whose agent never started the directory is missing; it
+	// goes with the rest.
+	if err := os.MkdirAll(c.PluginDataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("plugin directory: %w", err)
+	}
+	lock, err := handover.Acquire(ctx, filepath.Join(c.PluginDataDir, handover.LockName))
+	if err != nil {
+		return nil, fmt.Errorf("wait for the agent to exit: %w", err)
+	}
+	defer lock.Release()
+	cp, err := checkpoint.Read(c.CheckpointPath)
+	if err != nil {
+		return nil, fmt.Errorf("read the checkpoint: %w", err)
+	}
+	if len(cp.Claims) > 0 {
+		var held []string
+		for _, cl := range cp.Claims {
+			held = append(held, fmt.Sprintf("%s/%s (%s, %s)", cl.Namespace, cl.Name, cl.UID, cl.State))
+		}
+		sort.Strings(held)
+		return nil, fmt.Errorf("%w: %s; nothing was removed (delete their pods, let the kubelet unprepare them, and run the uninstall again)", ErrClaimsPrepared, strings.Join(held, ", "))
+	}
+	r := &Report{}
+	b, err := newBackend(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("start the %s backend: %w", c.Backend, err)
+	}
+	if closer, ok := b.(io.Closer); ok {
+		defer closer.Close()
+	}
+	if err := r.partitions(ctx, c, b, cp); err != nil {
+		return r, err
+	}
+	var paths []string
+	specs, err := cdi.OwnedPaths(c.CDIDir)
+	if err != nil {
+		return r, err
+	}
+	paths = append(paths, specs...)
+	paths = append(paths, mpsRoot(c), memoryLimitStateDir(c, b))
+	if c.MemoryLimitHook != "" {
+		paths = append(paths, c.MemoryLimitHook)
+	}
+	// The kubelet registration socket(s) of the driver.
+	sockets, err := filepath.Glob(filepath.Join(c.RegistrarDir, Driver+"*"))
+	if err != nil {
+		return r, fmt.Errorf("registration sockets: %w", err)
+	}
+	paths = append(paths, sockets...)
+	paths = append(paths, c.CheckpointPath, c.PluginDataDir)
+	for _, p := range paths {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := os.RemoveAll(p); err != nil {
+			return r, fmt.Errorf("remove %s: %w", p, err)
+		}
+		r.Removed = append(r.Removed, p)
+	}
+	logger.Info("Node cleaned", "partitionsDestroyed", r.Destroyed, "migModeOff", r.ModeOff, "removed", r.Removed)
+	return r, nil
+}
+
+// partitions destroys, with dynamic partitioning, every partition (no
+// claim holds one: the agent carved them all), and turns off the MIG mode
+// the agent turned on. With static partitioning the partitions are the
+// operator's and stay.
+func (r *Report) partitions(ctx context.Context, c *agent.Config, b backend.Backend, cp *checkpoint.Checkpoint) error {
+	if c.Partitioning == "dynamic" {
+		inv, err := b.Discover(ctx)
+		if err != nil {
+			return fmt.Errorf("discover the node's GPUs: %w", err)
+		}
+		for _, g := range inv.GPUs {
+			for _, p := range g.Partitions {
+				if err := b.DestroyPartition(ctx, g.UUID, p.UUID); err != nil {
+					return fmt.Errorf("destroy partition %s of GPU %s: %w", p.UUID, g.UUID, err)
+				}
+				r.Destroyed = append(r.Destroyed, g.UUID+"/"+p.UUID)
+			}
+		}
+	}
+	for _, gpu := range cp.PartitionModeOn {
+		if err := b.SetPartitionMode(ctx, gpu, false); err != nil {
+			return fmt.Errorf("turn off MIG mode of GPU %s: %w", gpu, err)
+		}
+		r.ModeOff = append(r.ModeOff, gpu)
+	}
+	return nil
+}
+
+// mpsRoot is the agent's --mps-root as it resolves it.
+func mpsRoot(c *agent.Config) string {
+	switch {
+	case c.MPSRoot != "":
+		return c.MPSRoot
+	case c.Backend == "sim":
+		return sim.MPSRoot(c.SimStateDir)
+	}
+	return defaultMPSRoot
+}
+
+// memoryLimitStateDir is the memory limit hook's state directory as the
+// agent resolves it (agent.Config.memoryLimitHook).
+func memoryLimitStateDir(c *agent.Config, b backend.Backend) string {
+	if c.MemoryLimitStateDir != "" {
+		return c.MemoryLimitStateDir
+	}
+	if cr, ok := b.(backend.CgroupRooter); ok {
+		return filepath.Join(filepath.Dir(cr.CgroupRoot()), "memory-limits")
+	}
+	return memlimit.DefaultStateDir
+}
