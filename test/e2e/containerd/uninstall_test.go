@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,21 @@ func TestUninstallLeavesNothing(t *testing.T) {
 	waitPodsRunning(t, ns, 3)
 	if n := partitions(t, dynamic); n == 0 {
 		t.Fatalf("node %s: no simulated partition while the MIG slice's pod runs", dynamic)
+	}
+	// What must go is there first (else its absence after proves nothing):
+	// on every node a claim's CDI spec, the plugin directory and the
+	// hook; on the shared node the MPS daemons' directory.
+	for _, n := range nodes {
+		on := leftOnNode(t, n.Name)
+		want := []string{".json", "/plugins/gpu.tessera.dev", "/bin/tessera-cdi-hook"}
+		if n.Name == shared {
+			want = append(want, "/mps")
+		}
+		for _, w := range want {
+			if !slices.ContainsFunc(on, func(p string) bool { return strings.HasSuffix(p, w) }) {
+				t.Fatalf("node %s: before uninstall no path ending %s among Tessera's: %q", n.Name, w, on)
+			}
+		}
 	}
 	t.Cleanup(func() { reinstall(t) })
 
@@ -193,11 +209,11 @@ func leftInCluster(ctx context.Context) (bool, string) {
 				left = append(left, fmt.Sprintf("%d %s of release %s", k, kind, localcluster.AgentRelease(n.Name)))
 			}
 		}
-		slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+		rs, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
 		if err != nil {
 			return false, err.Error()
 		}
-		if k := len(slices.Items); k > 0 {
+		if k := len(rs.Items); k > 0 {
 			left = append(left, fmt.Sprintf("%d ResourceSlices of node %s", k, n.Name))
 		}
 	}
