@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"k8s.io/klog/v2"
 
@@ -98,8 +99,8 @@ func Node(ctx context.Context, c *agent.Config, newBackend NewBackend) (*Report,
 		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if err := os.RemoveAll(p); err != nil {
-			return r, fmt.Errorf("remove %s: %w", p, err)
+		if err := removeAll(p); err != nil {
+			return r, err
 		}
 		r.Removed = append(r.Removed, p)
 	}
@@ -156,4 +157,27 @@ func memoryLimitStateDir(c *agent.Config, b backend.Backend) string {
 		return filepath.Join(filepath.Dir(cr.CgroupRoot()), "memory-limits")
 	}
 	return memlimit.DefaultStateDir
+}
+
+// removeAll removes p and what it holds. Where p is a mount point (the
+// chart mounts the parents of what goes whole, but another deployment may
+// not), what it holds goes and the empty directory stays.
+func removeAll(p string) error {
+	err := os.RemoveAll(p)
+	if err == nil || !errors.Is(err, syscall.EBUSY) {
+		if err != nil {
+			return fmt.Errorf("remove %s: %w", p, err)
+		}
+		return nil
+	}
+	entries, rerr := os.ReadDir(p)
+	if rerr != nil {
+		return fmt.Errorf("remove %s: %w (and listing it: %v)", p, err, rerr)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(p, e.Name())); err != nil {
+			return fmt.Errorf("empty %s (a mount point): %w", p, err)
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"path"
 	"reflect"
 	"slices"
 	"sort"
@@ -23,12 +24,17 @@ func hooks(t *testing.T, sets ...string) []*unstructured.Unstructured {
 	return objs
 }
 
-// hostPaths are the host paths of a pod's volumes.
-func hostPaths(spec *corev1.PodSpec) []string {
+// hostPaths are the host paths of a pod's volumes; those of the volumes
+// named in parents by their parent directories.
+func hostPaths(spec *corev1.PodSpec, parents ...string) []string {
 	var out []string
 	for _, v := range spec.Volumes {
 		if v.HostPath != nil {
-			out = append(out, v.HostPath.Path)
+			p := v.HostPath.Path
+			if slices.Contains(parents, v.Name) {
+				p = path.Dir(p)
+			}
+			out = append(out, p)
 		}
 	}
 	sort.Strings(out)
@@ -43,7 +49,7 @@ func hostPaths(spec *corev1.PodSpec) []string {
 // the Jobs run as non-root with no host path, no capability and a
 // read-only root.
 func TestUninstallHooks(t *testing.T) {
-	for _, sets := range [][]string{{"backend=sim", "memoryLimits.enabled=true"}, {"backend=nvml"}} {
+	for _, sets := range [][]string{{"backend=sim", "memoryLimits.enabled=true"}, {"backend=nvml", "memoryLimits.enabled=true"}} {
 		objs := hooks(t, sets...)
 		agent, _ := daemonSet(t, render(t, sets...))
 		clean := one[appsv1.DaemonSet](t, objs, "DaemonSet", "tessera-uninstall")
@@ -65,15 +71,12 @@ func TestUninstallHooks(t *testing.T) {
 			!reflect.DeepEqual(pod.Affinity, want.Affinity) || !reflect.DeepEqual(pod.Tolerations, want.Tolerations) {
 			t.Errorf("%v: cleanup pods are not placed as the agent's", sets)
 		}
-		wantPaths := hostPaths(want)
-		for i, p := range wantPaths {
-			if strings.HasSuffix(p, "/plugins/gpu.tessera.dev") {
-				wantPaths[i] = strings.TrimSuffix(p, "/gpu.tessera.dev")
-			}
-		}
-		sort.Strings(wantPaths)
+		// What goes whole (the plugin directory, the MPS root, the
+		// memory limit records) is mounted by its parent: a mount point
+		// cannot be removed.
+		wantPaths := hostPaths(want, "plugin-data", "mps", "memory-limit-state")
 		if got := hostPaths(pod); !slices.Equal(got, wantPaths) {
-			t.Errorf("%v: cleanup host paths %q, want the agent's with the plugin directory's parent %q", sets, got, wantPaths)
+			t.Errorf("%v: cleanup host paths %q, want the agent's with those removed whole by their parents %q", sets, got, wantPaths)
 		}
 		for name, event := range map[string]string{"tessera-uninstall-check": "pre-delete", "tessera-uninstall-wait": "post-delete"} {
 			job := one[batchv1.Job](t, objs, "Job", name)
