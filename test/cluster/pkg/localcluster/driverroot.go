@@ -5,6 +5,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+
+	"golang.org/x/sys/unix"
 )
 
 // DriverRootControl is where a node's driver root holds the MPS stand-in,
@@ -74,6 +77,28 @@ func copyExecutable(src, dst string) error {
 	}
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return fmt.Errorf("install %s: %w", dst, err)
+	}
+	return nil
+}
+
+// shareMount makes dir a shared mount point, bound onto itself, unless it
+// is one already. The chart mounts a driver root into the agent with
+// HostToContainer propagation (so that a driver container started later
+// is seen), which the kubelet allows only from a shared or slave mount: a
+// real node's / is shared (systemd), this machine's need not be. Down
+// unmounts everything under the cluster's directory.
+func shareMount(dir string) error {
+	mps, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(mps, dir) {
+		if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", dir, err)
+		}
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("make %s shared: %w", dir, err)
 	}
 	return nil
 }

@@ -369,6 +369,9 @@ func (c *Config) startNode(s *State, p *pki, n Node, images []image) error {
 		if err := c.makeDriverRoot(n.Name); err != nil {
 			return err
 		}
+		if err := shareMount(c.DriverRoot(n.Name)); err != nil {
+			return fmt.Errorf("node %s: driver root: %w", n.Name, err)
+		}
 		if err := c.startContainerd(s, n.Name, images); err != nil {
 			return err
 		}
