@@ -555,11 +555,11 @@ func applyChart(t *testing.T, ctx context.Context, objs []*unstructured.Unstruct
 		}
 	}
 	// Two service accounts (the agent's, the MPS daemons'), the cluster
-	// role and its binding, the daemons' role and its binding, two
-	// policies with their bindings, five classes, and the metrics
-	// scrapers' cluster role.
-	if n != 16 {
-		t.Fatalf("applied %d objects of the chart, want 16", n)
+	// role and its binding, the daemons' role and its binding, three
+	// policies with their bindings (slices, node label, MPS daemon pods),
+	// five classes, and the metrics scrapers' cluster role.
+	if n != 18 {
+		t.Fatalf("applied %d objects of the chart, want 18", n)
 	}
 }
 

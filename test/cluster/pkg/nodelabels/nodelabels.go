@@ -49,7 +49,7 @@ func Cases() []Case {
 			if n.Annotations == nil {
 				n.Annotations = map[string]string{}
 			}
-			n.Annotations["node.alpha.kubernetes.io/ttl"] = "0"
+			n.Annotations["example.com/steer-to"] = "gpu-tenants"
 		}, Field: "metadata.annotations"},
 		{Name: "a taint removed or added", Change: func(n *corev1.Node) {
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "evict", Effect: corev1.TaintEffectNoExecute})
