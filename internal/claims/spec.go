@@ -18,8 +18,10 @@ import (
 type claimSpec struct {
 	cdi.ClaimSpec
 	// isolation is how each device's share would be held (Config.Isolation),
-	// assessed once, here: the memory limit's hooks follow it, and the
-	// prepare's result carries it to the claim's status (Device.Isolation).
+	// assessed once, here, for a share or a device with a memory limit
+	// (the zero Assessment, held by nothing, for the others): the memory
+	// limit's hooks follow it, and the prepare's result carries it to the
+	// claim's status (Device.Isolation).
 	isolation []isolation.Assessment
 }
 
@@ -30,9 +32,12 @@ func (m *Manager) writeSpec(ref cdi.ClaimRef, devs []cdi.ClaimDevice) ([][]strin
 	s := &claimSpec{ClaimSpec: cdi.ClaimSpec{Claim: ref, Devices: slices.Clone(devs)}}
 	s.isolation = make([]isolation.Assessment, len(devs))
 	for i := range s.Devices {
-		s.Devices[i].Edits = cdi.Edits{}
-		if m.cfg.Isolation != nil {
-			s.isolation[i] = m.cfg.Isolation(&devs[i].GPU, devs[i].Partition)
+		d := &s.Devices[i]
+		d.Edits = cdi.Edits{}
+		// Only a share's or a limited device's isolation is read (the
+		// hooks, the share's status): the others' is not assessed.
+		if m.cfg.Isolation != nil && (d.Sharing.IsShare() || limitBytes(d) > 0) {
+			s.isolation[i] = m.cfg.Isolation(&d.GPU, d.Partition)
 		}
 	}
 	for _, e := range effects {
