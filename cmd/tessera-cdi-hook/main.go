@@ -2,7 +2,7 @@
 // GPU share whose memory the node holds in the kernel (internal/memlimit):
 //
 //	tessera-cdi-hook limit --claim-uid=... --device=... --mechanism=dmem|nvml --region=... --bytes=...
-//	    (createRuntime) sets the share's limit on the new container's cgroup
+//	    (createRuntime) sets the share's limit on the cgroup of the new container's pod
 //	tessera-cdi-hook release
 //	    (poststop) forgets what the deleted container held
 //	tessera-cdi-hook check

@@ -40,12 +40,13 @@ type node struct {
 	t              *testing.T
 	hook           memlimit.Hook
 	proc           string
+	pods           map[int]string // pid: pod UID
 	stdout, stderr bytes.Buffer
 }
 
 func newNode(t testing.TB) *node {
 	d := t.TempDir()
-	n := &node{hook: memlimit.Hook{Path: "/opt/tessera/bin/" + memlimit.HookName, CgroupRoot: filepath.Join(d, "cgroup"), StateDir: filepath.Join(d, "state"), Simulated: true}, proc: filepath.Join(d, "proc")}
+	n := &node{hook: memlimit.Hook{Path: "/opt/tessera/bin/" + memlimit.HookName, CgroupRoot: filepath.Join(d, "cgroup"), StateDir: filepath.Join(d, "state"), Simulated: true}, proc: filepath.Join(d, "proc"), pods: map[int]string{}}
 	mustWrite(t, filepath.Join(n.hook.CgroupRoot, "dmem.capacity"), region+" 24152899584\n")
 	return n
 }
@@ -60,9 +61,11 @@ func mustWrite(t testing.TB, p, content string) {
 	}
 }
 
-// container gives pid a cgroup of its own, as runc does.
-func (n *node) container(t testing.TB, pid int, cg string) {
-	mustWrite(t, filepath.Join(n.proc, fmt.Sprint(pid), "cgroup"), "0::"+cg+"\n")
+// container gives pid a cgroup of its own in its pod's, as runc does
+// under a kubelet with the cgroupfs driver.
+func (n *node) container(t testing.TB, pid int, pod, id string) {
+	n.pods[pid] = pod
+	mustWrite(t, filepath.Join(n.proc, fmt.Sprint(pid), "cgroup"), "0::/kubepods/besteffort/pod"+pod+"/"+id+"\n")
 }
 
 func share(uid string) memlimit.Limit {
@@ -72,7 +75,8 @@ func share(uid string) memlimit.Limit {
 // run runs the hook process with args (argv[0] first, as in the CDI spec)
 // and the container's state on stdin.
 func (n *node) run(t testing.TB, args []string, id string, pid int) (string, error) {
-	st, err := json.Marshal(specs.State{Version: specs.Version, ID: id, Status: specs.StateCreating, Pid: pid, Bundle: "/run/bundle/" + id})
+	st, err := json.Marshal(specs.State{Version: specs.Version, ID: id, Status: specs.StateCreating, Pid: pid, Bundle: "/run/bundle/" + id,
+		Annotations: map[string]string{"io.kubernetes.cri.sandbox-uid": n.pods[pid]}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,19 +90,19 @@ func (n *node) run(t testing.TB, args []string, id string, pid int) (string, err
 }
 
 // TestHookProcess: the hook as the runtime runs it. createRuntime sets the
-// share's limit on the container's cgroup; a second container of the claim
-// exits 1 with the claim, device and holder on stderr (runc then fails the
+// share's limit on the cgroup of the container's pod; a second pod's
+// container of the claim exits 1 with the claim, device and holder on stderr (runc then fails the
 // container); poststop releases it, after which the second is let through.
 // Bad arguments and state fail with the reason.
 func TestHookProcess(t *testing.T) {
 	n := newNode(t)
-	n.container(t, 100, "/kubepods/pod-a/ctr-1")
-	n.container(t, 200, "/kubepods/pod-b/ctr-2")
+	n.container(t, 100, "a", "ctr-1")
+	n.container(t, 200, "b", "ctr-2")
 	l := share("uid-1")
 	if msg, err := n.run(t, n.hook.LimitArgs(l), "ctr-1", 100); err != nil {
 		t.Fatalf("limit: %v: %s", err, msg)
 	}
-	got, err := memlimit.ReadDmemMax(filepath.Join(n.hook.CgroupRoot, "kubepods/pod-a/ctr-1"), region)
+	got, err := memlimit.ReadDmemMax(filepath.Join(n.hook.CgroupRoot, "kubepods/besteffort/poda"), region)
 	if err != nil || got != fmt.Sprint(6<<30) {
 		t.Fatalf("dmem.max of %s: %q, %v; want %d", region, got, err, 6<<30)
 	}
@@ -106,7 +110,7 @@ func TestHookProcess(t *testing.T) {
 	if err == nil {
 		t.Fatal("a second container of the share was let through")
 	}
-	for _, want := range []string{memlimit.HookName + ": claim team-a/share (uid-1), device gpu-3, container ctr-2", "held by container ctr-1"} {
+	for _, want := range []string{memlimit.HookName + ": claim team-a/share (uid-1), device gpu-3, container ctr-2", "held by pod a (cgroup /kubepods/besteffort/poda, containers [ctr-1])"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("refusal %q does not say %q", msg, want)
 		}
@@ -114,8 +118,8 @@ func TestHookProcess(t *testing.T) {
 	if msg, err := n.run(t, n.hook.ReleaseArgs(), "ctr-1", 100); err != nil {
 		t.Fatalf("release: %v: %s", err, msg)
 	}
-	if _, err := os.Stat(filepath.Join(n.hook.CgroupRoot, "kubepods/pod-a/ctr-1")); !os.IsNotExist(err) {
-		t.Errorf("released container's simulated cgroup: %v", err)
+	if _, err := os.Stat(filepath.Join(n.hook.CgroupRoot, "kubepods/besteffort/poda")); !os.IsNotExist(err) {
+		t.Errorf("released pod's simulated cgroup: %v", err)
 	}
 	if msg, err := n.run(t, n.hook.LimitArgs(l), "ctr-2", 200); err != nil {
 		t.Fatalf("the second container after the first was released: %v: %s", err, msg)
@@ -151,7 +155,7 @@ func TestHookProcess(t *testing.T) {
 // floor of any hook: the same binary started and exiting at once.
 func BenchmarkHook(b *testing.B) {
 	n := newNode(b)
-	n.container(b, 100, "/kubepods/pod-a/ctr-1")
+	n.container(b, 100, "a", "ctr-1")
 	l := share("uid-1")
 	run := func(args []string) {
 		if msg, err := n.run(b, args, "ctr-1", 100); err != nil {

@@ -30,7 +30,7 @@ func newLimitNode(t *testing.T) limitNode {
 	}
 	for p, content := range map[string]string{
 		filepath.Join(n.hook.CgroupRoot, "dmem.capacity"): limitRegion + " 85899345920\n",
-		filepath.Join(n.env.Proc, "100", "cgroup"):        "0::/kubepods/pod-a/ctr-1\n",
+		filepath.Join(n.env.Proc, "100", "cgroup"):        "0::/kubepods/poda/ctr-1\n",
 	} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -43,11 +43,11 @@ func newLimitNode(t *testing.T) limitNode {
 }
 
 // hold sets, as the createRuntime hook does, the claim's limit on the
-// container's cgroup.
+// cgroup of the container's pod.
 func (n limitNode) hold(t *testing.T, uid, device string) {
 	t.Helper()
 	l := memlimit.Limit{ClaimUID: uid, Claim: "default/c", Device: device, Mechanism: memlimit.Dmem, Region: limitRegion, Bytes: 10 << 30}
-	if err := memlimit.Apply(n.hook, l, specs.State{ID: "ctr-1", Pid: 100}, n.env); err != nil {
+	if err := memlimit.Apply(n.hook, l, specs.State{ID: "ctr-1", Pid: 100, Annotations: map[string]string{memlimit.PodUIDAnnotations[0]: "a"}}, n.env); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -107,8 +107,8 @@ func TestUnprepareReleasesMemoryLimits(t *testing.T) {
 				if recs := n.records(t); len(recs) != 1 || recs[0].ClaimUID != "uid-other" {
 					t.Errorf("records after unprepare: %+v, want the other claim's alone", recs)
 				}
-				if _, err := os.Stat(filepath.Join(n.hook.CgroupRoot, "kubepods", "pod-a", "ctr-1")); !os.IsNotExist(err) {
-					t.Errorf("the container's simulated cgroup is still there: %v", err)
+				if _, err := os.Stat(filepath.Join(n.hook.CgroupRoot, "kubepods", "poda")); !os.IsNotExist(err) {
+					t.Errorf("the pod's simulated cgroup is still there: %v", err)
 				}
 			})
 		}

@@ -1,10 +1,11 @@
 package driver
 
 import (
-	"github.com/tessera-gpu/tessera/internal/poll"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tessera-gpu/tessera/internal/poll"
 
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/metrics"

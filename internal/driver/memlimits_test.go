@@ -89,8 +89,9 @@ func TestKernelShare(t *testing.T) {
 		}
 
 		// The runtime runs it for the container, its process in a cgroup
-		// of its own.
-		cg := fmt.Sprintf("/kubepods/pod-%s/ctr", c.Name)
+		// of its own in its pod's.
+		podCg := "/kubepods/pod" + c.Name
+		cg := podCg + "/ctr"
 		pid := 100 + i
 		if err := os.MkdirAll(filepath.Join(proc, fmt.Sprint(pid)), 0o755); err != nil {
 			t.Fatal(err)
@@ -98,10 +99,10 @@ func TestKernelShare(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(proc, fmt.Sprint(pid), "cgroup"), []byte("0::"+cg+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := memlimit.Apply(h, l, specs.State{ID: "ctr-" + c.Name, Pid: pid}, memlimit.Env{Proc: proc}); err != nil {
+		if err := memlimit.Apply(h, l, specs.State{ID: "ctr-" + c.Name, Pid: pid, Annotations: map[string]string{memlimit.PodUIDAnnotations[0]: c.Name}}, memlimit.Env{Proc: proc}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := memlimit.ReadDmemMax(filepath.Join(h.CgroupRoot, cg), region)
+		got, err := memlimit.ReadDmemMax(filepath.Join(h.CgroupRoot, podCg), region)
 		if err != nil || got != fmt.Sprint(want.Bytes) {
 			t.Errorf("claim %s: dmem.max of %s holds %s (%v), want %d", c.Name, region, got, err, want.Bytes)
 		}
@@ -149,23 +150,28 @@ func TestKernelMPSClaim(t *testing.T) {
 	proc := t.TempDir()
 	for i, ctr := range []string{"a", "b"} {
 		pid := 100 + i
-		cg := "/kubepods/pod-x/ctr-" + ctr
+		cg := "/kubepods/podx/ctr-" + ctr
 		if err := os.MkdirAll(filepath.Join(proc, fmt.Sprint(pid)), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(proc, fmt.Sprint(pid), "cgroup"), []byte("0::"+cg+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := memlimit.Apply(h, l, specs.State{ID: "ctr-" + ctr, Pid: pid}, memlimit.Env{Proc: proc}); err != nil {
+		if err := memlimit.Apply(h, l, specs.State{ID: "ctr-" + ctr, Pid: pid, Annotations: map[string]string{memlimit.PodUIDAnnotations[0]: "x"}}, memlimit.Env{Proc: proc}); err != nil {
 			t.Fatalf("container %s: %v", ctr, err)
 		}
 		if got, err := memlimit.ReadDmemMax(filepath.Join(h.CgroupRoot, cg), region); err != nil || got != fmt.Sprint(10<<30) {
 			t.Errorf("container %s: dmem.max %s (%v)", ctr, got, err)
 		}
 	}
+	// The pod's limit is the sum of its containers': a third container of
+	// the pod, handed the device, has no more than they.
+	if got, err := memlimit.ReadDmemMax(filepath.Join(h.CgroupRoot, "kubepods/podx"), region); err != nil || got != fmt.Sprint(20<<30) {
+		t.Errorf("pod: dmem.max %s (%v), want both containers' limits", got, err)
+	}
 	recs, err := memlimit.Records(h.StateDir)
-	if err != nil || len(recs) != 2 {
-		t.Fatalf("records %+v (%v), want one per container", recs, err)
+	if err != nil || len(recs) != 1 || len(recs[0].Members) != 2 {
+		t.Fatalf("records %+v (%v), want the pod's, of both containers", recs, err)
 	}
 	// The claim's unprepare releases both (no poststop ran here).
 	if resp := n.unprepare(c); resp.Claims[c.Uid].GetError() != "" {

@@ -1,7 +1,9 @@
 // Package memlimit holds a GPU share to its memory in the kernel: a hard
-// limit, for that GPU only, on the cgroup of the container using the share,
-// set when the runtime creates the container and before anything in it
-// runs.
+// limit, for that GPU only, on the cgroup of the pod using the share, set
+// when the runtime creates the pod's first container of the claim and
+// before anything in it runs. The pod's cgroup, not the container's: a
+// sibling container that does not name the claim, handed an open device
+// by one that does, allocates under the pod's limit too.
 //
 // The limit is set by Tessera's CDI hook (cmd/tessera-cdi-hook), which the
 // claim's CDI spec names as a createRuntime hook of the share's device.
@@ -19,7 +21,10 @@
 // at 0: runc runs poststop hooks only after it has removed the cgroup, too
 // late to clear a reservation, and a limit on the cgroup goes with it.
 //
-// A share bounds one container at a time on its node: the hook records
-// which container holds each claim's device under a state directory and
-// refuses a second live one, so two containers never get the share twice.
+// A share bounds one pod at a time on its node: the hook records which pod
+// holds each claim's device under a state directory, with the pod's
+// containers that got it, and refuses a container of a second pod while
+// the first lives, so two pods never get the share twice. An MPS claim's
+// pinned memory limit is each container's, as MPS applies it per client:
+// each container gets it on its own cgroup, and the pod the sum.
 package memlimit

@@ -85,7 +85,14 @@ func (n *node) records() []Record {
 	return r
 }
 
-func state(id string, pid int) specs.State { return specs.State{ID: id, Pid: pid} }
+// state is the OCI state of container id of pod (a UID), as containerd's
+// CRI annotates it.
+func state(id string, pid int, pod string) specs.State {
+	return specs.State{ID: id, Pid: pid, Annotations: map[string]string{PodUIDAnnotations[0]: pod}}
+}
+
+// inPod is container id's cgroup in pod's, the kubelet's cgroupfs layout.
+func inPod(pod, id string) string { return "/kubepods/besteffort/pod" + pod + "/" + id }
 
 const region = "nvidia/0000:83:00.0/vidmem"
 

@@ -18,6 +18,8 @@ func TestHostileRecords(t *testing.T) {
 		name      string
 		cgroup    string
 		container string
+		member    string
+		pod       string
 		region    string
 	}{
 		{name: "dot-dot out of the root", cgroup: "/../victim"},
@@ -29,6 +31,8 @@ func TestHostileRecords(t *testing.T) {
 		{name: "unclean", cgroup: "//victim"},
 		{name: "a newline", cgroup: "/a\n/b"},
 		{name: "a container id with a slash", cgroup: "/a", container: "../../victim"},
+		{name: "a pod UID with a slash", cgroup: "/a", pod: "../victim"},
+		{name: "a member outside its pod", cgroup: "/a", member: "/b/c1"},
 		{name: "a region with a second line", cgroup: "/a", region: region + " 1\nother 2"},
 	} {
 		for _, simulated := range []bool{true, false} {
@@ -43,9 +47,16 @@ func TestHostileRecords(t *testing.T) {
 				if err := os.WriteFile(filepath.Join(victim, "dmem.max"), []byte("untouched\n"), 0o644); err != nil {
 					t.Fatal(err)
 				}
-				rec := Record{Limit: share("uid-1", "gpu-0"), Container: "c1", PID: 1, Cgroup: tc.cgroup}
+				m := Member{Container: "c1", PID: 1, Cgroup: tc.cgroup + "/c1"}
 				if tc.container != "" {
-					rec.Container = tc.container
+					m.Container = tc.container
+				}
+				if tc.member != "" {
+					m.Cgroup = tc.member
+				}
+				rec := Record{Limit: share("uid-1", "gpu-0"), Pod: "aaa", Cgroup: tc.cgroup, Members: []Member{m}}
+				if tc.pod != "" {
+					rec.Pod = tc.pod
 				}
 				if tc.region != "" {
 					rec.Region = tc.region

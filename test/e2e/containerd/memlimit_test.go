@@ -77,22 +77,26 @@ func runningContainer(t *testing.T, ns, pod, c string) string {
 	return id
 }
 
-// checkLimit checks that container id holds the claim's one record and
-// that its cgroup in the simulator's tree has the share's hard limit.
-func checkLimit(t *testing.T, node, claimUID, id string, bytes int64) memlimit.Record {
+// checkLimit checks that pod holds the claim's one record, with container
+// id its member, and that the pod's cgroup in the simulator's tree has the
+// share's hard limit.
+func checkLimit(t *testing.T, node, claimUID string, pod *corev1.Pod, id string, bytes int64) memlimit.Record {
 	t.Helper()
 	recs := limitRecords(t, node, claimUID)
 	if len(recs) != 1 {
 		t.Fatalf("claim %s: %d memory limit records, want 1: %+v", claimUID, len(recs), recs)
 	}
 	r := recs[0]
-	if r.Container != id {
-		t.Errorf("claim %s: limit held by container %s, want %s", claimUID, r.Container, id)
+	if r.Pod != string(pod.UID) || len(r.Members) != 1 || r.Members[0].Container != id {
+		t.Errorf("claim %s: limit held by pod %s, members %+v; want pod %s (%s), container %s", claimUID, r.Pod, r.Members, pod.Name, pod.UID, id)
 	}
-	// runc puts the container in a cgroup named after it: the hook found
-	// the container's own cgroup, not its parent's.
-	if !strings.Contains(r.Cgroup, id) {
-		t.Errorf("claim %s: limit set on cgroup %s, which is not container %s's", claimUID, r.Cgroup, id)
+	// The kubelet made the pod a cgroup, under its node's root, and runc
+	// the container one in it: the hook limits the pod's.
+	if want := cluster.KubeletCgroupRoot(node) + "/kubepods/besteffort/pod" + string(pod.UID); r.Cgroup != want {
+		t.Errorf("claim %s: limit set on cgroup %s, want pod %s's, %s", claimUID, r.Cgroup, pod.Name, want)
+	}
+	if len(r.Members) == 1 && r.Members[0].Cgroup != r.Cgroup+"/"+id {
+		t.Errorf("claim %s: container %s in cgroup %s, not its own in the pod's", claimUID, id, r.Members[0].Cgroup)
 	}
 	if r.Region != limitRegion || r.Bytes != bytes || r.Mechanism != memlimit.Dmem {
 		t.Errorf("claim %s: record %s on %s, want %dMiB of %s (dmem)", claimUID, r.Limit, r.Region, bytes>>20, limitRegion)
@@ -107,14 +111,21 @@ func checkLimit(t *testing.T, node, claimUID, id string, bytes int64) memlimit.R
 	return r
 }
 
-// TestShareMemoryLimitInKernel: a 6Gi share's container is created by
-// containerd and runc with the share's hard limit on its cgroup, set by the
-// hook before it ran, and the claim says so (KernelMemoryLimit). A second
-// pod using the same claim is refused by the runtime (the share bounds one
-// container at a time, never twice its memory) with the claim and device in
-// the pod's status; once the first pod is gone, its limit is released and
-// the second pod's container starts with the limit. When that pod goes,
-// nothing is left: no record, no cgroup.
+// hostCgroup is cgroup in this host's memory hierarchy (cgroup v1 here).
+func hostCgroup(cg string) string {
+	return filepath.Join("/sys/fs/cgroup/memory", filepath.FromSlash(cg))
+}
+
+// TestShareMemoryLimitInKernel: a 6Gi share's pod is created by containerd
+// and runc with the share's hard limit on the pod's cgroup, set by the hook
+// before its container ran, and the claim says so (KernelMemoryLimit). The
+// pod's second container, which does not name the claim, is in that cgroup:
+// handed the device by the first, it allocates under the same limit. A
+// second pod using the same claim is refused by the runtime (the share
+// bounds one pod at a time, never twice its memory) with the claim, device
+// and holding pod in its status; once the first pod is gone, its limit is
+// released and the second pod's container starts with the limit. When
+// that pod goes, nothing is left: no record, no cgroup.
 func TestShareMemoryLimitInKernel(t *testing.T) {
 	ctx := context.Background()
 	node := nodes[2].Name
@@ -143,7 +154,11 @@ func TestShareMemoryLimitInKernel(t *testing.T) {
 		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}}
 		return p
 	}
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod("first"), metav1.CreateOptions{}); err != nil {
+	firstPod := pod("first")
+	sidecar := firstPod.Spec.Containers[0]
+	sidecar.Name, sidecar.Resources = "sidecar", corev1.ResourceRequirements{}
+	firstPod.Spec.Containers = append(firstPod.Spec.Containers, sidecar)
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, firstPod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := scenario.WaitRunning(ctx, client, ns, []string{"first"}, 120*time.Second); err != nil {
@@ -155,7 +170,13 @@ func TestShareMemoryLimitInKernel(t *testing.T) {
 	}
 	checkContainer(t, ns, first, first.Spec.Containers[0])
 	shareCondition(t, ns, "KernelMemoryLimit")
-	held := checkLimit(t, node, uid, runningContainer(t, ns, "first", "probe"), bytes)
+	held := checkLimit(t, node, uid, first, runningContainer(t, ns, "first", "probe"), bytes)
+	// The sidecar did not name the claim: no hook ran for it, and it is no
+	// member. It runs in the limited pod's cgroup on this host all the same.
+	side := runningContainer(t, ns, "first", "sidecar")
+	if !exists(hostCgroup(held.Cgroup + "/" + side)) {
+		t.Errorf("the sidecar %s is not in the limited pod cgroup %s (no %s)", side, held.Cgroup, hostCgroup(held.Cgroup+"/"+side))
+	}
 
 	// The second pod of the claim: its container is refused at creation
 	// while the first holds the share.
@@ -193,30 +214,31 @@ func TestShareMemoryLimitInKernel(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{ns + "/share", uid, held.Device, "held by container " + held.Container} {
+	for _, want := range []string{ns + "/share", uid, held.Device, "held by pod " + string(first.UID)} {
 		if !strings.Contains(refusal, want) {
 			t.Errorf("the refusal of the second container does not name %q: %s", want, refusal)
 		}
 	}
-	// The refused creations left nothing: the first container's record is
-	// still the one.
-	checkLimit(t, node, uid, held.Container, bytes)
+	// The refused creations left nothing: the first pod's record is still
+	// the one.
+	checkLimit(t, node, uid, first, held.Members[0].Container, bytes)
 
 	zero := int64(0)
 	if err := client.CoreV1().Pods(ns).Delete(ctx, "first", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	// The kubelet retries the second pod's container, which now gets the
-	// share (after the first's poststop hook released it).
+	// share (after the first pod's last member released it).
 	if err := scenario.WaitRunning(ctx, client, ns, []string{"second"}, 180*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	now := checkLimit(t, node, uid, runningContainer(t, ns, "second", "probe"), bytes)
-	if now.Cgroup == held.Cgroup {
-		t.Errorf("the second container's limit is on the first's cgroup %s", held.Cgroup)
+	second, err := client.CoreV1().Pods(ns).Get(ctx, "second", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	now := checkLimit(t, node, uid, second, runningContainer(t, ns, "second", "probe"), bytes)
 	if d := filepath.Join(simCgroupRoot(node), filepath.FromSlash(held.Cgroup)); exists(d) {
-		t.Errorf("the first container's cgroup %s is still in the simulator's tree after it was deleted", d)
+		t.Errorf("the first pod's cgroup %s is still in the simulator's tree after it was deleted", d)
 	}
 
 	drain(t, ns)
@@ -224,7 +246,7 @@ func TestShareMemoryLimitInKernel(t *testing.T) {
 		t.Errorf("claim %s unprepared: memory limit records left: %+v", uid, recs)
 	}
 	if d := filepath.Join(simCgroupRoot(node), filepath.FromSlash(now.Cgroup)); exists(d) {
-		t.Errorf("the second container's cgroup %s is still in the simulator's tree after it was deleted", d)
+		t.Errorf("the second pod's cgroup %s is still in the simulator's tree after it was deleted", d)
 	}
 }
 

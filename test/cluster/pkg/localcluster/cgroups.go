@@ -29,6 +29,27 @@ func cgroupDirs(parent string) []string {
 	return out
 }
 
+// makeCgroupDirs makes parent in every hierarchy mounted under the cgroup
+// root: the kubelet requires its cgroup root in each before it starts.
+func makeCgroupDirs(parent string) error {
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		return os.MkdirAll(filepath.Join(cgroupRoot, parent), 0o755) // cgroup v2 alone
+	}
+	entries, err := os.ReadDir(cgroupRoot)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Join(cgroupRoot, e.Name(), parent), 0o755); err != nil {
+			return fmt.Errorf("cgroup %s in %s: %w", parent, e.Name(), err)
+		}
+	}
+	return nil
+}
+
 // removeCgroupTree removes dir and its children, deepest first (a cgroup
 // directory is removed with rmdir, and only once empty of children).
 func removeCgroupTree(dir string) error {

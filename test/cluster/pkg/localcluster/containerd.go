@@ -14,9 +14,9 @@ import (
 
 // A containerd node (RuntimeContainerd) runs its own containerd: its own
 // socket, state and root, its own CNI bridge and subnet. Several share one
-// kernel, so nothing of theirs may be at a fixed host path. (Their
-// containers' cgroups are all under /k8s.io: with cgroupsPerQOS off the
-// kubelet names no cgroup parent, and containerd names its namespace.)
+// kernel, so nothing of theirs may be at a fixed host path: its kubelet
+// keeps its pods' cgroups under a cgroup root of its own (KubeletCgroupRoot),
+// each pod's in a cgroup of the pod, as on a real node.
 
 // ContainerdSocket is a node's containerd socket (in its short RunDir).
 func (c *Config) ContainerdSocket(node string) string {
@@ -33,6 +33,12 @@ func (c *Config) nodeHash(node string) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(c.NodeDir(node)))
 	return h.Sum32()
+}
+
+// KubeletCgroupRoot is where a containerd node's kubelet makes its pods'
+// cgroups (kubepods/<qos>/pod<uid>/<container>): unique on the machine.
+func (c *Config) KubeletCgroupRoot(node string) string {
+	return fmt.Sprintf("/tessera-%08x", c.nodeHash(node))
 }
 
 // bridge is the node's CNI bridge (at most 15 characters).
@@ -204,6 +210,12 @@ func (c *Config) stopContainers(node string) []error {
 	// The parent too, once no cluster's containers are left in it.
 	for _, d := range cgroupDirs("/k8s.io") {
 		_ = syscall.Rmdir(d)
+	}
+	// The kubelet's pods, once their processes are gone.
+	for _, d := range cgroupDirs(c.KubeletCgroupRoot(node)) {
+		if err := removeCgroupTree(d); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/net", c.bridge(node))); err == nil {
 		if out, err := exec.Command("ip", "link", "delete", c.bridge(node)).CombinedOutput(); err != nil {

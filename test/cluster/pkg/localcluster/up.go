@@ -310,7 +310,7 @@ authentication:
   x509: {clientCAFile: %s}
 authorization: {mode: AlwaysAllow}
 cgroupDriver: cgroupfs
-cgroupsPerQOS: false
+%s
 enforceNodeAllocatable: []
 failCgroupV1: false
 failSwapOn: false
@@ -330,7 +330,18 @@ syncFrequency: 10s
 fileCheckFrequency: 10s
 serializeImagePulls: false
 containerRuntimeEndpoint: unix://%s
-%s`, c.kubeletAddress(), s.Ports["kubelet-"+n.Name], s.Ports["kubelet-healthz-"+n.Name], p.path("ca.crt"), filepath.Join(c.NodeDir(n.Name), "pod-logs"), c.criSocket(n.Name), c.kubeletGates())
+%s`, c.kubeletAddress(), s.Ports["kubelet-"+n.Name], s.Ports["kubelet-healthz-"+n.Name], p.path("ca.crt"), c.kubeletCgroups(n), filepath.Join(c.NodeDir(n.Name), "pod-logs"), c.criSocket(n.Name), c.kubeletGates())
+}
+
+// kubeletCgroups is a kubelet's cgroup settings. A containerd node's pods
+// get cgroups as on a real node, under the node's own root: a pod's cgroup
+// is what the memory limit hook limits (internal/memlimit). A fake node
+// runs no containers: none.
+func (c *Config) kubeletCgroups(n Node) string {
+	if c.RuntimeOf() != RuntimeContainerd {
+		return "cgroupsPerQOS: false"
+	}
+	return "cgroupsPerQOS: true\ncgroupRoot: " + c.KubeletCgroupRoot(n.Name)
 }
 
 // kubeletAddress is where the kubelet serves. A containerd node's kubelet
@@ -371,6 +382,9 @@ func (c *Config) startNode(s *State, p *pki, n Node, images []image) error {
 		}
 		if err := shareMount(c.DriverRoot(n.Name)); err != nil {
 			return fmt.Errorf("node %s: driver root: %w", n.Name, err)
+		}
+		if err := makeCgroupDirs(c.KubeletCgroupRoot(n.Name)); err != nil {
+			return fmt.Errorf("node %s: kubelet cgroup root: %w", n.Name, err)
 		}
 		if err := c.startContainerd(s, n.Name, images); err != nil {
 			return err
