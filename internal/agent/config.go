@@ -62,6 +62,10 @@ type Config struct {
 	// Where the MPS control daemons run (mpsdaemons.go).
 	MPSDaemons              string
 	MPSDaemonNamespace      string
+	// IMEXChannels and IMEXNamespace: the channels offered for the node's
+	// multi-node NVLink domain, and where its lease is held (imex.go).
+	IMEXChannels  int
+	IMEXNamespace string
 	MPSDaemonImage          string
 	MPSDaemonServiceAccount string
 	MPSDaemonPrivileged     bool
@@ -138,6 +142,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MPSRoot, "mps-root", "", "Directory of the MPS control daemons the agent runs (one per claim that configures MPS, one per shared device with capacity shares), each with its pipe directory (mounted into the claim's containers) and its logs (not mounted). Default /var/run/tessera/mps; backend sim: <sim-state-dir>/mps.")
 	fs.StringVar(&c.MPSControl, "mps-control", "", "MPS control program and its leading arguments, space-separated. Default nvidia-cuda-mps-control; backend sim: the stand-in \"tessera-sim mps-control\" from the agent binary's directory, checked at start (the tessera-kubelet-plugin-sim image has it).")
 	fs.StringVar(&c.MPSDaemons, "mps-daemons", MPSDaemonsProcess, "Where the MPS control daemons run: process (detached children of the agent: right where the agent's container shares the host's PID namespace, or the agent runs on the host) or pod (each a pod of this node, created with the agent's credentials, so that it outlives the agent's container and pod; needs --mps-daemon-namespace, --mps-daemon-image and --mps-daemon-service-account).")
+	fs.IntVar(&c.IMEXChannels, "imex-channels", 0, "On a node whose GPUs are in a multi-node NVLink domain (GB200/GB300 NVL72), offer this many IMEX channels (1 to 2047) for the domain as devices of class imex.gpu.tessera.dev, one per pod group: the agents of the domain hold a lease in --imex-namespace in turn, and the holder publishes the domain's pool (docs/rack.md). Needs get, create and update on leases there. 0 offers none.")
+	fs.StringVar(&c.IMEXNamespace, "imex-namespace", "", "With --imex-channels, the namespace of the domains' leases. Default $POD_NAMESPACE, the agent's own.")
 	fs.StringVar(&c.MPSDaemonNamespace, "mps-daemon-namespace", "", "With --mps-daemons=pod, the namespace of the daemon pods. Default $POD_NAMESPACE, the agent's own.")
 	fs.StringVar(&c.MPSDaemonImage, "mps-daemon-image", "", "With --mps-daemons=pod, the daemon pods' image: the agent's own, which holds --mps-control at the same path.")
 	fs.StringVar(&c.MPSDaemonServiceAccount, "mps-daemon-service-account", "", "With --mps-daemons=pod, the daemon pods' service account: one with no rights (its token is not mounted either).")
@@ -233,6 +239,9 @@ func (c *Config) Validate() error {
 	if c.DrainTimeout < 0 {
 		return fmt.Errorf("--drain-timeout: %s is negative", c.DrainTimeout)
 	}
+	if err := c.validateIMEX(); err != nil {
+		return err
+	}
 	if c.AttributionPoll < 0 {
 		return fmt.Errorf("--attribution-poll: %s is negative", c.AttributionPoll)
 	}
@@ -293,6 +302,8 @@ func (c *Config) driverOptions(b backend.Backend) driver.Options {
 		MinShareIsolation: isolation.Level(c.MinShareIsolation),
 		WholeLegacyMPS:    c.LegacyMPSShares == "whole",
 		DrainTimeout:      c.DrainTimeout,
+		IMEXChannels:      c.IMEXChannels,
+		IMEXNamespace:     c.IMEXNamespace,
 	}
 }
 

@@ -64,11 +64,17 @@ func NewCluster(slices []*resourceapi.ResourceSlice, classes []*resourceapi.Devi
 // does, and on success records their devices as allocated. A nil result
 // with nil error means the claims do not fit on that node.
 func (c *Cluster) Allocate(ctx context.Context, node string, claims ...*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
+	return c.AllocateOn(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, claims...)
+}
+
+// AllocateOn is Allocate on a Node object, whose labels a slice's node
+// selector is matched against.
+func (c *Cluster) AllocateOn(ctx context.Context, node *v1.Node, claims ...*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
 	a, err := c.NewAllocator(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res, err := a.Allocate(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, claims)
+	res, err := a.Allocate(ctx, node, claims)
 	if err != nil || res == nil {
 		return nil, err
 	}

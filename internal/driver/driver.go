@@ -92,6 +92,11 @@ type Options struct {
 	// DrainTimeout is how long Stop lets the kubelet's calls in flight
 	// finish (DefaultDrainTimeout when zero).
 	DrainTimeout time.Duration
+	// IMEXChannels, above 0, is how many IMEX channels the agent offers
+	// for its node's multi-node NVLink domain while it holds the domain's
+	// lease in IMEXNamespace (internal/channelpool); 0 publishes none.
+	IMEXChannels  int
+	IMEXNamespace string
 }
 
 // Driver implements kubeletplugin.DRAPlugin.

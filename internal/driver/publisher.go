@@ -10,6 +10,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
+	"github.com/tessera-gpu/tessera/internal/channelpool"
 	"github.com/tessera-gpu/tessera/internal/gpuvendor/vendors"
 	"github.com/tessera-gpu/tessera/internal/health"
 	"github.com/tessera-gpu/tessera/internal/inventory"
@@ -72,6 +73,9 @@ type publisher struct {
 	// labeler keeps the node's fabric domain label (nodelabel.go); nil
 	// without an API client (the dry run).
 	labeler *nodeLabeler
+	// channels publishes the IMEX channels of the node's domain while
+	// the agent holds its lease; nil where the agent offers none.
+	channels *channelpool.Publisher
 
 	// Written only by the caller that runs publishes (busy), one at a time,
 	// and earlyErr by New.
@@ -100,6 +104,13 @@ func newPublisher(o *Options, tr *health.Tracker) *publisher {
 	p := &publisher{opts: o, tracker: tr, taints: tr.Taints}
 	if o.KubeClient != nil {
 		p.labeler = &nodeLabeler{client: o.KubeClient, node: o.NodeName}
+	}
+	if o.KubeClient != nil && o.IMEXChannels > 0 {
+		var err error
+		p.channels, err = channelpool.NewPublisher(channelpool.Config{Client: o.KubeClient, Namespace: o.IMEXNamespace, Node: o.NodeName, Channels: o.IMEXChannels})
+		if err != nil {
+			p.earlyErr = err
+		}
 	}
 	return p
 }
@@ -231,6 +242,7 @@ func (p *publisher) run(ctx context.Context, r reason, send func(context.Context
 	if err := p.labeler.sync(ctx, p.inv); err != nil {
 		logger.Error(err, "Label the node with its GPUs' fabric domain")
 	}
+	p.followDomain(ctx)
 	if p.sent != nil && apiequality.Semantic.DeepEqual(*p.sent, res.Resources) {
 		logger.V(4).Info("Devices unchanged, nothing to publish", "pool", res.Pool)
 		return nil
@@ -294,4 +306,24 @@ func (p *publisher) build(ctx context.Context, held func(string, *inventory.Part
 		p.built(ctx, res)
 	}
 	return res, nil
+}
+
+// followDomain runs for the IMEX channel lease of the inventory's domain,
+// where the agent offers channels. The race outlives the publish that
+// started it (it ends with stopChannels).
+func (p *publisher) followDomain(ctx context.Context) {
+	if p.channels == nil {
+		return
+	}
+	domain, _ := fabricDomain(p.inv)
+	if err := p.channels.Follow(context.WithoutCancel(ctx), domain); err != nil {
+		klog.FromContext(ctx).Error(err, "Offer the domain's IMEX channels")
+	}
+}
+
+// stopChannels hands the domain's lease back, if held.
+func (p *publisher) stopChannels() {
+	if p.channels != nil {
+		p.channels.Stop()
+	}
 }

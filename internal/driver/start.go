@@ -85,6 +85,9 @@ func (d *Driver) Stop() {
 	if d.helper != nil {
 		d.helper.Stop()
 	}
+	if d.pub != nil {
+		d.pub.stopChannels()
+	}
 	if d.healthStop != nil {
 		d.healthStop()
 		select {

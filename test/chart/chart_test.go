@@ -105,6 +105,7 @@ var allClasses = map[string]string{
 	"amd":    "amd.gpu.tessera.dev",
 	"mig":    "mig.gpu.tessera.dev",
 	"xcp":    "xcp.gpu.tessera.dev",
+	"imex":   "imex.gpu.tessera.dev",
 }
 
 func TestLint(t *testing.T) {

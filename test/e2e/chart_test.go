@@ -41,6 +41,9 @@ const (
 	// nodePolicyName confines the agent's node patches to its own node's
 	// fabric domain label.
 	nodePolicyName = "tessera-node-label"
+	// leasePolicyName confines the agent's lease writes to the domains'
+	// IMEX channel leases held by its own node.
+	leasePolicyName = "tessera-imex-leases"
 	// A driver no DeviceClass selects: the test's slices never reach a claim.
 	testDriver = "chart-test.tessera.dev"
 	testLabel  = "e2e.tessera.dev/chart-test"
@@ -79,7 +82,9 @@ func TestChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := ch.Render(chartNS)
+	// With IMEX channels offered, so that the lease Role and its policy
+	// are applied too.
+	objs, err := ch.Render(chartNS, "imex.channels=64")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +164,12 @@ func TestChart(t *testing.T) {
 			}
 		}
 	})
+
+	// The agent may publish its domain's IMEX channel pool exactly as its
+	// publisher builds it, and hold the domain's lease for its own node:
+	// server-side dry runs as the agent's node-bound identity of
+	// channelcases' writes and ways out, judged by the real API server.
+	t.Run("IMEXChannelPoolAndLeasesOnly", func(t *testing.T) { imexWrites(t, ctx, agent) })
 
 	t.Run("MPSDaemonPodsExactlyAsTheAgentMakesThem", func(t *testing.T) {
 		_, c := chartDaemonSet(t, objs)
@@ -555,11 +566,12 @@ func applyChart(t *testing.T, ctx context.Context, objs []*unstructured.Unstruct
 		}
 	}
 	// Two service accounts (the agent's, the MPS daemons'), the cluster
-	// role and its binding, the daemons' role and its binding, three
-	// policies with their bindings (slices, node label, MPS daemon pods),
-	// five classes, and the metrics scrapers' cluster role.
-	if n != 18 {
-		t.Fatalf("applied %d objects of the chart, want 18", n)
+	// role and its binding, the daemons' role and its binding, the IMEX
+	// leases' role and its binding, four policies with their bindings
+	// (slices, node label, MPS daemon pods, IMEX leases), six classes, and
+	// the metrics scrapers' cluster role.
+	if n != 23 {
+		t.Fatalf("applied %d objects of the chart, want 23", n)
 	}
 }
 
@@ -606,7 +618,8 @@ func isPolicyDenial(err error) bool {
 	return (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) &&
 		(strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'") ||
 			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+podPolicyName+"'") ||
-			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+nodePolicyName+"'"))
+			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+nodePolicyName+"'") ||
+			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+leasePolicyName+"'"))
 }
 
 // deniedByPolicy fails unless err is the policy's denial with message.
