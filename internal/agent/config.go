@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -62,14 +63,14 @@ type Config struct {
 	// Where the MPS control daemons run (mpsdaemons.go).
 	MPSDaemons              string
 	MPSDaemonNamespace      string
-	// IMEXChannels and IMEXNamespace: the channels offered for the node's
-	// multi-node NVLink domain, and where its lease is held (imex.go).
-	IMEXChannels  int
-	IMEXNamespace string
 	MPSDaemonImage          string
 	MPSDaemonServiceAccount string
 	MPSDaemonPrivileged     bool
 	MPSDaemonPriorityClass  string
+	// IMEXChannels and IMEXNamespace: the channels offered for the node's
+	// multi-node NVLink domain, and where its lease is held (imex.go).
+	IMEXChannels  int
+	IMEXNamespace string
 	// Health policy (internal/health).
 	HealthXIDPolicy          string
 	HealthWindow             time.Duration
@@ -218,10 +219,7 @@ func (c *Config) Validate() error {
 	if c.NvidiaDriverRoot == "" && c.NvidiaDriverRootMount != "" {
 		return fmt.Errorf("--nvidia-driver-root-mount %q without --nvidia-driver-root", c.NvidiaDriverRootMount)
 	}
-	if err := c.validateMPSDaemons(); err != nil {
-		return err
-	}
-	if err := c.validateMetricsAuth(); err != nil {
+	if err := errors.Join(c.validateMPSDaemons(), c.validateMetricsAuth(), c.validateIMEX()); err != nil {
 		return err
 	}
 	if _, err := health.ParseXIDOverrides(nil, c.HealthXIDPolicy); err != nil {
@@ -238,9 +236,6 @@ func (c *Config) Validate() error {
 	}
 	if c.DrainTimeout < 0 {
 		return fmt.Errorf("--drain-timeout: %s is negative", c.DrainTimeout)
-	}
-	if err := c.validateIMEX(); err != nil {
-		return err
 	}
 	if c.AttributionPoll < 0 {
 		return fmt.Errorf("--attribution-poll: %s is negative", c.AttributionPoll)
