@@ -76,7 +76,9 @@ func TestParseConfig(t *testing.T) {
 		{name: "NVIDIA's sample lines", in: "# IMEX config\n\nSERVER_PORT=50000\nIMEX_WAIT_FOR_QUORUM=RECOVERY\n  LOG_LEVEL = 3 \nIMEX_CMD_BIND_INTERFACE_IP=\n",
 			check: func(c Config) bool { return c.LogLevel == 3 && c.CmdBindIP == "" && c.Extra == nil }},
 		{name: "unknown keys kept", in: "IMEX_ENABLE_AUTH_ENCRYPTION=1\nIMEX_CHANNELS=x\n",
-			check: func(c Config) bool { return c.Extra["IMEX_ENABLE_AUTH_ENCRYPTION"] == "1" && c.Extra["IMEX_CHANNELS"] == "x" }},
+			check: func(c Config) bool {
+				return c.Extra["IMEX_ENABLE_AUTH_ENCRYPTION"] == "1" && c.Extra["IMEX_CHANNELS"] == "x"
+			}},
 		{name: "no equals sign", in: "SERVER_PORT=1\nLOG_LEVEL 4\n", wantErr: `line 2 "LOG_LEVEL 4": not a KEY=VALUE setting`},
 		{name: "no key", in: "=4\n", wantErr: "line 1"},
 		{name: "key with a space", in: "\nLOG LEVEL=4\n", wantErr: "line 2"},
