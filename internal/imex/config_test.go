@@ -73,7 +73,7 @@ func TestParseConfig(t *testing.T) {
 		wantErr string
 	}{
 		{name: "empty is the defaults", in: "", check: func(c Config) bool { return reflect.DeepEqual(c, DefaultConfig()) }},
-		{name: "NVIDIA's sample lines", in: "# IMEX config\n\nSERVER_PORT=50000\nIMEX_WAIT_FOR_QUORUM=RECOVERY\n  LOG_LEVEL = 3 \nIMEX_CMD_BIND_INTERFACE_IP=\n",
+		{name: "comments, blank lines, spaces, an empty value", in: "# IMEX config\n\nSERVER_PORT=50000\nIMEX_WAIT_FOR_QUORUM=RECOVERY\n  LOG_LEVEL = 3 \nIMEX_CMD_BIND_INTERFACE_IP=\n",
 			check: func(c Config) bool { return c.LogLevel == 3 && c.CmdBindIP == "" && c.Extra == nil }},
 		{name: "unknown keys kept", in: "IMEX_ENABLE_AUTH_ENCRYPTION=1\nIMEX_CHANNELS=x\n",
 			check: func(c Config) bool {
