@@ -2,14 +2,18 @@
 // each:
 //
 //	tessera-sim mps-control [-f]   stand-in for nvidia-cuda-mps-control (internal/sim/standin)
-//	tessera-sim inject ...         a GPU fault for a simulated node's agent (internal/sim/inject)
+//	tessera-sim imex -c CONFIG     stand-in for the IMEX daemon nvidia-imex (internal/sim/imexstandin)
+//	tessera-sim imex-ctl -c CONFIG -q   stand-in for nvidia-imex-ctl: the IMEX daemon's status
+//	tessera-sim inject ...         a GPU fault for a simulated node's agent, or an IMEX daemon's (internal/sim/inject)
 //	tessera-sim load ...           a device's workload, for its telemetry (internal/sim/workload)
 //	tessera-sim reboot ...         a simulated node's reboot: new boot id, its MPS daemons gone (internal/sim)
 //	tessera-sim version            its version (also --version)
 //
 // Run under the name nvidia-cuda-mps-control (a copy or link in a driver
 // root, as the local cluster makes one), it is the stand-in:
-// `nvidia-cuda-mps-control -f` is `tessera-sim mps-control -f`.
+// `nvidia-cuda-mps-control -f` is `tessera-sim mps-control -f`. So too
+// under the names nvidia-imex and nvidia-imex-ctl: `nvidia-imex -c CONFIG`
+// is `tessera-sim imex -c CONFIG`.
 package main
 
 import (
@@ -19,6 +23,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/tessera-gpu/tessera/internal/sim/imexstandin"
 	"github.com/tessera-gpu/tessera/internal/sim/inject"
 	"github.com/tessera-gpu/tessera/internal/sim/standin"
 	"github.com/tessera-gpu/tessera/internal/sim/workload"
@@ -34,7 +39,13 @@ type subcommand struct {
 
 var subcommands = map[string]subcommand{
 	"mps-control": {"stand-in for nvidia-cuda-mps-control: -f runs the daemon, no flags sends stdin's commands", standin.Main},
-	"inject": {"record a GPU fault (--xid, --ecc-sbe, --ecc-dbe, --lost) or its clearing (--clear) in a simulated node's state", func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	"imex": {"stand-in for nvidia-imex: -c CONFIG runs the IMEX daemon in the foreground", func(args []string, _ io.Reader, _, stderr io.Writer) int {
+		return imexstandin.Main(args, stderr)
+	}},
+	"imex-ctl": {"stand-in for nvidia-imex-ctl: -c CONFIG -q prints the IMEX daemon's status (READY, or NOT_READY and why)", func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+		return imexstandin.CtlMain(args, stdout, stderr)
+	}},
+	"inject": {"record a GPU fault (--xid, --ecc-sbe, --ecc-dbe, --lost) or its clearing (--clear) in a simulated node's state, or fail an IMEX daemon (--imex-fail, --imex-clear)", func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return inject.Main(args, stdout, stderr)
 	}},
 	"load": {"set what runs on a simulated device (--util, --memory) or make it idle (--clear), for its telemetry", func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -49,14 +60,19 @@ func main() {
 	os.Exit(run(argsAs(os.Args[0], os.Args[1:]), os.Stdin, os.Stdout, os.Stderr))
 }
 
-// mpsControlName is the name under which it is the MPS stand-in.
-const mpsControlName = "nvidia-cuda-mps-control"
+// programs are the driver's program names under which it is a stand-in,
+// and the subcommand each is.
+var programs = map[string]string{
+	"nvidia-cuda-mps-control": "mps-control",
+	"nvidia-imex":             "imex",
+	"nvidia-imex-ctl":         "imex-ctl",
+}
 
 // argsAs is the arguments run takes for a program invoked as name with
-// args: under mpsControlName, those of the mps-control subcommand.
+// args: under a name of programs, those of its subcommand.
 func argsAs(name string, args []string) []string {
-	if filepath.Base(name) == mpsControlName {
-		return append([]string{"mps-control"}, args...)
+	if sub, ok := programs[filepath.Base(name)]; ok {
+		return append([]string{sub}, args...)
 	}
 	return args
 }

@@ -24,6 +24,10 @@ func TestRun(t *testing.T) {
 		{name: "subcommand's own usage error", args: []string{"mps-control", "-d"}, status: 2, stderr: "unsupported arguments"},
 		{name: "load without a state dir", args: []string{"load", "--util=5"}, status: 2, stderr: "--state-dir and --device are required"},
 		{name: "reboot without a state dir", args: []string{"reboot"}, status: 2, stderr: "--state-dir is required"},
+		{name: "imex listed", status: 2, stderr: "imex-ctl"},
+		{name: "imex without a config", args: []string{"imex", "-c", "/nonexistent/config.cfg"}, status: 1, stderr: "/nonexistent/config.cfg"},
+		{name: "imex-ctl without -q", args: []string{"imex-ctl"}, status: 2, stderr: "only -q"},
+		{name: "imex-ctl without a daemon", args: []string{"imex-ctl", "-c", "/nonexistent/config.cfg", "-q"}, status: 1, stderr: "/nonexistent/config.cfg"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,8 +39,9 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// TestArgsAs: under the driver's program name it is the MPS stand-in, so
-// that a driver root can hold it as nvidia-cuda-mps-control.
+// TestArgsAs: under a driver program's name it is that program's
+// stand-in, so that a driver root can hold it as nvidia-cuda-mps-control,
+// nvidia-imex and nvidia-imex-ctl.
 func TestArgsAs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -47,6 +52,9 @@ func TestArgsAs(t *testing.T) {
 		{name: "nvidia-cuda-mps-control", want: []string{"mps-control"}},
 		{name: "/usr/bin/tessera-sim", args: []string{"mps-control", "-f"}, want: []string{"mps-control", "-f"}},
 		{name: "/usr/bin/nvidia-cuda-mps-control-old", args: []string{"-f"}, want: []string{"-f"}},
+		{name: "/driver-root/usr/bin/nvidia-imex", args: []string{"-c", "/etc/nvidia-imex/config.cfg"}, want: []string{"imex", "-c", "/etc/nvidia-imex/config.cfg"}},
+		{name: "nvidia-imex-ctl", args: []string{"-q"}, want: []string{"imex-ctl", "-q"}},
+		{name: "/usr/bin/nvidia-imex-ctl.sh", args: []string{"-q"}, want: []string{"-q"}},
 	} {
 		if got := argsAs(tc.name, tc.args); !slices.Equal(got, tc.want) {
 			t.Errorf("argsAs(%q, %q) = %q; want %q", tc.name, tc.args, got, tc.want)
