@@ -1,7 +1,9 @@
 // Package inject is `tessera-sim inject`: it records a hardware fault (an
 // XID, ECC errors, a lost GPU) or its clearing in a simulated node's state
 // directory, where that node's agent picks it up within a second, exactly
-// as it would a real GPU's signal (internal/sim, health.go).
+// as it would a real GPU's signal (internal/sim, health.go). With
+// --imex-fail or --imex-clear it fails or restores a stand-in IMEX daemon
+// instead (imex.go).
 package inject
 
 import (
@@ -27,9 +29,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	dbe := fs.Int64("ecc-dbe", 0, "this many more uncorrected (double-bit) ECC errors")
 	lost := fs.Bool("lost", false, "the GPU stops answering")
 	clear := fs.Bool("clear", false, "the GPU is back after a reset: every condition clears, counters restart")
-	message := fs.String("message", "", "what happened, in words (shown in the pod status)")
+	message := fs.String("message", "", "what happened, in words (shown in the pod status, or the IMEX daemon's)")
+	imexFlags := imexFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tessera-sim inject --state-dir=DIR --device=gpu-N (--xid=N | --ecc-sbe=N | --ecc-dbe=N | --lost | --clear) [--message=TEXT]")
+		fmt.Fprintln(stderr, "       tessera-sim inject --imex-config=FILE (--imex-fail [--message=TEXT] | --imex-clear)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -37,6 +41,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	if imexFlags.given() {
+		return imexFlags.run(fs, *message, stdout, stderr)
 	}
 	ev, err := event(*xid, *sbe, *dbe, *lost, *clear)
 	if err == nil && (*stateDir == "" || *device == "") {

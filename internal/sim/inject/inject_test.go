@@ -10,6 +10,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sim"
+	"github.com/tessera-gpu/tessera/internal/sim/imexstandin"
 )
 
 func TestInject(t *testing.T) {
@@ -72,5 +73,46 @@ func TestInjectNeedsAnAgentsState(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := Main([]string{"--state-dir=" + t.TempDir(), "--device=gpu-0", "--lost"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "has an agent run with --sim-state-dir") {
 		t.Errorf("exit %d: %s", code, errb.String())
+	}
+}
+
+// TestInjectIMEX: --imex-fail writes the fault file beside the daemon's
+// config, which the stand-in reads; --imex-clear removes it.
+func TestInjectIMEX(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.cfg")
+	if err := os.WriteFile(config, []byte("SERVER_PORT=50000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fault := imexstandin.FaultFile(config)
+	tests := []struct {
+		args  []string
+		code  int
+		out   string
+		fault string // the fault file's text; "-" for none
+	}{
+		{[]string{"--imex-config=" + config, "--imex-fail", "--message=NVLink down"}, 0, `recorded an IMEX fault "NVLink down" for the daemon of ` + config, "NVLink down\n"},
+		{[]string{"--imex-config=" + config, "--imex-clear"}, 0, "cleared the IMEX fault of the daemon of " + config, "-"},
+		{[]string{"--imex-config=" + config, "--imex-clear"}, 0, "cleared", "-"},
+		{[]string{"--imex-config=" + config, "--imex-fail"}, 0, "recorded an IMEX fault for", "\n"},
+		{[]string{"--imex-config=" + filepath.Join(dir, "typo.cfg"), "--imex-clear"}, 1, "no IMEX config file", "\n"},
+		{[]string{"--imex-config=" + config}, 2, "give exactly one of --imex-fail, --imex-clear", "\n"},
+		{[]string{"--imex-config=" + config, "--imex-fail", "--imex-clear"}, 2, "give exactly one", "\n"},
+		{[]string{"--imex-fail"}, 2, "--imex-config is required", "\n"},
+		{[]string{"--imex-config=" + config, "--imex-clear", "--message=x"}, 2, "--message goes with --imex-fail", "\n"},
+		{[]string{"--imex-config=" + config, "--imex-fail", "--device=gpu-0", "--state-dir=" + dir}, 2, "[--device --state-dir] are a GPU's", "\n"},
+	}
+	for _, tc := range tests {
+		var out, errb bytes.Buffer
+		if code := Main(tc.args, &out, &errb); code != tc.code {
+			t.Errorf("%v: exit %d, want %d (%s%s)", tc.args, code, tc.code, out.String(), errb.String())
+		}
+		if got := out.String() + errb.String(); !strings.Contains(got, tc.out) {
+			t.Errorf("%v: output %q lacks %q", tc.args, got, tc.out)
+		}
+		data, err := os.ReadFile(fault)
+		if got := string(data); (tc.fault == "-") != os.IsNotExist(err) || (tc.fault != "-" && got != tc.fault) {
+			t.Errorf("%v: fault file %q (%v), want %q", tc.args, got, err, tc.fault)
+		}
 	}
 }
