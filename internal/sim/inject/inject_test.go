@@ -2,11 +2,17 @@ package inject
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/tessera-gpu/tessera/internal/imex"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sim"
@@ -113,6 +119,68 @@ func TestInjectIMEX(t *testing.T) {
 		data, err := os.ReadFile(fault)
 		if got := string(data); (tc.fault == "-") != os.IsNotExist(err) || (tc.fault != "-" && got != tc.fault) {
 			t.Errorf("%v: fault file %q (%v), want %q", tc.args, got, err, tc.fault)
+		}
+	}
+}
+
+// TestInjectIMEXFailsTheDaemon: what --imex-fail writes, a running
+// stand-in daemon reports, and --imex-clear makes it READY again.
+func TestInjectIMEXFailsTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	c := imex.DefaultConfig()
+	c.ServerPort, c.NodesFile, c.CmdUnixSocket = port, filepath.Join(dir, "nodes.cfg"), filepath.Join(dir, "imex.sock")
+	config := filepath.Join(dir, "config.cfg")
+	if err := os.WriteFile(c.NodesFile, []byte("127.0.0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config, c.Render(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- (&imexstandin.Daemon{ConfigFile: config, FaultPoll: 5 * time.Millisecond}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	for _, step := range []struct {
+		flag, want string
+	}{{"", imex.ReadyStatus}, {"--imex-fail", "NOT_READY: injected fault: lost"}, {"--imex-clear", imex.ReadyStatus}} {
+		if step.flag != "" {
+			args := []string{"--imex-config=" + config, step.flag}
+			if step.flag == "--imex-fail" {
+				args = append(args, "--message=lost")
+			}
+			var out, errb bytes.Buffer
+			if code := Main(args, &out, &errb); code != 0 {
+				t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+			}
+		}
+		waitIMEX(t, c.CmdUnixSocket, step.want)
+	}
+}
+
+// waitIMEX polls the daemon of socket until its status is want.
+func waitIMEX(t *testing.T, socket, want string) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got, err := imexstandin.Query(t.Context(), socket)
+		if err == nil && got == want {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("IMEX status %q, %v; want %q", got, err, want)
 		}
 	}
 }
