@@ -55,6 +55,9 @@ type ClaimSpec struct {
 	// File, when set, is a file the spec mounts (the claim's NCCL topology
 	// file, at TopologyPath): written before the spec, removed after it.
 	File []byte
+	// Channels are the claim's devices that are no GPU, after Devices in
+	// claim order (channel.go).
+	Channels []Channel
 }
 
 // Add appends o's edits to e.

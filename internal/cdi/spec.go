@@ -19,7 +19,7 @@ import (
 // then s.Shared in order.
 func (w *Writer) buildSpec(s ClaimSpec) (*cdispec.Spec, [][]string, error) {
 	claim, devs := s.Claim, s.Devices
-	if err := checkSpecInput(claim, devs); err != nil {
+	if err := checkSpecInput(claim, len(devs)+len(s.Channels)); err != nil {
 		return nil, nil, err
 	}
 	spec := newClaimSpec(claim)
@@ -30,13 +30,21 @@ func (w *Writer) buildSpec(s ClaimSpec) (*cdispec.Spec, [][]string, error) {
 
 	groups := newVendorGroups()
 	scopes := requestScopes(devs)
-	ids := make([][]string, len(devs))
+	ids := make([][]string, len(devs), len(devs)+len(s.Channels))
 	for i, d := range devs {
 		dev, devIDs, err := w.claimDevice(claim, i, d, scopes[i], s.Shared, vendorIx, groups)
 		if err != nil {
 			return nil, nil, err
 		}
 		ids[i] = devIDs
+		spec.Devices = append(spec.Devices, dev)
+	}
+	for j, c := range s.Channels {
+		dev, devIDs, err := channelDevice(claim.UID, len(devs)+j, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		ids = append(ids, devIDs)
 		spec.Devices = append(spec.Devices, dev)
 	}
 
@@ -84,12 +92,12 @@ func (w *Writer) scopeDevices(claimUID, scope string, devs []ClaimDevice, groups
 	return out, nil
 }
 
-// checkSpecInput rejects a claim no spec can be written for.
-func checkSpecInput(claim ClaimRef, devs []ClaimDevice) error {
+// checkSpecInput rejects a claim no spec can be written for: n devices.
+func checkSpecInput(claim ClaimRef, n int) error {
 	if err := validateClaimUID(claim.UID); err != nil {
 		return err
 	}
-	if len(devs) == 0 {
+	if n == 0 {
 		// CDI rejects a spec without devices; a claim we prepare always has
 		// at least one of ours.
 		return errors.New("no devices")

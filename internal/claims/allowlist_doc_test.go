@@ -50,6 +50,7 @@ type binding struct {
 	minors, caps, cards, renders map[string]bool
 	uuids                        map[string]bool // the claim's NVIDIA devices
 	amdUUIDs                     map[string]bool // its whole AMD GPUs, as ROCm names them (GPU-<unique id>)
+	channels                     map[string]bool // its IMEX channels' numbers
 	devRoot, mpsRoot, cdiDir     string
 }
 
@@ -72,6 +73,7 @@ var placeholders = map[string]placeholder{
 	"cap":       {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.caps })},
 	"card":      {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.cards })},
 	"render":    {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.renders })},
+	"channel":   {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.channels })},
 	"uuids":     {re: `[^,\x00]+(?:,[^,\x00]+)*`, ok: func(b *binding, v string) bool { return uuidList(b.uuids, v) }},
 	"amd-uuids": {re: `[^,\x00]+(?:,[^,\x00]+)*`, ok: func(b *binding, v string) bool { return uuidList(b.amdUUIDs, v) }},
 	"cdi-dir":   {literal: func(b *binding) string { return b.cdiDir }},
@@ -161,15 +163,18 @@ func readAllowlist(t *testing.T) []*allowRow {
 				}
 				r.vendorKind = c[0]
 			case rowEnv, rowDevice, rowMount:
-				if len(c) != 1 || (r.kind == rowEnv) != (len(h) == 0) || len(h) > 1 {
-					t.Fatalf("%s line %d: want one container pattern and, but for env, one host pattern; got %q and %q", allowlistDoc, r.line, c, h)
+				if len(c) != 1 || (r.kind == rowEnv) != (len(h) == 0) && r.kind != rowDevice || len(h) > 1 {
+					t.Fatalf("%s line %d: want one container pattern and, but for env (none) and a device the runtime makes (none), one host pattern; got %q and %q", allowlistDoc, r.line, c, h)
 				}
 				r.container = c[0]
-				if len(h) == 1 {
+				switch {
+				case len(h) == 1:
 					r.host = h[0]
+				case r.kind == rowDevice:
+					r.host = noHostNode
 				}
-				if r.kind != rowMount && len(r.options) > 0 {
-					t.Fatalf("%s line %d: only a mount has options", allowlistDoc, r.line)
+				if r.kind == rowEnv && len(r.options) > 0 {
+					t.Fatalf("%s line %d: an env row has no options", allowlistDoc, r.line)
 				}
 			default:
 				t.Fatalf("%s line %d: unknown kind %q (the test knows %s, %s, %s and %s)", allowlistDoc, r.line, r.kind, rowDevice, rowEnv, rowMount, rowVendor)
@@ -199,6 +204,10 @@ func readAllowlist(t *testing.T) []*allowRow {
 	}
 	return rows
 }
+
+// noHostNode is the host side of a device node the runtime makes in the
+// container from the spec's numbers: a row with no host pattern.
+const noHostNode = "(made by the runtime)"
 
 // edit is one container edit, from a CDI spec or as injected into an OCI
 // spec, in the table's terms.
@@ -232,11 +241,22 @@ func cdiEdits(ce cdispec.ContainerEdits) []edit {
 	}
 	for _, n := range ce.DeviceNodes {
 		e := edit{kind: rowDevice, container: n.Path, host: n.HostPath}
+		if n.HostPath == "" {
+			// A node with its numbers and no host path: the runtime
+			// makes it in the container.
+			e.host = noHostNode
+		}
+		if n.FileMode != nil {
+			e.options = append(e.options, fmt.Sprintf("mode=%#o", uint32(*n.FileMode)))
+		}
+		if n.Permissions != "" {
+			e.options = append(e.options, "perm="+n.Permissions)
+		}
 		switch {
 		case n.Type != "" && n.Type != "c":
 			e.bad = "type " + n.Type + ", not a character device"
-		case n.Permissions != "" || n.FileMode != nil || n.UID != nil || n.GID != nil:
-			e.bad = "sets permissions, mode or owner"
+		case n.UID != nil || n.GID != nil:
+			e.bad = "sets an owner"
 		}
 		out = append(out, e)
 	}
@@ -382,7 +402,9 @@ func allow(ms []rowMatcher, e edit, b *binding) *allowRow {
 		if m.row.kind != e.kind {
 			continue
 		}
-		if e.kind == rowMount && !slices.Equal(slices.Sorted(slices.Values(e.options)), slices.Sorted(slices.Values(m.row.options))) {
+		// A spec's mount and device node carry their options (an injected
+		// OCI node, host "", keeps none of the spec's).
+		if (e.kind == rowMount || e.kind == rowDevice && e.host != "") && !slices.Equal(slices.Sorted(slices.Values(e.options)), slices.Sorted(slices.Values(m.row.options))) {
 			continue
 		}
 		var ok bool

@@ -22,6 +22,7 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/tessera-gpu/tessera/internal/cdi"
+	"github.com/tessera-gpu/tessera/internal/channelpool"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/gpuvendor/nvidia"
 	"github.com/tessera-gpu/tessera/internal/inventory"
@@ -97,6 +98,8 @@ type allowNode struct {
 	vendorSpec   vendorNaming // "" for none
 	configs      []allowConfig
 	multi        []multiClaim
+	// channel: an IMEX channel of the node's domain is prepared too.
+	channel bool
 }
 
 // allowConfig is how a single-device claim is configured.
@@ -191,6 +194,7 @@ var allowNodes = []allowNode{
 	{name: "MI300X in CPX mode", profile: "testdata/mi300x-cpx.yaml", full: []string{kindXCP}, configs: sharingConfigs, multi: []multiClaim{
 		{name: "two compute partitions and a GPU", devices: []string{"gpu-0-xcp-cpx-0", "gpu-0-xcp-cpx-5", "gpu-1"}},
 	}},
+	{name: "gb200-nvl72-tray, an IMEX channel", profile: "gb200-nvl72-tray", full: []string{kindNVIDIA}, configs: sharingConfigs[:1], channel: true},
 	{name: "l4-4, capacity shares", profile: "l4-4", sharing: publish.SharingCapacity, full: []string{kindNVIDIA}, configs: shareConfigs},
 	{name: "mixed-inference, capacity shares", profile: "mixed-inference", sharing: publish.SharingCapacity, full: []string{kindAMD}, configs: shareConfigs},
 	{name: "dgx-h100-mig, capacity shares", profile: "dgx-h100-mig", sharing: publish.SharingCapacity, full: []string{kindStaticMIG}, configs: shareConfigs},
@@ -214,6 +218,9 @@ type allowCheck struct {
 func (a *allowCheck) node(t *testing.T, n allowNode) {
 	e := sharingEnv(t, n.profile)
 	e.partitioning, e.sharing = n.partitioning, n.sharing
+	if n.channel {
+		e.imex = (&imexNode{ready: true}).config()
+	}
 	if n.vendorSpec != "" {
 		e.vendorSpecDirs = []string{e.vendorDir()}
 	}
@@ -243,6 +250,9 @@ func (a *allowCheck) node(t *testing.T, n allowNode) {
 			withNCCLTopo(claim)
 		}
 		a.prepare(t, e, m, mc.name, claim, false, "")
+	}
+	if n.channel {
+		a.prepare(t, e, m, "an IMEX channel", channelClaim("imex", trayDomain, 9), false, "")
 	}
 }
 
@@ -404,9 +414,13 @@ func (e *env) bindingOf(t *testing.T, m *Manager, uid string) *binding {
 		t.Fatal(err)
 	}
 	b := &binding{uid: uid, minors: map[string]bool{}, caps: map[string]bool{}, cards: map[string]bool{}, renders: map[string]bool{},
-		uuids: map[string]bool{}, amdUUIDs: map[string]bool{}, devRoot: e.sim.DevRoot(), mpsRoot: e.mpsRoot(), cdiDir: e.cdiDir()}
+		uuids: map[string]bool{}, amdUUIDs: map[string]bool{}, channels: map[string]bool{}, devRoot: e.sim.DevRoot(), mpsRoot: e.mpsRoot(), cdiDir: e.cdiDir()}
 	num := strconv.Itoa
 	for _, d := range m.Prepared()[uid].Devices {
+		if ch, ok := channelpool.ChannelOf(d.Device); ok {
+			b.channels[num(ch)] = true
+			continue
+		}
 		g, p := findDevice(t, inv, d)
 		switch {
 		case g.Vendor == inventory.VendorNVIDIA && p == nil:

@@ -54,6 +54,8 @@ type env struct {
 	released func(Evidence)
 	// releaseLimits is Config.MemoryLimits.Release (unset: no hook).
 	releaseLimits func(claimUID string) error
+	// imex is Config.IMEX (unset: none).
+	imex *IMEX
 }
 
 // TestMain lets the test binary be the MPS control stand-in (standintest).
@@ -125,6 +127,7 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 		Store: checkpoint.NewStore(e.checkpointPath()), BootID: e.bootID,
 		Devices: devices, Partitioning: e.partitioning, OrphanDestroyed: e.orphanHook,
 		MPSRestarted: e.mpsRestarted, GetClaim: e.getClaim, Released: e.released,
+		IMEX: e.imex,
 	}
 	if e.releaseLimits != nil {
 		cfg.MemoryLimits = &MemoryLimits{Release: e.releaseLimits}

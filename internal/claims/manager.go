@@ -76,6 +76,9 @@ type Config struct {
 	// MemoryLimits, if set, is the node's kernel memory limit hook
 	// (effect_memlimits.go); unset where no hook is installed.
 	MemoryLimits *MemoryLimits
+	// IMEX, if set, is what the node offers for claims of IMEX channels
+	// (channel.go); unset, such a claim fails.
+	IMEX *IMEX
 }
 
 // MemoryLimits is how shares' memory is held in the kernel.

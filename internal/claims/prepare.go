@@ -17,6 +17,9 @@ import (
 // claim already prepared returns what was prepared before.
 func (m *Manager) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]Device, error) {
 	defer m.claimLocks.Lock(string(claim.UID))()
+	if chs, others := m.channelResults(claim); len(chs) > 0 {
+		return m.prepareChannels(ctx, cdi.ClaimRef{UID: string(claim.UID), Namespace: claim.Namespace, Name: claim.Name}, chs, others)
+	}
 	devs, suspects, err := m.prepare(ctx, claim, m.cfg.GetClaim != nil)
 	if len(suspects) == 0 {
 		return devs, err
