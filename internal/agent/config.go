@@ -71,6 +71,7 @@ type Config struct {
 	// multi-node NVLink domain, and where its lease is held (imex.go).
 	IMEXChannels  int
 	IMEXNamespace string
+	IMEXCtl       string
 	// Health policy (internal/health).
 	HealthXIDPolicy          string
 	HealthWindow             time.Duration
@@ -144,6 +145,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MPSControl, "mps-control", "", "MPS control program and its leading arguments, space-separated. Default nvidia-cuda-mps-control; backend sim: the stand-in \"tessera-sim mps-control\" from the agent binary's directory, checked at start (the tessera-kubelet-plugin-sim image has it).")
 	fs.StringVar(&c.MPSDaemons, "mps-daemons", MPSDaemonsProcess, "Where the MPS control daemons run: process (detached children of the agent: right where the agent's container shares the host's PID namespace, or the agent runs on the host) or pod (each a pod of this node, created with the agent's credentials, so that it outlives the agent's container and pod; needs --mps-daemon-namespace, --mps-daemon-image and --mps-daemon-service-account).")
 	fs.IntVar(&c.IMEXChannels, "imex-channels", 0, "On a node whose GPUs are in a multi-node NVLink domain (GB200/GB300 NVL72), offer this many IMEX channels (1 to 2047) for the domain as devices of class imex.gpu.tessera.dev, one per pod group: the agents of the domain hold a lease in --imex-namespace in turn, and the holder publishes the domain's pool (docs/rack.md). Needs get, create and update on leases there. 0 offers none.")
+	fs.StringVar(&c.IMEXCtl, "imex-ctl", "", "With --imex-channels, the IMEX control program and its leading arguments, space-separated, which the agent runs with -q to learn whether the node's IMEX daemon is ready before it prepares a channel. Default nvidia-imex-ctl -c /etc/nvidia-imex/config.cfg, run inside --nvidia-driver-root where one is set; backend sim: the stand-in \"tessera-sim imex-ctl\" beside the agent, with the simulated node's <sim-state-dir>/imex/config.cfg.")
 	fs.StringVar(&c.IMEXNamespace, "imex-namespace", "", "With --imex-channels, the namespace of the domains' leases. Default $POD_NAMESPACE, the agent's own.")
 	fs.StringVar(&c.MPSDaemonNamespace, "mps-daemon-namespace", "", "With --mps-daemons=pod, the namespace of the daemon pods. Default $POD_NAMESPACE, the agent's own.")
 	fs.StringVar(&c.MPSDaemonImage, "mps-daemon-image", "", "With --mps-daemons=pod, the daemon pods' image: the agent's own, which holds --mps-control at the same path.")

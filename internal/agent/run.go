@@ -240,6 +240,9 @@ func (c *Config) runOptions(ctx context.Context, b backend.Backend, client kuber
 	}
 	o.KubeClient, o.BootID, o.Metrics, o.Standby = client, bootID, m, standby
 	o.Fatal = func(err error) { cancel(err) }
+	if o.IMEXHost, err = c.imexHost(klog.FromContext(ctx), b); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 

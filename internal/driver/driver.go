@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/claims"
 	"github.com/tessera-gpu/tessera/internal/health"
+	"github.com/tessera-gpu/tessera/internal/imex"
 	"github.com/tessera-gpu/tessera/internal/isolation"
 	"github.com/tessera-gpu/tessera/internal/metrics"
 	"github.com/tessera-gpu/tessera/internal/names"
@@ -97,6 +98,9 @@ type Options struct {
 	// lease in IMEXNamespace (internal/channelpool); 0 publishes none.
 	IMEXChannels  int
 	IMEXNamespace string
+	// IMEXHost is the node's IMEX (channels and daemon), which a claim of
+	// a channel needs; nil with IMEXChannels 0.
+	IMEXHost *imex.Host
 }
 
 // Driver implements kubeletplugin.DRAPlugin.
@@ -168,6 +172,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		ObservePartition: func(op claims.PartitionOp, took time.Duration, err error) {
 			o.Metrics.ObservePartition(string(op), took, err)
 		},
+		IMEX: d.imex(),
 	})
 	if err != nil {
 		return nil, err
@@ -295,4 +300,14 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	if !errors.Is(err, kubeletplugin.ErrRecoverable) && d.opts.Fatal != nil {
 		d.opts.Fatal(fmt.Errorf("%s: %w", msg, err))
 	}
+}
+
+// imex is what claims of IMEX channels need of the node; nil where the
+// agent offers no channels.
+func (d *Driver) imex() *claims.IMEX {
+	h := d.opts.IMEXHost
+	if h == nil {
+		return nil
+	}
+	return &claims.IMEX{Domain: d.pub.fabricDomain, Channels: h.Channels, Status: h.Status}
 }

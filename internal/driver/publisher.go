@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	resourceapi "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -76,6 +77,9 @@ type publisher struct {
 	// channels publishes the IMEX channels of the node's domain while
 	// the agent holds its lease; nil where the agent offers none.
 	channels *channelpool.Publisher
+	// domain is the multi-node NVLink domain of the inventory published
+	// last ("" for none), for claims of IMEX channels.
+	domain atomic.Value
 
 	// Written only by the caller that runs publishes (busy), one at a time,
 	// and earlyErr by New.
@@ -312,10 +316,11 @@ func (p *publisher) build(ctx context.Context, held func(string, *inventory.Part
 // where the agent offers channels. The race outlives the publish that
 // started it (it ends with stopChannels).
 func (p *publisher) followDomain(ctx context.Context) {
+	domain, _ := fabricDomain(p.inv)
+	p.domain.Store(domain)
 	if p.channels == nil {
 		return
 	}
-	domain, _ := fabricDomain(p.inv)
 	if err := p.channels.Follow(context.WithoutCancel(ctx), domain); err != nil {
 		klog.FromContext(ctx).Error(err, "Offer the domain's IMEX channels")
 	}
@@ -326,4 +331,10 @@ func (p *publisher) stopChannels() {
 	if p.channels != nil {
 		p.channels.Stop()
 	}
+}
+
+// fabricDomain is the domain followDomain saw last ("" for none).
+func (p *publisher) fabricDomain() string {
+	d, _ := p.domain.Load().(string)
+	return d
 }

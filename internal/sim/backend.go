@@ -102,6 +102,9 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 	if err := writeCgroup(b.CgroupRoot(), m.Cgroup, &m.Node); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	if err := writeProc(b.ProcRoot(), &m.Node); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
 	if b.mpsRoot != "" || b.mpsControl != nil {
 		if b.mps, err = mps.New(mps.Config{Root: b.mpsRoot, Control: b.mpsControl, Logger: b.logger, BootID: b.bootID, Launcher: b.mpsLaunch, Protocol: mpsProtocol(&m.Node)}); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
