@@ -112,9 +112,12 @@ cluster-bins-fake:
 
 # e2e: the test module's own unit tests (test/chart's rules tests run
 # promtool), then test/e2e against a local cluster of fake-runtime nodes
-# (one test scrapes its agents with a real Prometheus).
+# (one test scrapes its agents with a real Prometheus), then test/e2e/rack
+# against a rack of GB200 trays: after, never beside it (one cluster at a
+# time).
 e2e: build cluster-bins-fake prometheus
-	$(TEST_GO) test -count=1 -timeout=40m $$($(GO) list ./... | grep -v /e2e/containerd)
+	$(TEST_GO) test -count=1 -timeout=40m $$($(GO) list ./... | grep -v -e /e2e/containerd -e /e2e/rack)
+	$(TEST_GO) test -count=1 -timeout=15m ./e2e/rack/
 
 # e2e-containerd: test/e2e/containerd against a local cluster of containerd
 # nodes: they import the images of `make images` (amd64) and install the

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync/atomic"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -31,7 +34,13 @@ type nodeLabeler struct {
 	applied *string
 	// warned is the inventory's domains last warned about (several).
 	warned string
+	// failed is set while the last patch failed (the node not registered
+	// yet, the API server away): retryLabel tries again.
+	failed atomic.Bool
 }
+
+// pending reports whether the label still waits for a patch that failed.
+func (l *nodeLabeler) pending() bool { return l != nil && l.failed.Load() }
 
 // fabricDomain is the one domain all of inv's GPUs that have one name, ""
 // where none has one; several is set where they name more than one (a
@@ -78,9 +87,26 @@ func (l *nodeLabeler) sync(ctx context.Context, inv *inventory.Node) error {
 		return err
 	}
 	if _, err := l.client.CoreV1().Nodes().Patch(ctx, l.node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: names.DriverName}); err != nil {
+		l.failed.Store(true)
 		return fmt.Errorf("label node %s %s=%q: %w", l.node, names.NodeLabelFabricDomain, want, err)
 	}
+	l.failed.Store(false)
 	l.applied = &want
 	klog.FromContext(ctx).V(2).Info("Node labelled with its fabric domain", "label", names.NodeLabelFabricDomain, "domain", want)
 	return nil
+}
+
+// retryLabel republishes, every so often, while the node's label waits for
+// a patch that failed: an agent that starts before its kubelet registered
+// the node, or while the API server is away, labels it once it can, with
+// nothing else to republish for.
+func (d *Driver) retryLabel(ctx context.Context, every time.Duration) {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if !d.pub.labeler.pending() {
+			return
+		}
+		if err := d.pub.publish(ctx, unchanged); err != nil {
+			klog.FromContext(ctx).Error(err, "Republish to label the node")
+		}
+	}, every)
 }

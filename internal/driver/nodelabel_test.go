@@ -59,6 +59,10 @@ func TestNodeLabelFollowsTheFabricDomain(t *testing.T) {
 		if (err != nil) != step.wantErr {
 			t.Fatalf("%s: sync %v, want error %v", step.name, err, step.wantErr)
 		}
+		// A failed patch leaves the label pending, for retryLabel.
+		if l.pending() != step.wantErr {
+			t.Errorf("%s: pending %v, want %v", step.name, l.pending(), step.wantErr)
+		}
 		if got := len(patches(client)) - before; got != step.patches {
 			t.Errorf("%s: %d patches, want %d", step.name, got, step.patches)
 		}

@@ -59,6 +59,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		every = 30 * time.Second
 	}
 	go d.watchSharing(ctx, every)
+	go d.retryLabel(ctx, 5*time.Second)
 	if err := d.pub.publish(ctx, unchanged); err != nil {
 		helper.Stop()
 		return fmt.Errorf("publish ResourceSlices: %w", err)

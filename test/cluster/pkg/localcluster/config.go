@@ -99,6 +99,10 @@ type Config struct {
 	// acts on them: off by default in Kubernetes 1.37, on in the e2e
 	// suite and the demo (docs/training.md, "Gangs").
 	Workloads bool
+	// IMEXChannels, above 0, runs an IMEX daemon stand-in on each fake
+	// node in a multi-node NVLink domain and has its agent offer that
+	// many channels of the domain (imex.go).
+	IMEXChannels int
 	// Runtime is the nodes' container runtime: RuntimeFake (the default) or
 	// RuntimeContainerd.
 	Runtime string

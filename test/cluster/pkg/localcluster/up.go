@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -56,6 +57,9 @@ func (c *Config) Up(ctx context.Context, out io.Writer) (err error) {
 		if err := c.startWebhookProcess(ctx, s); err != nil {
 			return err
 		}
+	}
+	if _, err := c.imexHosts(); err != nil {
+		return err
 	}
 	ports, err := newPortPicker()
 	if err != nil {
@@ -152,6 +156,12 @@ func (c *Config) portNames() []string {
 	names := []string{"etcd", "etcd-peer", "apiserver", "scheduler", "controller-manager", "prometheus"}
 	for _, n := range c.Nodes {
 		names = append(names, "kubelet-"+n.Name, "kubelet-healthz-"+n.Name, metricsPort(n.Name))
+	}
+	hosts, _ := c.imexHosts() // checked at Up
+	for _, h := range hosts {
+		if !slices.Contains(names, imexPort(h.domain)) {
+			names = append(names, imexPort(h.domain))
+		}
 	}
 	return names
 }
@@ -392,6 +402,14 @@ func (c *Config) startNode(s *State, p *pki, n Node, images []image) error {
 	} else if err := c.startFakeRuntime(s, n.Name); err != nil {
 		return err
 	}
+	hosts, _ := c.imexHosts() // checked at Up
+	for _, h := range hosts {
+		if h.node == n.Name {
+			if err := c.startIMEX(s, h); err != nil {
+				return fmt.Errorf("IMEX daemon: %w", err)
+			}
+		}
+	}
 	kubeconfig := filepath.Join(dir, "kubelet.kubeconfig")
 	if err := p.writeKubeconfig(kubeconfig, c.server(s), "kubelet-"+n.Name); err != nil {
 		return err
@@ -439,35 +457,35 @@ func (c *Config) StartPlugin(s *State, n Node) error {
 // e.g. one of WriteKubeconfigAs that makes it act as the chart's service
 // account.
 func (c *Config) StartPluginWithKubeconfig(s *State, n Node, kubeconfig string) error {
-	_, err := c.start(s, "plugin-"+n.Name, c.PluginBin,
-		"--node-name="+n.Name,
+	_, err := c.start(s, "plugin-"+n.Name, c.PluginBin, append([]string{
+		"--node-name=" + n.Name,
 		"--backend=sim",
-		"--sim-profile="+n.Profile,
-		"--partitioning="+n.PartitioningOf(),
-		"--sharing="+n.SharingOf(),
+		"--sim-profile=" + n.Profile,
+		"--partitioning=" + n.PartitioningOf(),
+		"--sharing=" + n.SharingOf(),
 		// The shared node (l4-4) has a legacy-MPS driver: the demo and the
 		// suite show what an operator who opts in to sharing its GPUs gets
 		// (each share's status says the control pipe is shared), which is
 		// not the agent's default (whole).
 		"--legacy-mps-shares=share",
-		"--sim-state-dir="+c.SimStateDir(n.Name),
-		"--kubeconfig="+kubeconfig,
-		"--plugin-data-dir="+c.PluginDataDir(n.Name),
-		"--registrar-dir="+filepath.Join(c.KubeletRoot(n.Name), "plugins_registry"),
-		"--cdi-dir="+c.CDIDir(n.Name),
+		"--sim-state-dir=" + c.SimStateDir(n.Name),
+		"--kubeconfig=" + kubeconfig,
+		"--plugin-data-dir=" + c.PluginDataDir(n.Name),
+		"--registrar-dir=" + filepath.Join(c.KubeletRoot(n.Name), "plugins_registry"),
+		"--cdi-dir=" + c.CDIDir(n.Name),
 		// Each node's plugin shares the host: its own port, loopback only.
-		"--metrics-address="+metricsAddress(s, n.Name),
+		"--metrics-address=" + metricsAddress(s, n.Name),
 		// /metrics authenticated (the default), over HTTPS with a
 		// certificate of the cluster CA (metricsauth.go).
-		"--metrics-tls-cert-file="+c.pkiPath(metricsCert(n.Name)+".crt"),
-		"--metrics-tls-key-file="+c.pkiPath(metricsCert(n.Name)+".key"),
+		"--metrics-tls-cert-file=" + c.pkiPath(metricsCert(n.Name)+".crt"),
+		"--metrics-tls-key-file=" + c.pkiPath(metricsCert(n.Name)+".key"),
 		// Its own kubelet's PodResources, polled often so a test sees a
 		// pod's tessera_device_allocation_info come and go in seconds.
-		"--pod-resources-socket="+c.PodResourcesSocket(n.Name),
-		"--attribution-poll="+AttributionPoll,
-		"--telemetry-poll="+TelemetryPoll,
+		"--pod-resources-socket=" + c.PodResourcesSocket(n.Name),
+		"--attribution-poll=" + AttributionPoll,
+		"--telemetry-poll=" + TelemetryPoll,
 		"--v=4",
-	)
+	}, c.imexArgs(n.Name)...)...)
 	return err
 }
 
