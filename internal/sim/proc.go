@@ -28,7 +28,7 @@ func writeProc(root string, n *inventory.Node) error {
 		return nil
 	}
 	files := map[string]string{
-		"devices": fmt.Sprintf("Character devices:\n  1 mem\n  4 /dev/vc/0\n  5 /dev/tty\n195 nvidia-frontend\n%d nvidia-caps-imex-channels\n238 nvidia-caps\n508 nvidia-uvm\n\nBlock devices:\n  7 loop\n  8 sd\n259 blkext\n", simIMEXMajor),
+		"devices":              fmt.Sprintf("Character devices:\n  1 mem\n  4 /dev/vc/0\n  5 /dev/tty\n195 nvidia-frontend\n%d nvidia-caps-imex-channels\n238 nvidia-caps\n508 nvidia-uvm\n\nBlock devices:\n  7 loop\n  8 sd\n259 blkext\n", simIMEXMajor),
 		"driver/nvidia/params": "ResmanDebugLevel: 4294967295\nRmLogonRC: 1\nModifyDeviceFiles: 1\nImexChannelCount: 2048\nCreateImexChannel0: 0\n",
 	}
 	for p, content := range files {
