@@ -170,3 +170,26 @@ func statusText(status string, err error) string {
 	}
 	return strings.TrimSpace(status)
 }
+
+// PreparedChannel is an IMEX channel a prepared claim holds on this node.
+type PreparedChannel struct{ Pool, Device string }
+
+// PreparedChannels are the IMEX channels of the claims prepared on this
+// node, in claim order: the devices whose health the node's IMEX daemon
+// decides.
+func (m *Manager) PreparedChannels() []PreparedChannel {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []PreparedChannel
+	for _, c := range sortedClaims(m.cp) {
+		if c.State != checkpoint.PrepareCompleted {
+			continue
+		}
+		for _, d := range c.Devices {
+			if _, ok := channelpool.DomainOf(d.Pool); ok {
+				out = append(out, PreparedChannel{Pool: d.Pool, Device: d.Device})
+			}
+		}
+	}
+	return out
+}

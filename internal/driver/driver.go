@@ -111,6 +111,8 @@ type Driver struct {
 	tracker *health.Tracker
 	pub     *publisher
 	modes   string // last logged GPU publishing modes; publishes only
+	// imex is the node's IMEX daemon's last answer (imexhealth.go).
+	imexState imexHealth
 
 	helper *kubeletplugin.Helper
 	// readyPool confirms, for readiness, that the API server holds the
@@ -198,6 +200,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	o.Metrics.SetSharingSource(d.claims.SharingCounts)
 	o.Metrics.SetCapacitySource(d.sharedDevices)
 	d.health = newHealthHub(d.Published, o.Metrics, d.tracker)
+	d.health.extra = d.channelHealth
 	d.health.republish = func(ctx context.Context) error { return d.pub.publish(ctx, taintsChanged) }
 	return d, nil
 }

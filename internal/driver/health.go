@@ -28,6 +28,9 @@ type healthHub struct {
 	metrics   *metrics.Metrics
 	tracker   *health.Tracker
 	republish func(context.Context) error
+	// extra are devices of other pools whose health the node decides
+	// (its prepared IMEX channels); nil for none.
+	extra func(now time.Time) []kubeletplugin.DeviceHealth
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on each change
@@ -178,6 +181,9 @@ func (h *healthHub) report() (kubeletplugin.DeviceHealthReport, <-chan struct{})
 			LastUpdated: now,
 			Message:     hl.Reason,
 		})
+	}
+	if h.extra != nil {
+		rep.Devices = append(rep.Devices, h.extra(now)...)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

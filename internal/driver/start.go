@@ -60,6 +60,7 @@ func (d *Driver) Start(ctx context.Context) error {
 	}
 	go d.watchSharing(ctx, every)
 	go d.retryLabel(ctx, 5*time.Second)
+	go d.watchIMEX(ctx, imexPoll)
 	if err := d.pub.publish(ctx, unchanged); err != nil {
 		helper.Stop()
 		return fmt.Errorf("publish ResourceSlices: %w", err)

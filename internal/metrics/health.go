@@ -15,3 +15,17 @@ func (m *Metrics) SetHealth(taints map[TaintKey]int, unhealthy int) {
 	}
 	m.unhealthy.Set(float64(unhealthy))
 }
+
+// SetIMEXReady sets whether the node's IMEX daemon, of domain, answered
+// READY when last asked.
+func (m *Metrics) SetIMEXReady(domain string, ready bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if ready {
+		v = 1
+	}
+	m.imexReady.Reset()
+	m.imexReady.WithLabelValues(domain).Set(v)
+}

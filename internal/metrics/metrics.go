@@ -56,6 +56,7 @@ type Metrics struct {
 	freeSlices         *prometheus.GaugeVec
 	unusableSlices     *prometheus.GaugeVec
 	unhealthy          prometheus.Gauge
+	imexReady          *prometheus.GaugeVec
 	unpublished        *prometheus.GaugeVec
 	ready              atomic.Pointer[func(context.Context) error]
 }
@@ -80,7 +81,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.prepareDuration, m.unprepareDuration, m.prepareErrors, m.unprepareErrors,
 		m.published, m.partitionDuration, m.healthEvents, m.orphans, m.prepared,
-		m.sharing, m.capacity, m.mpsRestarts, m.taints, m.unhealthy, m.staleReleased, m.freeSlices, m.unusableSlices,
+		m.sharing, m.capacity, m.mpsRestarts, m.taints, m.unhealthy, m.imexReady, m.staleReleased, m.freeSlices, m.unusableSlices,
 		m.allocation, m.podResourcesErrors, m.telemetry, m.telemetryFailures, m.unpublished,
 	)
 	// Series that exist from the start, so a dashboard shows 0 rather than
@@ -161,6 +162,10 @@ func (m *Metrics) newDeviceSeries() {
 		Namespace: namespace, Name: "gpus_unhealthy",
 		Help: "GPUs reported Unhealthy to the kubelet (a NoExecute or NoSchedule condition other than degradation).",
 	})
+	m.imexReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "imex_daemon_ready",
+		Help: "Whether the node's IMEX daemon answered READY when last asked (1) or not (0), by multi-node NVLink domain; absent on a node that offers no IMEX channels or is in no domain.",
+	}, []string{"domain"})
 }
 
 // newAgentSeries makes the series of the agent's own polls and daemons.

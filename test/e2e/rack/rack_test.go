@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/internal/channelpool"
@@ -218,7 +219,8 @@ func TestJobsGetTheirOwnChannels(t *testing.T) {
 	if chC := channelOf(t, ns, c); chC != chA {
 		t.Errorf("job c got %s, want the channel job a freed (%s)", chC, chA)
 	}
-	deletePods(t, ns, append(slices.Clone(b), c...))
+	endJob(t, ns, "job-b", b)
+	endJob(t, ns, "job-c", c)
 	// The kubelets unprepare the claims once the pods are gone.
 	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
 		var left []string
@@ -279,7 +281,7 @@ func TestPrepareWaitsForIMEX(t *testing.T) {
 		t.Fatal(err)
 	}
 	channelOf(t, ns, pods)
-	deletePods(t, ns, pods)
+	endJob(t, ns, "job-d", pods)
 }
 
 func deletePods(t *testing.T, ns string, pods []string) {
@@ -303,6 +305,23 @@ func deletePods(t *testing.T, ns string, pods []string) {
 			}
 		}
 		return left == 0, fmt.Sprintf("%d pods left", left)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// endJob deletes the job's pods and its channel claim, and waits until the
+// claim is gone: its channel is free for the next job, whatever test.
+func endJob(t *testing.T, ns, name string, pods []string) {
+	t.Helper()
+	ctx := context.Background()
+	deletePods(t, ns, pods)
+	if err := client.ResourceV1().ResourceClaims(ns).Delete(ctx, name+"-imex", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		_, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, name+"-imex", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("claim %s-imex: %v", name, err)
 	}); err != nil {
 		t.Fatal(err)
 	}
