@@ -35,6 +35,7 @@ var DeviceClasses = []string{
 	"amd." + DriverName,
 	"mig." + DriverName,
 	"xcp." + DriverName,
+	"imex." + DriverName,
 }
 
 // ForwardedAuthorizationHeader carries a caller's "Bearer <token>" to an

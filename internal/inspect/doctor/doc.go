@@ -9,7 +9,9 @@
 //     health.go (device taints), prepare.go (claims stuck in prepare,
 //     failed-prepare events), partitioning.go (the node label against
 //     what is published), driver.go (a driver file an agent found
-//     missing under its driver root, from the agent pods' status).
+//     missing under its driver root, from the agent pods' status),
+//     imex.go (a tray's domain's IMEX channels published, and no prepare
+//     that waited for its IMEX daemon).
 //   - findings.go: bounding long lists and messages.
 //   - gather.go: reading the Input from a cluster; probe.go asking an
 //     agent's /readyz.

@@ -30,7 +30,7 @@ type (
 // node's in turn.
 var (
 	fleetChecks = []fleetCheck{checkDeviceClasses, checkAnySlices, checkDriver}
-	nodeChecks  = []nodeCheck{checkNode, checkSlices, checkReadyz, checkHealth, checkPrepare, checkPartitioning}
+	nodeChecks  = []nodeCheck{checkNode, checkSlices, checkReadyz, checkHealth, checkPrepare, checkPartitioning, checkIMEX}
 )
 
 // Run runs every check: the fleet-wide ones once, then each node's, then
