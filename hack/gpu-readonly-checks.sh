@@ -2,8 +2,11 @@
 # gpu-readonly-checks.sh: what Tessera's MPS v3 and kernel-limit code assumes
 # about a real NVIDIA node, printed for a person to compare with
 # docs/sharing.md and docs/nvml.md (what discovery reads: NVLink remote
-# types, fabric info, SM count, the NVLink speed field). Read-only: it starts no MPS daemon, changes no MIG or
-# compute mode, sets no limit. Run it on a GPU machine (no argument).
+# types, fabric info, SM count, the NVLink speed field) and docs/rack.md
+# (IMEX channels and the daemon's readiness on a GB200/GB300 tray).
+# Read-only: it starts no MPS or IMEX daemon, changes no MIG or compute
+# mode, creates no channel node, sets no limit. Run it on a GPU machine (no
+# argument).
 set -u
 
 section() { printf '\n== %s\n' "$1"; }
@@ -36,3 +39,13 @@ for bdf in $(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader 2>/dev/null
   run readlink -f "/sys/bus/pci/devices/$bdf"
 done
 run nvidia-smi topo -m
+
+section "IMEX on a multi-node NVLink tray (docs/rack.md): the channel region, the channel count, the daemon's answer"
+run sh -c "grep -A 200 '^Character devices:' /proc/devices | grep nvidia-caps-imex-channels"
+run sh -c "grep -i imex /proc/driver/nvidia/params"
+run ls -l /dev/nvidia-caps-imex-channels
+run systemctl is-active nvidia-imex
+run nvidia-imex-ctl -c /etc/nvidia-imex/config.cfg -q
+run nvidia-imex-ctl -c /etc/nvidia-imex/config.cfg -N
+run sh -c "grep -v '^#' /etc/nvidia-imex/config.cfg | grep ."
+run cat /etc/nvidia-imex/nodes_config.cfg
