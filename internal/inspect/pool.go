@@ -4,8 +4,12 @@ import (
 	"slices"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
+	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/publish"
 )
 
@@ -32,7 +36,11 @@ type DeviceKey struct{ Pool, Name string }
 func (d PoolDevice) Key() DeviceKey { return DeviceKey{d.Pool, d.Dev.Name} }
 
 // NodesOf groups the snapshot's slices by node. A pool being republished may
-// briefly have slices of two generations; only the newest counts.
+// briefly have slices of two generations; only the newest counts. A slice
+// of no node (a multi-node NVLink domain's IMEX channels, selecting its
+// nodes by label) adds its devices to each node its selector matches, by
+// the labels that node's agent sets (Labels): they are that node's to
+// allocate too.
 func NodesOf(s *Snapshot) []*NodeDevices {
 	newest := map[string]int64{}
 	for i := range s.Slices {
@@ -42,10 +50,15 @@ func NodesOf(s *Snapshot) []*NodeDevices {
 		}
 	}
 	byName := map[string]*NodeDevices{}
+	var shared []*resourceapi.ResourceSlice
 	for i := range s.Slices {
 		sl := &s.Slices[i]
 		pool := sl.Spec.Pool.Name
 		if sl.Spec.Pool.Generation != newest[pool] {
+			continue
+		}
+		if sl.Spec.NodeName == nil && sl.Spec.NodeSelector != nil {
+			shared = append(shared, sl)
 			continue
 		}
 		node := pool
@@ -57,19 +70,62 @@ func NodesOf(s *Snapshot) []*NodeDevices {
 			n = &NodeDevices{Name: node, CounterSets: map[DeviceKey]resourceapi.CounterSet{}}
 			byName[node] = n
 		}
-		for j := range sl.Spec.Devices {
-			n.Devices = append(n.Devices, PoolDevice{Pool: pool, Dev: &sl.Spec.Devices[j]})
-		}
-		for _, cs := range sl.Spec.SharedCounters {
-			n.CounterSets[DeviceKey{pool, cs.Name}] = cs
-		}
+		n.add(sl)
 	}
 	out := make([]*NodeDevices, 0, len(byName))
 	for _, n := range byName {
 		out = append(out, n)
 	}
 	slices.SortFunc(out, func(a, b *NodeDevices) int { return strings.Compare(a.Name, b.Name) })
+	for _, sl := range shared {
+		for _, n := range out {
+			if ok, _ := nodeaffinity.NewLazyErrorNodeSelector(sl.Spec.NodeSelector).Match(n.Node()); ok {
+				n.add(sl)
+			}
+		}
+	}
 	return out
+}
+
+// add adds sl's devices and counter sets to n.
+func (n *NodeDevices) add(sl *resourceapi.ResourceSlice) {
+	pool := sl.Spec.Pool.Name
+	for j := range sl.Spec.Devices {
+		n.Devices = append(n.Devices, PoolDevice{Pool: pool, Dev: &sl.Spec.Devices[j]})
+	}
+	for _, cs := range sl.Spec.SharedCounters {
+		n.CounterSets[DeviceKey{pool, cs.Name}] = cs
+	}
+}
+
+// Labels are the labels the scheduler matches slices' node selectors
+// against, as the node's agent sets them: its hostname, and the
+// multi-node NVLink domain its GPUs publish (fabricDomain), where they
+// name exactly one.
+func (n *NodeDevices) Labels() map[string]string {
+	l := map[string]string{"kubernetes.io/hostname": n.Name}
+	domain := ""
+	for _, d := range n.Devices {
+		if AttrString(d.Dev, publish.AttrType) != publish.TypeGPU {
+			continue
+		}
+		switch v := AttrString(d.Dev, publish.AttrFabricDomain); {
+		case v == "":
+		case domain == "":
+			domain = v
+		case domain != v:
+			return l // several: the agent sets none
+		}
+	}
+	if domain != "" {
+		l[names.NodeLabelFabricDomain] = domain
+	}
+	return l
+}
+
+// Node is the Node object the allocator filters n as: its name and Labels.
+func (n *NodeDevices) Node() *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels()}}
 }
 
 // GPUGroup is one physical GPU: its whole-GPU device (nil when the GPU is

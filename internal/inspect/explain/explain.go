@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -174,7 +172,7 @@ func namedSlices(in []resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
 func (e *explainer) verdict(alloc structured.Allocator, n *inspect.NodeDevices, pending []*resourceapi.ResourceClaim) NodeVerdict {
 	e.indexCounters(n)
 	v := NodeVerdict{Node: n.Name}
-	res, err := alloc.Allocate(e.ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, pending)
+	res, err := alloc.Allocate(e.ctx, n.Node(), pending)
 	switch {
 	case err != nil:
 		v.Error = err.Error()
@@ -189,8 +187,10 @@ func (e *explainer) verdict(alloc structured.Allocator, n *inspect.NodeDevices, 
 	}
 	if !v.Fits {
 		v.Reasons = reasons(&v)
-		if w := windowReason(n, v.Requests); w != "" {
-			v.Reasons = append(v.Reasons, w)
+		for _, r := range []string{windowReason(n, v.Requests), domainReason(n, v.Requests)} {
+			if r != "" {
+				v.Reasons = append(v.Reasons, r)
+			}
 		}
 	}
 	return v

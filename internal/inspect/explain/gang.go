@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingapi "k8s.io/api/scheduling/v1beta1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
 
@@ -182,7 +181,7 @@ func (e *explainer) place(ctx context.Context, alloc structured.Allocator, nodes
 		if tied != "" && n.Name != tied {
 			continue
 		}
-		res, err := alloc.Allocate(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, pending)
+		res, err := alloc.Allocate(ctx, n.Node(), pending)
 		if err != nil || res == nil {
 			continue
 		}

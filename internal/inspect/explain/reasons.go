@@ -484,3 +484,18 @@ func windowReason(n *inspect.NodeDevices, reqs []RequestReport) string {
 	return fmt.Sprintf("the placements of %s are not published: GPUs without partitions outside the agent's placement window (--dynamic-window), "+
 		"opened as the open GPUs fill (docs/partitioning.md#the-placement-window)", list(closed, 8))
 }
+
+// domainReason says why a node has no IMEX channel to offer a request of
+// the IMEX class: it is in no multi-node NVLink domain (its GPUs publish
+// none, so its agent sets no label and no domain's pool selects it), or no
+// agent publishes its domain's channels.
+func domainReason(n *inspect.NodeDevices, reqs []RequestReport) string {
+	imex := "imex." + names.DriverName
+	if !slices.ContainsFunc(reqs, func(r RequestReport) bool { return r.Class == imex && r.ClassMatched == 0 }) {
+		return ""
+	}
+	if d := n.Labels()[names.NodeLabelFabricDomain]; d != "" {
+		return fmt.Sprintf("the node is in multi-node NVLink domain %s, whose IMEX channels no agent publishes (imex.channels, --imex-channels; docs/rack.md)", d)
+	}
+	return "the node is in no multi-node NVLink domain: IMEX channels are offered only to the trays of one (docs/rack.md)"
+}
