@@ -214,7 +214,7 @@ func TestMetricsAuthPrometheus(t *testing.T) {
 				LastError string            `json:"lastError"`
 			} `json:"activeTargets"`
 		}
-		if err := prom.api("/api/v1/targets", nil, &data); err != nil {
+		if err := prom.API("/api/v1/targets", nil, &data); err != nil {
 			return false, err.Error()
 		}
 		seen := map[string]int{}

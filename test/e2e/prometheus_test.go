@@ -4,211 +4,46 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/tessera-gpu/tessera/internal/inspect/top"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/promtest"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
-// promJob is the agents' job as the chart's ServiceMonitor names it, the
-// job the shipped rules say.
-const promJob = "tessera-metrics"
+// promJob is the agents' job as the chart's ServiceMonitor names it.
+const promJob = promtest.Job
 
-// prometheus is a real Prometheus server (hack/build-prometheus.sh)
-// scraping every agent of the local cluster each second, with the chart's
-// rules, as the chart's ServiceMonitor and PrometheusRule set one up: job
-// tessera-metrics, the node label, honor_labels, HTTPS with a token.
-type prometheus struct {
-	t    *testing.T
-	base string
-}
+// prometheus is a real Prometheus server scraping every agent of the local
+// cluster (test/cluster/pkg/promtest).
+type prometheus = promtest.Server
 
 func startPrometheus(t *testing.T, s *localcluster.State) *prometheus {
 	t.Helper()
-	return startPrometheusWith(t, s, agentsJob(s, promJob, map[string]any{"type": "Bearer", "credentials_file": cluster.MetricsTokenFile()}))
+	return startPrometheusWith(t, s, agentsJob(s, promJob, promtest.Bearer(cluster.MetricsTokenFile())))
 }
 
-// agentsJob is a scrape config of every agent as the chart's
-// ServiceMonitor makes it, named name, with authorization (nil: none):
-// HTTPS, the node label, honor_labels. The agents' certificates are the
-// cluster CA's, so verified rather than skipped.
+// agentsJob is a scrape config of every agent (promtest.AgentsJob).
 func agentsJob(s *localcluster.State, name string, authorization map[string]any) map[string]any {
-	var targets []any
+	var names []string
 	for _, n := range nodes {
-		targets = append(targets, map[string]any{"targets": []string{localcluster.MetricsAddress(s, n.Name)}, "labels": map[string]string{"node": n.Name}})
+		names = append(names, n.Name)
 	}
-	job := map[string]any{
-		"job_name": name, "honor_labels": true, "static_configs": targets,
-		"scheme":     "https",
-		"tls_config": map[string]any{"ca_file": cluster.MetricsCAFile()},
-	}
-	if authorization != nil {
-		job["authorization"] = authorization
-	}
-	return job
+	return promtest.AgentsJob(cluster, s, names, name, authorization)
 }
 
 // startPrometheusWith starts Prometheus with the chart's rules scraping
 // jobs (agentsJob).
 func startPrometheusWith(t *testing.T, s *localcluster.State, jobs ...map[string]any) *prometheus {
 	t.Helper()
-	bin := filepath.Join(repo, "_output/cluster-bin/prometheus")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("prometheus: %v (make prometheus builds it)", err)
-	}
-	dir := t.TempDir()
-	rules, err := os.ReadFile(filepath.Join(repo, "deployments/helm/tessera/rules/tessera.rules.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tessera.rules.yaml"), rules, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := yaml.Marshal(map[string]any{
-		"global":         map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"},
-		"rule_files":     []string{"tessera.rules.yaml"},
-		"scrape_configs": jobs,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := localcluster.PrometheusAddress(s)
-	log, err := os.Create(filepath.Join(cluster.LogDir(), "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
-	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		log.Close()
-	})
-	p := &prometheus{t: t, base: "http://" + addr}
-	if err := scenario.Poll(context.Background(), 60*time.Second, func() (bool, string) {
-		select {
-		case err := <-exited:
-			exited <- err
-			return false, fmt.Sprintf("prometheus exited: %v (log in %s)", err, log.Name())
-		default:
-		}
-		resp, err := http.Get(p.base + "/-/ready")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// api GETs a Prometheus HTTP API path and decodes its data into v.
-func (p *prometheus) api(path string, q url.Values, v any) error {
-	resp, err := http.Get(p.base + path + "?" + q.Encode())
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	var r struct {
-		Status string          `json:"status"`
-		Error  string          `json:"error"`
-		Data   json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return fmt.Errorf("%s: %v: %s", path, err, body)
-	}
-	if r.Status != "success" {
-		return fmt.Errorf("%s %v: %s", path, q, r.Error)
-	}
-	return json.Unmarshal(r.Data, v)
-}
-
-// promSample is one sample of an instant vector.
-type promSample struct {
-	labels map[string]string
-	value  float64
-}
-
-// query runs an instant query.
-func (p *prometheus) query(expr string) ([]promSample, error) {
-	var data struct {
-		Result []struct {
-			Metric map[string]string `json:"metric"`
-			Value  [2]any            `json:"value"`
-		} `json:"result"`
-	}
-	if err := p.api("/api/v1/query", url.Values{"query": {expr}}, &data); err != nil {
-		return nil, err
-	}
-	out := make([]promSample, 0, len(data.Result))
-	for _, r := range data.Result {
-		s, _ := r.Value[1].(string)
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: value %v", expr, r.Value)
-		}
-		out = append(out, promSample{r.Metric, v})
-	}
-	return out, nil
-}
-
-// alertState is the state of alert name with labels, "" when there is none.
-func (p *prometheus) alertState(name string, labels map[string]string) (string, error) {
-	var data struct {
-		Alerts []struct {
-			Labels map[string]string `json:"labels"`
-			State  string            `json:"state"`
-		} `json:"alerts"`
-	}
-	if err := p.api("/api/v1/alerts", nil, &data); err != nil {
-		return "", err
-	}
-	for _, a := range data.Alerts {
-		if a.Labels["alertname"] != name {
-			continue
-		}
-		match := true
-		for k, v := range labels {
-			match = match && a.Labels[k] == v
-		}
-		if match {
-			return a.State, nil
-		}
-	}
-	return "", nil
+	return promtest.Start(t, cluster, s, repo, jobs...)
 }
 
 // TestPrometheus: a real Prometheus scrapes every agent of the local
@@ -268,11 +103,11 @@ func TestPrometheus(t *testing.T) {
 			{fmt.Sprintf(`namespace_pod:tessera_gpu_memory_used_bytes:sum{namespace=%q,pod=%q}`, ns, h.pod), h.memoryBytes},
 		} {
 			if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
-				got, err := prom.query(c.expr)
+				got, err := prom.Query(c.expr)
 				if err != nil {
 					return false, err.Error()
 				}
-				return len(got) == 1 && got[0].value == c.want, fmt.Sprintf("%s = %v, want one sample %v", c.expr, got, c.want)
+				return len(got) == 1 && got[0].Value == c.want, fmt.Sprintf("%s = %v, want one sample %v", c.expr, got, c.want)
 			}); err != nil {
 				t.Error(err)
 			}
@@ -282,7 +117,7 @@ func TestPrometheus(t *testing.T) {
 	// top from Prometheus: the same rows as from the agents.
 	if err := scenario.Poll(ctx, 30*time.Second, func() (bool, string) {
 		var rows []top.Pod
-		out := kubectlTessera(t, "top", "pods", "-n", ns, "--prometheus-url", prom.base, "-o", "json")
+		out := kubectlTessera(t, "top", "pods", "-n", ns, "--prometheus-url", prom.URL(), "-o", "json")
 		if err := json.Unmarshal([]byte(out), &rows); err != nil {
 			return false, err.Error()
 		}
@@ -315,7 +150,7 @@ func TestPrometheus(t *testing.T) {
 	inject(t, "gpu-h100", victim, "--xid=79", "--message=GPU has fallen off the bus")
 	waitTaints(t, "gpu-h100", victim, "xid=79:NoExecute")
 	if err := scenario.Poll(ctx, 150*time.Second, func() (bool, string) {
-		st, err := prom.alertState("TesseraGPUTaintedNoExecute", map[string]string{"node": "gpu-h100", "key": "gpu.tessera.dev/xid"})
+		st, err := prom.AlertState("TesseraGPUTaintedNoExecute", map[string]string{"node": "gpu-h100", "key": "gpu.tessera.dev/xid"})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -329,7 +164,7 @@ func TestPrometheus(t *testing.T) {
 
 	deleteAll(t, ns)
 	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
-		got, err := prom.query(fmt.Sprintf(`{__name__=~"tessera_gpu_.+|tessera_device_allocation_info",namespace=%q}`, ns))
+		got, err := prom.Query(fmt.Sprintf(`{__name__=~"tessera_gpu_.+|tessera_device_allocation_info",namespace=%q}`, ns))
 		if err != nil {
 			return false, err.Error()
 		}
@@ -372,7 +207,7 @@ func checkDashboard(t *testing.T, prom *prometheus, ns string) {
 				expr := strings.NewReplacer("$node", ".*", "$namespace", namespace).Replace(q.Expr)
 				n++
 				if err := scenario.Poll(context.Background(), 30*time.Second, func() (bool, string) {
-					got, err := prom.query(expr)
+					got, err := prom.Query(expr)
 					if err != nil {
 						return false, err.Error()
 					}

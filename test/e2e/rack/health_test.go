@@ -12,6 +12,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/internal/sim/imexstandin"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/e2eutil"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/promtest"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
 
@@ -42,7 +43,9 @@ func channelHealth(t *testing.T, ns, pod string) string {
 
 // TestIMEXHealthInPodStatus: a running job's worker on a tray whose IMEX
 // daemon fails sees its channel Unhealthy in its pod's status, with the
-// daemon's status; once the daemon is back, Healthy again.
+// daemon's status, and TesseraIMEXNotReady fires for that tray in a real
+// Prometheus scraping the trays' agents with the chart's rules; once the
+// daemon is back, Healthy again, the gauge 1 and the alert gone.
 func TestIMEXHealthInPodStatus(t *testing.T) {
 	ctx := context.Background()
 	ns := e2eutil.Namespace(t, client, "")
@@ -72,13 +75,42 @@ func TestIMEXHealthInPodStatus(t *testing.T) {
 		}
 	}
 	wait("Healthy")
+	prom := startPrometheus(t)
+	alert := func(want string, value float64) {
+		t.Helper()
+		// The rule's for: 2m, after the agent's next ask (10 s).
+		if err := scenario.Poll(ctx, 200*time.Second, func() (bool, string) {
+			got, err := prom.Query(fmt.Sprintf(`tessera_imex_daemon_ready{node=%q}`, tray))
+			if err != nil || len(got) != 1 || got[0].Value != value {
+				return false, fmt.Sprintf("tessera_imex_daemon_ready of %s: %v, %v; want %v", tray, got, err, value)
+			}
+			st, err := prom.AlertState("TesseraIMEXNotReady", map[string]string{"node": tray})
+			return err == nil && st == want, fmt.Sprintf("TesseraIMEXNotReady of %s: %q, %v; want %q", tray, st, err, want)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alert("", 1)
 	if err := imexstandin.InjectFault(cluster.IMEXConfig(tray), "e2e: lost the NVLink fabric"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = imexstandin.ClearFault(cluster.IMEXConfig(tray)) })
 	wait("Unhealthy:the node's IMEX daemon is not ready: NOT_READY: injected fault: e2e: lost the NVLink fabric")
+	alert("firing", 0)
 	if err := imexstandin.ClearFault(cluster.IMEXConfig(tray)); err != nil {
 		t.Fatal(err)
 	}
 	wait("Healthy")
+	alert("", 1)
+}
+
+// startPrometheus starts a real Prometheus scraping the trays' agents as
+// the chart's ServiceMonitor does, with the chart's rules.
+func startPrometheus(t *testing.T) *promtest.Server {
+	t.Helper()
+	s, err := cluster.LoadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return promtest.Start(t, cluster, s, repo, promtest.AgentsJob(cluster, s, trays, promtest.Job, promtest.Bearer(cluster.MetricsTokenFile())))
 }

@@ -24,6 +24,7 @@ import (
 var (
 	cluster *localcluster.Config
 	client  kubernetes.Interface
+	repo    string
 )
 
 // trays are the rack's compute trays; outside is a node of no domain.
@@ -37,7 +38,8 @@ var (
 const channels = 2
 
 func TestMain(m *testing.M) {
-	repo, err := filepath.Abs("../../..")
+	var err error
+	repo, err = filepath.Abs("../../..")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
