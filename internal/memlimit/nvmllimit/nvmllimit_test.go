@@ -52,11 +52,11 @@ func newNVML() *nvmlNode {
 	return n
 }
 
-// TestNVMLShare: on NVIDIA the limit goes through NVML on the container's
-// own cgroup directory (soft 0, hard the share), is read back, and is
-// lifted (hard NVML_DEVICE_MEMORY_LIMIT_MAX) by a release that finds the
-// cgroup still there; a driver that refuses fails the container and
-// leaves no record.
+// TestNVMLShare: on NVIDIA the limit goes through NVML on the cgroup
+// directory of the container's pod (soft 0, hard the share), is kept when
+// the container goes while the pod's cgroup is there, and is lifted (hard
+// NVML_DEVICE_MEMORY_LIMIT_MAX) by the claim's release; a driver that
+// refuses fails the container and leaves no record.
 func TestNVMLShare(t *testing.T) {
 	const cg = "/kubepods/pod1/c1"
 	d := t.TempDir()
@@ -73,7 +73,9 @@ func TestNVMLShare(t *testing.T) {
 	env := memlimit.Env{Proc: proc, NVML: Setter{Lib: gpu.lib}}
 	h := memlimit.Hook{Path: "/opt/tessera/bin/tessera-cdi-hook", CgroupRoot: root, StateDir: filepath.Join(d, "state")}
 	l := memlimit.Limit{ClaimUID: "uid-1", Claim: "a/gpu", Device: "gpu-0", Mechanism: memlimit.NVML, Region: "nvidia/0000:83:00.0/vidmem", GPU: "GPU-1", Bytes: 7 << 30}
-	state := func(id string, pid int) specs.State { return specs.State{ID: id, Pid: pid} }
+	state := func(id string, pid int) specs.State {
+		return specs.State{ID: id, Pid: pid, Annotations: map[string]string{memlimit.PodUIDAnnotations[0]: "1"}}
+	}
 	records := func() []memlimit.Record {
 		r, err := memlimit.Records(h.StateDir)
 		if err != nil {
@@ -85,7 +87,7 @@ func TestNVMLShare(t *testing.T) {
 	if err := memlimit.Apply(h, l, state("c1", 9), env); err != nil {
 		t.Fatal(err)
 	}
-	ns := filepath.Join(root, "kubepods/pod1/c1")
+	ns := filepath.Join(root, "kubepods/pod1")
 	if got := gpu.limits[ns]; got != [2]uint64{0, 7 << 30} {
 		t.Errorf("NVML limits of %s = %v, want soft 0, hard 7GiB", ns, got)
 	}
@@ -95,8 +97,14 @@ func TestNVMLShare(t *testing.T) {
 	if err := memlimit.Release(h, "c1", env); err != nil {
 		t.Fatal(err)
 	}
+	if got := gpu.limits[ns]; got != [2]uint64{0, 7 << 30} {
+		t.Errorf("NVML limits after the container's release = %v, want the pod's kept", got)
+	}
+	if err := memlimit.ReleaseClaim(h, "uid-1", env); err != nil {
+		t.Fatal(err)
+	}
 	if got := gpu.limits[ns]; got != [2]uint64{0, limitMax} {
-		t.Errorf("NVML limits after release = %v, want soft 0, no hard limit", got)
+		t.Errorf("NVML limits after the claim's release = %v, want soft 0, no hard limit", got)
 	}
 
 	gpu.setErr = nvml.ERROR_NOT_SUPPORTED

@@ -45,6 +45,11 @@ func run() error {
 	c := localcluster.ForRepo(root)
 	// The gang scenarios need the Workload API (docs/training.md).
 	c.Workloads = true
+	// The rack scenario needs two GB200 trays of one multi-node NVLink
+	// domain, each running the IMEX daemon stand-in, and their agents
+	// offering the domain's channels (docs/rack.md).
+	c.Nodes = append(slices.Clone(localcluster.DefaultNodes), demoTrays...)
+	c.IMEXChannels = 4
 	if *nodes != "" {
 		if c.Nodes, err = localcluster.ParseNodes(*nodes); err != nil {
 			return err
@@ -114,6 +119,12 @@ func run() error {
 		return fmt.Errorf("%d scenarios failed; logs in %s", failed, c.LogDir())
 	}
 	return nil
+}
+
+// demoTrays are the demo cluster's rack: two compute trays of one domain.
+var demoTrays = []localcluster.Node{
+	{Name: "gb200-tray-1", Profile: "gb200-nvl72-tray"},
+	{Name: "gb200-tray-2", Profile: "gb200-nvl72-tray"},
 }
 
 func prepareNamespace(ctx context.Context, client kubernetes.Interface) error {
