@@ -192,6 +192,7 @@ func TestDefaults(t *testing.T) {
 		"Deployment/tessera-webhook",
 		"DeviceClass/amd.gpu.tessera.dev",
 		"DeviceClass/gpu.tessera.dev",
+		"DeviceClass/imex.gpu.tessera.dev",
 		"DeviceClass/mig.gpu.tessera.dev",
 		"DeviceClass/nvidia.gpu.tessera.dev",
 		"DeviceClass/xcp.gpu.tessera.dev",

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/tessera-gpu/tessera/internal/alloctest"
@@ -43,11 +44,15 @@ func newExplainFleet(t *testing.T) *explainFleet {
 		{"mi300x-8", "mi300x-0", publish.Options{Partitioning: publish.Static}},
 		{"mixed-inference", "mixed-0", publish.Options{Partitioning: publish.Static}},
 		{"l4-4", "l4-0", publish.Options{Partitioning: publish.Static, Sharing: publish.SharingCapacity}},
+		{"gb200-nvl72-tray", "tray-0", publish.Options{Partitioning: publish.Static}},
+		{"gb200-nvl72-tray", "tray-1", publish.Options{Partitioning: publish.Static}},
 	} {
 		s, _ := alloctest.PublishSimWith(t, m.profile, m.node, m.opts)
 		f.slices = append(f.slices, s...)
 		f.nodes = append(f.nodes, m.node)
 	}
+	// The trays' domain offers its IMEX channels (demo 19).
+	f.slices = append(f.slices, channelSlice(t, rackDomain, 4))
 	slices.Sort(f.nodes)
 	classes, err := alloctest.Classes()
 	if err != nil {
@@ -93,9 +98,14 @@ func (f *explainFleet) direct(t *testing.T, claims []*resourceapi.ResourceClaim)
 	for _, c := range claims {
 		pending = append(pending, pendingCopy(c))
 	}
+	// The nodes as their agents label them (a tray with its domain).
+	nodes := map[string]*v1.Node{}
+	for _, n := range inspect.NodesOf(f.input().Snapshot) {
+		nodes[n.Name] = n.Node()
+	}
 	var out []string
 	for _, n := range f.nodes {
-		res, err := a.Allocate(ctx, alloctest.Node(n), pending)
+		res, err := a.Allocate(ctx, nodes[n], pending)
 		if err == nil && res != nil {
 			out = append(out, n)
 		}
@@ -348,7 +358,7 @@ func TestExplainDynamicHalfFull(t *testing.T) {
 	in := f.input()
 	var dyn []resourceapi.ResourceSlice
 	for _, s := range in.Snapshot.Slices {
-		if *s.Spec.NodeName == "dyn-0" {
+		if s.Spec.NodeName != nil && *s.Spec.NodeName == "dyn-0" {
 			dyn = append(dyn, s)
 		}
 	}

@@ -30,14 +30,7 @@ func TestExplainRack(t *testing.T) {
 		s, _ := alloctest.PublishSim(t, n.profile, n.node)
 		all = append(all, s...)
 	}
-	p, err := channelpool.Pool(rackDomain, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all = append(all, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "channels"}, Spec: resourceapi.ResourceSliceSpec{
-		Driver: names.DriverName, Pool: resourceapi.ResourcePool{Name: channelpool.PoolName(rackDomain), ResourceSliceCount: 1},
-		NodeSelector: p.NodeSelector, Devices: p.Slices[0].Devices,
-	}})
+	all = append(all, channelSlice(t, rackDomain, 1))
 	classes, err := alloctest.Classes()
 	if err != nil {
 		t.Fatal(err)
@@ -97,4 +90,18 @@ func TestExplainRack(t *testing.T) {
 		}
 	}
 	checkConsistent(t, ex)
+}
+
+// channelSlice is domain's pool of n channels, one slice, as its publisher
+// writes it.
+func channelSlice(t *testing.T, domain string, n int) *resourceapi.ResourceSlice {
+	t.Helper()
+	p, err := channelpool.Pool(domain, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "channels-" + domain}, Spec: resourceapi.ResourceSliceSpec{
+		Driver: names.DriverName, Pool: resourceapi.ResourcePool{Name: channelpool.PoolName(domain), ResourceSliceCount: 1},
+		NodeSelector: p.NodeSelector, Devices: p.Slices[0].Devices,
+	}}
 }

@@ -137,6 +137,12 @@ func job(t *testing.T, ns, name string, workers int) []string {
 // returns that channel's path.
 func channelOf(t *testing.T, ns string, pods []string) string {
 	t.Helper()
+	return channelOfContainer(t, ns, pods, "work")
+}
+
+// channelOfContainer is channelOf for the pods' container named container.
+func channelOfContainer(t *testing.T, ns string, pods []string, container string) string {
+	t.Helper()
 	var channel string
 	for _, name := range pods {
 		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -147,7 +153,7 @@ func channelOf(t *testing.T, ns string, pods []string) string {
 			t.Errorf("pod %s on %s, which is no tray of the domain", name, p.Spec.NodeName)
 			continue
 		}
-		c, err := record.Read(cluster.RecordDir(p.Spec.NodeName), ns, name, "work")
+		c, err := record.Read(cluster.RecordDir(p.Spec.NodeName), ns, name, container)
 		if err != nil {
 			t.Fatal(err)
 		}
