@@ -18,6 +18,10 @@ type Attrs struct {
 	// BandwidthGBps is the GPU's aggregate unidirectional bandwidth to its
 	// fabric peers (for NVSwitch, its links to the switch plane).
 	BandwidthGBps int64
+	// BandwidthUnknown: one of the GPU's fabric links has a bandwidth the
+	// backend could not read (inventory.Link.BandwidthUnknown), so the sum
+	// would be too low; BandwidthGBps is 0 and the attribute is left out.
+	BandwidthUnknown bool
 	// Members are the GPU indices of the island, ascending.
 	Members []int
 }
@@ -32,6 +36,7 @@ func Compute(n *inventory.Node) ([]Attrs, error) {
 	}
 	kind := make([]inventory.LinkKind, g)
 	bw := make([]int64, g)
+	unknownBW := make([]bool, g)
 	planes := map[string][]int{}
 
 	setKind := func(i int, k inventory.LinkKind) {
@@ -53,6 +58,7 @@ func Compute(n *inventory.Node) ([]Attrs, error) {
 			planes[l.Switch] = append(planes[l.Switch], l.A)
 			setKind(l.A, l.Kind)
 			bw[l.A] += l.BandwidthGBps
+			unknownBW[l.A] = unknownBW[l.A] || l.BandwidthUnknown
 		case inventory.LinkNVLink, inventory.LinkXGMI:
 			if l.B < 0 || l.B >= g || l.B == l.A {
 				return nil, fmt.Errorf("links[%d]: peer GPU index %d invalid for GPU %d (node has %d GPUs)", li, l.B, l.A, g)
@@ -62,6 +68,9 @@ func Compute(n *inventory.Node) ([]Attrs, error) {
 			setKind(l.B, l.Kind)
 			bw[l.A] += l.BandwidthGBps
 			bw[l.B] += l.BandwidthGBps
+			for _, i := range []int{l.A, l.B} {
+				unknownBW[i] = unknownBW[i] || l.BandwidthUnknown
+			}
 		case inventory.LinkPCIe:
 			// PCIe peers share no island; pcieRoot carries that relation.
 		default:
@@ -88,6 +97,9 @@ func Compute(n *inventory.Node) ([]Attrs, error) {
 				k = inventory.LinkPCIe
 			}
 			out[i] = Attrs{Kind: k, Island: id, BandwidthGBps: bw[i], Members: island}
+			if unknownBW[i] {
+				out[i].BandwidthGBps, out[i].BandwidthUnknown = 0, true
+			}
 		}
 	}
 	return out, nil

@@ -115,3 +115,42 @@ func repeatKind(k inventory.LinkKind, n int) []inventory.LinkKind {
 	}
 	return out
 }
+
+// TestUnknownBandwidth: a link whose width the backend could not read makes
+// its GPUs' aggregate unknown (not the too-low sum of the rest), while the
+// island is unchanged; GPUs with only known links keep their sum.
+func TestUnknownBandwidth(t *testing.T) {
+	xgmi := func(a, b int, gbps int64, unknown bool) inventory.Link {
+		return inventory.Link{Kind: inventory.LinkXGMI, A: a, B: b, BandwidthGBps: gbps, BandwidthUnknown: unknown}
+	}
+	tests := []struct {
+		name    string
+		node    *inventory.Node
+		bw      []int64
+		unknown []bool
+	}{
+		{"every link unknown", node(3, xgmi(0, 1, 0, true), xgmi(0, 2, 0, true), xgmi(1, 2, 0, true)),
+			[]int64{0, 0, 0}, []bool{true, true, true}},
+		{"one unknown link taints only its ends", node(3, xgmi(0, 1, 64, false), xgmi(0, 2, 64, false), xgmi(1, 2, 0, true)),
+			[]int64{128, 0, 0}, []bool{false, true, true}},
+		{"a known 0 stays a known 0", node(2, xgmi(0, 1, 0, false)), []int64{0, 0}, []bool{false, false}},
+		{"nvswitch plane of unknown width", node(2, inventory.Link{Kind: inventory.LinkNVSwitch, A: 0, Switch: "p", BandwidthUnknown: true},
+			inventory.Link{Kind: inventory.LinkNVSwitch, A: 1, Switch: "p", BandwidthGBps: 450}), []int64{0, 450}, []bool{true, false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := Compute(tc.node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range f {
+				if f[i].BandwidthGBps != tc.bw[i] || f[i].BandwidthUnknown != tc.unknown[i] {
+					t.Errorf("GPU %d: bandwidth %d unknown %v, want %d %v", i, f[i].BandwidthGBps, f[i].BandwidthUnknown, tc.bw[i], tc.unknown[i])
+				}
+				if f[i].Island != f[0].Island {
+					t.Errorf("GPU %d left GPU 0's island", i)
+				}
+			}
+		})
+	}
+}

@@ -76,6 +76,11 @@ type GPU struct {
 	ComputeCapability string // NVIDIA only, semver: 9.0.0
 	GFXVersion        string // AMD only, semver: 9.4.2
 
+	// MemoryBytes and ComputeUnits are 0 where the backend could not read
+	// them: no GPU has none of either, so 0 is unknown, never a value, and
+	// the capacity is left out of the GPU's device (publish.capacities).
+	// A backend says why in Node.Unpublished (Value "memory",
+	// "computeUnits").
 	MemoryBytes  int64
 	ComputeUnits int64 // SMs (NVIDIA) or CUs (AMD)
 	// Engines counts fixed-function engines by name (copyEngines, decoders,
@@ -213,6 +218,12 @@ type Link struct {
 	A, B          int
 	Switch        string
 	BandwidthGBps int64 // unidirectional aggregate over the edge's links
+	// BandwidthUnknown is set where the backend knows the link is there
+	// but not how wide it is (KFD reports max_bandwidth 0 where the
+	// kernel does not know the xGMI link count). BandwidthGBps is then 0
+	// and means nothing: the fabricBandwidthGBps of both GPUs is left
+	// out rather than published too low.
+	BandwidthUnknown bool
 }
 
 // HealthState is a device's health.

@@ -132,7 +132,12 @@ func gpuAttributes(g *inventory.GPU, f fabric.Attrs) (attrs, error) {
 		// so a production class can refuse them (docs/design.md).
 		a.boolean(AttrSimulated, true)
 	}
-	a.integer(AttrFabricBandwidth, f.BandwidthGBps)
+	if !f.BandwidthUnknown {
+		// Unknown is left out, not 0: a selector fabricBandwidthGBps > 0
+		// must not turn away a fully linked GPU whose link widths the
+		// driver does not report (docs/claims.md).
+		a.integer(AttrFabricBandwidth, f.BandwidthGBps)
+	}
 	if g.PCIeRoot != "" {
 		a.str(deviceattribute.StandardDeviceAttributePCIeRoot, g.PCIeRoot)
 	}
