@@ -111,6 +111,9 @@ type Driver struct {
 	tracker *health.Tracker
 	pub     *publisher
 	modes   string // last logged GPU publishing modes; publishes only
+	// unshared is the devices last logged as published whole under
+	// --sharing=capacity, with why (logUnshared); publishes only.
+	unshared string
 	// imex is the node's IMEX daemon's last answer (imexhealth.go).
 	imexState imexHealth
 
@@ -205,7 +208,8 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	return d, nil
 }
 
-// built logs how the GPUs are published when that changed, and counts the
+// built logs how the GPUs are published, and which devices are published
+// whole under --sharing=capacity, when that changed, and counts the
 // devices.
 func (d *Driver) built(ctx context.Context, res *publish.Result) {
 	modes := fmt.Sprint(res.Modes)
@@ -219,6 +223,7 @@ func (d *Driver) built(ctx context.Context, res *publish.Result) {
 			}
 		}
 	}
+	d.logUnshared(klog.FromContext(ctx), res)
 	d.opts.Metrics.SetPublished(publishedCounts(res))
 	d.opts.Metrics.SetMemorySlices(memorySlices(res))
 }

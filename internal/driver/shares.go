@@ -102,23 +102,37 @@ func (d *Driver) sharesRecorded(claim *resourceapi.ResourceClaim, shares map[dev
 	return found == len(shares)
 }
 
-// logUnshared says, at start, which devices --min-share-isolation keeps
-// whole, and why: otherwise an operator sees only that they publish no
-// shares.
+// logUnshared says which devices --sharing=capacity publishes whole, and
+// why (publish.Entry.Unshared): otherwise an operator sees only that they
+// publish no shares. It runs after every build and speaks only when that
+// set changed, so each device is said once, not at every republish.
 func (d *Driver) logUnshared(logger klog.Logger, res *publish.Result) {
-	if d.opts.Sharing != publish.SharingCapacity || d.opts.MinShareIsolation == "" {
+	if d.opts.Sharing != publish.SharingCapacity {
 		return
 	}
+	var set []string
+	for _, name := range res.Order {
+		if why := res.Devices[name].Unshared; why != "" {
+			set = append(set, name+"="+string(why))
+		}
+	}
+	key := strings.Join(set, ",")
+	if key == d.unshared {
+		return
+	}
+	d.unshared = key
 	for _, name := range res.Order {
 		e := res.Devices[name]
-		if e.Shared != nil || e.Carve != nil {
-			continue
+		switch e.Unshared {
+		case publish.UnsharedIsolation:
+			a := d.opts.isolation(e.GPU, e.Partition)
+			logger.Info("Publishing a device whole: its shares would be held less strongly than --min-share-isolation",
+				"device", name, "memoryIsolation", a.Level, "minShareIsolation", d.opts.MinShareIsolation, "notKernelBecause", a.Blockers)
+		case publish.UnsharedLegacyMPS:
+			logger.Info("Publishing a device whole: its shares would run under legacy MPS and reach the daemon's control pipe (--legacy-mps-shares=whole)", "device", name)
+		case publish.UnsharedMemoryUnknown:
+			logger.Info("Publishing a device whole: the backend could not read its memory, so there is nothing to count shares in (the backend's log and tessera_gpu_values_unknown say why)",
+				"device", name, "gpu", e.GPU.UUID)
 		}
-		a := d.opts.isolation(e.GPU, e.Partition)
-		if a.Level.AtLeast(d.opts.MinShareIsolation) {
-			continue // unshared for another reason (a dynamic GPU)
-		}
-		logger.Info("Publishing a device whole: its shares would be held less strongly than --min-share-isolation",
-			"device", name, "memoryIsolation", a.Level, "minShareIsolation", d.opts.MinShareIsolation, "notKernelBecause", a.Blockers)
 	}
 }

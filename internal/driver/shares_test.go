@@ -45,7 +45,8 @@ func TestShareCondition(t *testing.T) {
 }
 
 // TestLogUnshared: the devices --min-share-isolation keeps whole are
-// logged with why; none is logged when every device is shared.
+// logged with why; none is logged when every device is shared; a second
+// build of the same devices logs nothing again.
 func TestLogUnshared(t *testing.T) {
 	for _, tc := range []struct {
 		min  isolation.Level
@@ -58,10 +59,42 @@ func TestLogUnshared(t *testing.T) {
 			t.Fatal(err)
 		}
 		logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
-		(&Driver{opts: *o}).logUnshared(logger, res)
+		d := &Driver{opts: *o}
+		d.logUnshared(logger, res)
+		d.logUnshared(logger, res)
 		out := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
 		if n := strings.Count(out, "Publishing a device whole"); n != tc.want {
 			t.Errorf("min %s: %d devices logged, want %d:\n%s", tc.min, n, tc.want, out)
 		}
+	}
+}
+
+// TestLogUnsharedMemoryUnknown: a GPU whose memory the backend could not
+// read is published whole under --sharing=capacity, said once, with the
+// others shared.
+func TestLogUnsharedMemoryUnknown(t *testing.T) {
+	o := &Options{NodeName: "n", Sharing: publish.SharingCapacity, Host: isolation.Host{Root: "/sys/fs/cgroup", CgroupV2: true}}
+	_, inv := alloctest.DiscoverSim(t, "mixed-inference", "n")
+	inv.GPUs[0].MemoryBytes = 0
+	res, err := publish.Build("n", inv, publishOptions(o, nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	d := &Driver{opts: *o}
+	d.logUnshared(logger, res)
+	d.logUnshared(logger, res)
+	out := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+	if n := strings.Count(out, "could not read its memory"); n != 1 {
+		t.Errorf("%d lines on the GPU of unknown memory, want 1:\n%s", n, out)
+	}
+	shared := 0
+	for _, e := range res.Devices {
+		if e.Shared != nil {
+			shared++
+		}
+	}
+	if shared == 0 {
+		t.Error("no device shared beside the GPU of unknown memory")
 	}
 }

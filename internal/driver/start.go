@@ -67,7 +67,6 @@ func (d *Driver) Start(ctx context.Context) error {
 	}
 	res := d.Published()
 	logger.Info("Publishing devices", "node", d.opts.NodeName, "pool", res.Pool, "devices", len(res.Order))
-	d.logUnshared(logger, res)
 	return nil
 }
 

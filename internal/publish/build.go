@@ -37,6 +37,10 @@ type Entry struct {
 	// Shared is set for a multi-allocatable device: what its shares may
 	// consume in all (the published capacities).
 	Shared *SharedCapacity
+	// Unshared says why a device the node would share by capacity is
+	// published whole; empty when it is shared, when the node does not
+	// share, and on a dynamic GPU (counters and shares never mix).
+	Unshared UnsharedReason
 }
 
 // Result is what Build publishes and how to find a device by name.

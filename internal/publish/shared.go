@@ -99,15 +99,33 @@ func makeShareable(d *resourceapi.Device) (*SharedCapacity, error) {
 	return out, nil
 }
 
+// UnsharedReason says why a device that --sharing=capacity would share is
+// published whole (Entry.Unshared), for the agent's log.
+type UnsharedReason string
+
+const (
+	// UnsharedMemoryUnknown: the device has no memory capacity (the
+	// backend could not read its memory) or less than the 1Mi shares are
+	// counted in, so there is nothing to count shares in. It is published
+	// whole rather than failing the node's slices: one odd GPU must not
+	// take the others off the scheduler.
+	UnsharedMemoryUnknown UnsharedReason = "memory-unknown"
+	// UnsharedIsolation: its shares would be held less strongly than
+	// Options.MinShareIsolation.
+	UnsharedIsolation UnsharedReason = "isolation"
+	// UnsharedLegacyMPS: its shares would run under legacy MPS, every one
+	// reaching the daemon's control pipe (Options.WholeLegacyMPS).
+	UnsharedLegacyMPS UnsharedReason = "legacy-mps"
+)
+
 // share makes a whole GPU or static partition multi-allocatable when the
-// node shares by capacity. A device whose memory is unknown (no memory
-// capacity: a lost GPU, a failed read) has nothing to share out and is
-// published whole, rather than failing the node's slices.
+// node shares by capacity, or records on its entry why it stays whole.
 func (o Options) share(it *item) error {
-	if o.Sharing != SharingCapacity || !o.holdsShares(it.entry) {
+	if o.Sharing != SharingCapacity {
 		return nil
 	}
-	if _, ok := it.dev.Capacity[CapMemory]; !ok {
+	if why := o.unshared(it); why != "" {
+		it.entry.Unshared = why
 		return nil
 	}
 	c, err := makeShareable(&it.dev)
@@ -118,15 +136,20 @@ func (o Options) share(it *item) error {
 	return nil
 }
 
-// holdsShares reports whether shares of e's device would be held at least
-// as strongly as the node requires.
-func (o Options) holdsShares(e Entry) bool {
+// unshared says why the item's device is published whole; "" to share it.
+func (o Options) unshared(it *item) UnsharedReason {
+	if mem, ok := it.dev.Capacity[CapMemory]; !ok || mem.Value.Value() < ShareMemoryStep {
+		return UnsharedMemoryUnknown
+	}
 	if o.Isolation == nil {
-		return true
+		return ""
 	}
-	a := o.Isolation(e.GPU, e.Partition)
+	a := o.Isolation(it.entry.GPU, it.entry.Partition)
 	if o.WholeLegacyMPS && a.Level == isolation.Process && !a.MPSNamespace {
-		return false
+		return UnsharedLegacyMPS
 	}
-	return o.MinShareIsolation == "" || a.Level.AtLeast(o.MinShareIsolation)
+	if o.MinShareIsolation != "" && !a.Level.AtLeast(o.MinShareIsolation) {
+		return UnsharedIsolation
+	}
+	return ""
 }
