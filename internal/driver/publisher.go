@@ -269,7 +269,8 @@ func (p *publisher) run(ctx context.Context, r reason, send func(context.Context
 // discover reads the node's inventory from the backend. What discovery
 // found wrong with a GPU (lost, a value unreadable) becomes a condition of
 // the health tracker, so it reaches the GPU's taints in the build that
-// follows; the GPUs it leaves unpublished are counted.
+// follows; the GPUs it leaves unpublished are counted, and apart from them
+// the published GPUs with a value it could not read.
 func (p *publisher) discover(ctx context.Context) error {
 	inv, err := p.opts.Backend.Discover(ctx)
 	if err != nil {
@@ -281,11 +282,16 @@ func (p *publisher) discover(ctx context.Context) error {
 			klog.FromContext(ctx).Info("Device health changed at discovery", "gpu", g.UUID, "health", h.State, "conditions", h.Reason)
 		}
 	}
-	unpublished := map[string]int{}
+	unpublished, unknown := map[string]int{}, map[string]int{}
 	for _, u := range inv.Unpublished {
+		if u.Value != "" {
+			unknown[u.Value]++ // a published GPU, one value of it unknown
+			continue
+		}
 		unpublished[string(u.Reason)]++
 	}
 	p.opts.Metrics.SetUnpublished(unpublished)
+	p.opts.Metrics.SetUnknownValues(unknown)
 	p.inv = inv
 	return nil
 }

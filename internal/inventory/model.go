@@ -53,14 +53,34 @@ const (
 	// UnpublishedNoProfiles: partition mode is on but the GPU reports no
 	// partition profile, so nothing on it can be published.
 	UnpublishedNoProfiles UnpublishedReason = "no-partition-profiles"
+	// UnpublishedAmbiguous: the GPU cannot be told apart from another
+	// (two AMD GPUs at one PCI address, KFD without PCI domains), so
+	// neither is published rather than both merged into one.
+	UnpublishedAmbiguous UnpublishedReason = "ambiguous"
 )
 
-// Unpublished is a GPU found and left out.
+// Values of a published GPU a backend may be unable to read
+// (Unpublished.Value): the names of the capacity or attribute left out.
+const (
+	ValueMemory          = "memory"
+	ValueComputeUnits    = "computeUnits"
+	ValueFabricBandwidth = "fabricBandwidthGBps"
+	ValueModel           = "model"
+)
+
+// Unpublished is a GPU found and left out, or, with Value, one value of a
+// published GPU that the backend could not read.
 type Unpublished struct {
 	// GPU names it as well as the backend could: UUID, PCI bus ID, or
 	// its index in the vendor library ("nvml index 3").
-	GPU     string
-	Reason  UnpublishedReason
+	GPU    string
+	Reason UnpublishedReason
+	// Value, when set, says the GPU is published and only this value of
+	// it is unknown (ValueMemory, ...): left out of its devices, the model
+	// published as "unknown". The agent counts these apart
+	// (tessera_gpu_values_unknown), so tessera_gpus_unpublished stays a
+	// count of GPUs that publish no device.
+	Value   string
 	Message string
 }
 

@@ -58,6 +58,7 @@ type Metrics struct {
 	unhealthy          prometheus.Gauge
 	imexReady          *prometheus.GaugeVec
 	unpublished        *prometheus.GaugeVec
+	unknownValues      *prometheus.GaugeVec
 	ready              atomic.Pointer[func(context.Context) error]
 }
 
@@ -65,13 +66,14 @@ type Metrics struct {
 // process collectors, on a new registry.
 func New() *Metrics {
 	m := &Metrics{
-		reg:         prometheus.NewRegistry(),
-		prepared:    newPreparedCollector(),
-		sharing:     newSharingCollector(),
-		capacity:    newCapacityCollector(),
-		allocation:  newAllocationCollector(),
-		telemetry:   newTelemetryCollector(),
-		unpublished: newUnpublished(),
+		reg:           prometheus.NewRegistry(),
+		prepared:      newPreparedCollector(),
+		sharing:       newSharingCollector(),
+		capacity:      newCapacityCollector(),
+		allocation:    newAllocationCollector(),
+		telemetry:     newTelemetryCollector(),
+		unpublished:   newUnpublished(),
+		unknownValues: newUnknownValues(),
 	}
 	m.newClaimSeries()
 	m.newDeviceSeries()
@@ -82,7 +84,7 @@ func New() *Metrics {
 		m.prepareDuration, m.unprepareDuration, m.prepareErrors, m.unprepareErrors,
 		m.published, m.partitionDuration, m.healthEvents, m.orphans, m.prepared,
 		m.sharing, m.capacity, m.mpsRestarts, m.taints, m.unhealthy, m.imexReady, m.staleReleased, m.freeSlices, m.unusableSlices,
-		m.allocation, m.podResourcesErrors, m.telemetry, m.telemetryFailures, m.unpublished,
+		m.allocation, m.podResourcesErrors, m.telemetry, m.telemetryFailures, m.unpublished, m.unknownValues,
 	)
 	// Series that exist from the start, so a dashboard shows 0 rather than
 	// "no data" and increase() counts the first event.
