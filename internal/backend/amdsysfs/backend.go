@@ -42,6 +42,9 @@ type Backend struct {
 	// KFD's generation_id moves (hot plug, partition mode change).
 	gen  string
 	node *inventory.Node
+	// said is what record last logged per GPU, value and reason, so each
+	// is said once rather than at every re-read.
+	said map[string]string
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -61,7 +64,7 @@ func New(o Options) (*Backend, error) {
 	if o.HealthPollInterval <= 0 {
 		o.HealthPollInterval = defaultHealthPoll
 	}
-	return &Backend{root: fsRoot(o.SysfsRoot), log: o.Logger, healthPoll: o.HealthPollInterval}, nil
+	return &Backend{root: fsRoot(o.SysfsRoot), log: o.Logger, healthPoll: o.HealthPollInterval, said: map[string]string{}}, nil
 }
 
 // Detect reports whether the KFD topology exists below sysfsRoot, for
@@ -122,18 +125,17 @@ func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
 	return nil, fmt.Errorf("amd: KFD topology kept changing while being read (generation_id now %s)", gen)
 }
 
-// read builds the inventory from sysfs, logging every degraded GPU.
+// read builds the inventory from sysfs, logging every degraded GPU and
+// recording (record) every GPU left out and every value left unknown.
 func (b *Backend) read() (*inventory.Node, error) {
 	_, nodes, bad, err := readTopology(b.root)
 	if err != nil {
 		return nil, fmt.Errorf("amd: %w", err)
 	}
-	for _, e := range bad {
-		b.log.Info("AMD GPU left out", "reason", e.Error())
-	}
-	cards, bad := groupCards(nodes)
-	for _, e := range bad {
-		b.log.Info("AMD GPU left out", "reason", e.Error())
+	cards, badCards := groupCards(b.root, nodes)
+	out := &inventory.Node{}
+	for _, e := range append(bad, badCards...) {
+		b.leftOut(out, e)
 	}
 	cpuNodes := map[int]bool{}
 	for _, n := range nodes {
@@ -142,22 +144,63 @@ func (b *Backend) read() (*inventory.Node, error) {
 		}
 	}
 	driver := driverVersion(b.root)
-	out := &inventory.Node{}
 	owner := map[int]int{}
 	for _, c := range cards {
 		warn := func(format string, args ...any) {
 			b.log.Info("AMD GPU degraded", "pciBusID", c.bdf(), "reason", fmt.Sprintf(format, args...))
 		}
-		g := buildGPU(b.root, c, cpuNodes, warn)
+		unk := unknowns{}
+		g := buildGPU(b.root, c, cpuNodes, warn, unk)
 		g.DriverVersion = driver
 		for _, n := range c.Nodes {
 			owner[n.ID] = len(out.GPUs)
 		}
 		out.GPUs = append(out.GPUs, g)
+		for _, v := range unk.values() {
+			b.record(out, inventory.Unpublished{GPU: g.PCIBusID, Reason: inventory.UnpublishedUnreadable, Value: v, Message: unk.why(v)})
+		}
 	}
-	out.Links = xgmiLinks(nodes, owner)
+	var unknownBW map[int]string
+	out.Links, unknownBW = xgmiLinks(nodes, owner)
+	for gi := range out.GPUs {
+		if why, ok := unknownBW[gi]; ok {
+			b.record(out, inventory.Unpublished{GPU: out.GPUs[gi].PCIBusID, Reason: inventory.UnpublishedUnreadable, Value: inventory.ValueFabricBandwidth, Message: why})
+		}
+	}
 	pairDies(out.GPUs, out.Links)
 	return out, nil
+}
+
+// leftOut records a KFD node that publishes nothing.
+func (b *Backend) leftOut(out *inventory.Node, err error) {
+	u := inventory.Unpublished{Reason: inventory.UnpublishedUnreadable, Message: err.Error()}
+	var ne *nodeError
+	if errors.As(err, &ne) {
+		u.GPU, u.Reason = fmt.Sprintf("KFD node %d", ne.node), ne.reason
+	}
+	b.record(out, u)
+}
+
+// record keeps u on the node, where the agent counts it, and logs it once
+// per GPU, value and reason: Discover reads again at every generation
+// change, and the same line each time would bury the first. logr has no
+// warning level; this is the always-on level (V(0)), and the metric
+// carries the count.
+func (b *Backend) record(out *inventory.Node, u inventory.Unpublished) {
+	out.Unpublished = append(out.Unpublished, u)
+	key := u.GPU + "|" + u.Value + "|" + string(u.Reason)
+	if said, ok := b.said[key]; ok && said == u.Message {
+		return
+	}
+	b.said[key] = u.Message
+	switch u.Value {
+	case "":
+		b.log.Info("AMD GPU left out", "gpu", u.GPU, "reason", u.Reason, "detail", u.Message)
+	case inventory.ValueModel:
+		b.log.Info("AMD GPU model not identified", "pciBusID", u.GPU, "detail", u.Message)
+	default:
+		b.log.Info("AMD GPU value unknown; left out of its devices rather than published as 0", "pciBusID", u.GPU, "value", u.Value, "detail", u.Message)
+	}
 }
 
 var versionRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+){0,2}`)

@@ -2,16 +2,57 @@ package amdsysfs
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/tessera-gpu/tessera/internal/inventory"
 )
 
 // unknownModel is published when neither the device ID table nor the KFD
-// name identifies a GPU; the reason is logged.
+// name identifies a GPU; the reason is logged once and counted
+// (tessera_gpu_values_unknown{value="model"}).
+//
+// The model is published as this literal rather than left out, unlike an
+// unknown number: selectors on the model are the commonest there are
+// (docs/claims.md's first, `model == "H100"`), and the scheduler aborts a
+// claim's allocation outright on a CEL "no such key" (resource.k8s.io/v1,
+// CELDeviceSelector), so a GPU without the attribute would make every such
+// unguarded selector fail on its node instead of passing it over. "unknown"
+// equals no model anyone selects, the device stays allocatable by class,
+// and the value says plainly that Tessera does not know the GPU. Numbers
+// are the other way round: a 0 would satisfy `memory <= 24Gi` or
+// `fabricBandwidthGBps < 100` for a GPU that may be anything, so they are
+// left out.
 const unknownModel = "unknown"
 
+// minVRAM is the least VRAM taken as a reading: KFD reports GPU memory in
+// GiB, and a bank total below 1 MiB (0 included) is a bad read, not a GPU
+// (it could not even hold a share: publish.ShareMemoryStep).
+const minVRAM = 1 << 20
+
+// unknowns collects why a GPU's values could not be read, by value
+// (inventory.ValueMemory, ...): each is left out of the GPU's devices, and
+// the backend records it once (Backend.record).
+type unknowns map[string][]string
+
+func (u unknowns) add(value, format string, args ...any) {
+	u[value] = append(u[value], fmt.Sprintf(format, args...))
+}
+
+// values are the unknown values, in name order.
+func (u unknowns) values() []string {
+	out := make([]string, 0, len(u))
+	for v := range u {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (u unknowns) why(value string) string { return strings.Join(u[value], "; ") }
+
 // nodeFacts are the per-KFD-node values every GPU and partition needs.
+// CUs and Memory are 0 when unknown (inventory.GPU's convention).
 type nodeFacts struct {
 	CUs         int64
 	Memory      int64
@@ -20,24 +61,33 @@ type nodeFacts struct {
 }
 
 // facts reads a GPU node's compute units, VRAM and render minor, noting
-// what could not be read. Values that cannot be read are 0: the device is
-// still published (a selector on memory simply will not match it) rather
-// than hidden, because a GPU that is there and works is worth offering.
-func facts(n *kfdNode, warn func(string, ...any)) nodeFacts {
+// what could not be read. A value that cannot be read is unknown (0, and
+// why in unk): the device is still published without it rather than
+// hidden, because a GPU that is there and works is worth offering.
+func facts(n *kfdNode, warn func(string, ...any), unk unknowns) nodeFacts {
 	var f nodeFacts
 	simd, _ := n.Props.Get("simd_count")
-	if per, _ := n.Props.Get("simd_per_cu"); per > 0 {
+	per, ok := n.Props.Get("simd_per_cu")
+	switch {
+	case per > 0 && simd/per > 0:
 		f.CUs = int64(simd / per)
-	} else {
-		warn("KFD node %d: simd_per_cu missing or 0, computeUnits unknown", n.ID)
+	case !ok:
+		unk.add(inventory.ValueComputeUnits, "KFD node %d: no simd_per_cu to count compute units from simd_count %d", n.ID, simd)
+	default:
+		unk.add(inventory.ValueComputeUnits, "KFD node %d: simd_per_cu %d with simd_count %d gives no compute units", n.ID, per, simd)
 	}
-	if m, ok := n.vramBytes(); ok {
-		f.Memory = m
-	} else if lm, _ := n.Props.Get("local_mem_size"); lm > 0 && lm < 1<<62 {
+	vram, banks := n.vramBytes()
+	lm, _ := n.Props.Get("local_mem_size")
+	switch {
+	case banks && vram >= minVRAM:
+		f.Memory = vram
+	case lm >= minVRAM && lm < 1<<62:
 		// Kernels before mem_banks carried VRAM used local_mem_size.
 		f.Memory = int64(lm)
-	} else {
-		warn("KFD node %d: no VRAM mem_banks (heap_type 1 or 2), memory unknown", n.ID)
+	case banks:
+		unk.add(inventory.ValueMemory, "KFD node %d: VRAM mem_banks total %d bytes and local_mem_size %d, not a GPU's memory", n.ID, vram, lm)
+	default:
+		unk.add(inventory.ValueMemory, "KFD node %d: no VRAM mem_banks (heap_type 1 or 2) and local_mem_size %d", n.ID, lm)
 	}
 	for _, p := range n.Problems {
 		warn("KFD node %d: %s", n.ID, p)
@@ -57,21 +107,11 @@ func facts(n *kfdNode, warn func(string, ...any)) nodeFacts {
 }
 
 // identity fills the fields a whole card shares from its first KFD node.
-func identity(g *inventory.GPU, n *kfdNode, pci pciInfo, cus int64, warn func(string, ...any)) {
+// cus is that node's compute units (0 unknown), which tells apart models
+// that share a device ID.
+func identity(g *inventory.GPU, n *kfdNode, pci pciInfo, cus int64, warn func(string, ...any), unk unknowns) {
 	g.Vendor = inventory.VendorAMD
-	dev, _ := n.Props.Get("device_id")
-	if dev == 0 && pci.DeviceID > 0 {
-		dev = uint64(pci.DeviceID)
-	}
-	if m, ok := modelFor(uint16(dev), cus); ok && dev <= 0xffff {
-		g.Model, g.ProductName = m.Model, m.ProductName
-	} else if name := strings.TrimSpace(n.Name); name != "" && name != "ip discovery" {
-		g.Model, g.ProductName = name, name
-		warn("KFD node %d: device ID 0x%04x not in the model table, model taken from the KFD name %q", n.ID, dev, name)
-	} else {
-		g.Model = unknownModel
-		warn("KFD node %d: device ID 0x%04x not in the model table and no KFD name, model %q", n.ID, dev, unknownModel)
-	}
+	model(g, n, pci, cus, unk)
 	gfx, _ := n.Props.Get("gfx_target_version")
 	if v, ok := gfxVersion(gfx); ok {
 		g.GFXVersion = v
@@ -89,6 +129,37 @@ func identity(g *inventory.GPU, n *kfdNode, pci pciInfo, cus int64, warn func(st
 	}
 	g.NUMANode = pci.NUMANode
 	g.PCIeRoot, g.PCIeBridges = pci.PCIeRoot, pci.PCIeBridges
+}
+
+// model names the GPU from its device ID (KFD's, else the PCI device
+// file's), else from KFD's name for it, else unknownModel. Every case but
+// the first is recorded with the device ID, whatever the reason: an ID the
+// table lacks, none at all, or one the CU count cannot settle.
+func model(g *inventory.GPU, n *kfdNode, pci pciInfo, cus int64, unk unknowns) {
+	dev, _ := n.Props.Get("device_id")
+	if dev == 0 && pci.DeviceID > 0 {
+		dev = uint64(pci.DeviceID)
+	}
+	var why string
+	switch {
+	case dev == 0:
+		why = "no device ID (KFD device_id 0, no PCI device file)"
+	case dev > 0xffff:
+		why = fmt.Sprintf("device ID %d is not a PCI device ID", dev)
+	default:
+		var m pciModel
+		if m, why = modelFor(uint16(dev), cus); why == "" {
+			g.Model, g.ProductName = m.Model, m.ProductName
+			return
+		}
+	}
+	if name := strings.TrimSpace(n.Name); name != "" && name != "ip discovery" {
+		g.Model, g.ProductName = name, name
+		unk.add(inventory.ValueModel, "KFD node %d: %s: model %q taken from the KFD name", n.ID, why, name)
+		return
+	}
+	g.Model = unknownModel
+	unk.add(inventory.ValueModel, "KFD node %d: %s, and no KFD name: model %q", n.ID, why, unknownModel)
 }
 
 // cpuNUMA derives a GPU's NUMA node from KFD when sysfs PCI has none: the
@@ -127,20 +198,16 @@ func minorFor(r fsRoot, render int, pci pciInfo, first bool, warn func(string, .
 
 // buildGPU turns one card into an inventory GPU: whole in SPX mode, a
 // parent with one xcp Partition per KFD node otherwise.
-func buildGPU(r fsRoot, c *card, cpuNodes map[int]bool, warn func(string, ...any)) inventory.GPU {
+func buildGPU(r fsRoot, c *card, cpuNodes map[int]bool, warn func(string, ...any), unk unknowns) inventory.GPU {
 	pci := readPCI(r, c.bdf(), warn)
 	first := c.Nodes[0]
 	all := make([]nodeFacts, len(c.Nodes))
-	var cus, mem int64
-	xcc := 0
 	for i, n := range c.Nodes {
-		all[i] = facts(n, warn)
-		cus += all[i].CUs
-		mem += all[i].Memory
-		xcc += all[i].XCC
+		all[i] = facts(n, warn, unk)
 	}
+	cus, mem, xcc := total(all)
 	g := inventory.GPU{PCIBusID: c.bdf(), MemoryBytes: mem, ComputeUnits: cus, Health: inventory.Health{State: inventory.Healthy}}
-	identity(&g, first, pci, all[0].CUs, warn)
+	identity(&g, first, pci, all[0].CUs, warn, unk)
 	if !pci.NUMARead {
 		g.NUMANode = cpuNUMA(first, cpuNodes)
 	}
@@ -186,6 +253,26 @@ func buildGPU(r fsRoot, c *card, cpuNodes map[int]bool, warn func(string, ...any
 		})
 	}
 	return g
+}
+
+// total is a card's compute units, memory and XCCs over its partitions.
+// A partition's unknown makes the card's unknown (0): the sum of the rest
+// would publish a card smaller than it is.
+func total(all []nodeFacts) (cus, mem int64, xcc int) {
+	for _, f := range all {
+		cus += f.CUs
+		mem += f.Memory
+		xcc += f.XCC
+	}
+	for _, f := range all {
+		if f.CUs == 0 {
+			cus = 0
+		}
+		if f.Memory == 0 {
+			mem = 0
+		}
+	}
+	return cus, mem, xcc
 }
 
 // partitionCapable: compute partitioning exists on CDNA3 (MI300 series)

@@ -19,6 +19,7 @@ func TestDiscoverFixtures(t *testing.T) {
 		partMem, partCUs int64
 		islands          int
 		bandwidth        int64 // fabricBandwidthGBps of GPU 0
+		bwUnknown        bool  // GPU 0's is unknown (left out)
 		numa0            int
 		root0            string
 		minor0, render0  int
@@ -29,7 +30,7 @@ func TestDiscoverFixtures(t *testing.T) {
 			islands: 1, bandwidth: 7 * 64, numa0: 0, root0: "pci0000:00", minor0: 1, render0: 128, driver: "6.12.12"},
 		{root: fixture("mi300x-8-cpx"), gpus: 8, model: "MI300X", arch: "cdna3", gfx: "9.4.2", mem: 192 * gi, cus: 304,
 			partitions: 8, profile: "CPX", memMode: "NPS4", partMem: 24 * gi, partCUs: 38,
-			islands: 1, bandwidth: 0, numa0: 0, root0: "pci0000:00", minor0: 1, render0: 128, driver: "6.12.12"},
+			islands: 1, bwUnknown: true, numa0: 0, root0: "pci0000:00", minor0: 1, render0: 128, driver: "6.12.12"},
 		{root: fixture("mi250x-4"), gpus: 8, model: "MI250X", arch: "cdna2", gfx: "9.0.10", mem: 68702699520, cus: 110,
 			islands: 1, bandwidth: 200 + 3*50, numa0: 0, root0: "pci0000:00", minor0: 1, render0: 128, cardID0: "0000:29:00.0", driver: "6.8.5"},
 		{root: fixture("mi210-pcie"), gpus: 2, model: "MI210", arch: "cdna2", gfx: "9.0.10", mem: 68702699520, cus: 104,
@@ -40,7 +41,10 @@ func TestDiscoverFixtures(t *testing.T) {
 		// from the KFD nodes, NUMA from the PCIe io_link, minors derived.
 		{root: sharedMI308X, gpus: 8, model: "MI308X", arch: "cdna3", gfx: "9.4.2", mem: 206141652992, cus: 80,
 			partitions: 4, profile: "CPX", partMem: 48 * gi, partCUs: 20,
-			islands: 1, bandwidth: 0, numa0: 0, minor0: 0, render0: 128},
+			islands: 1, bwUnknown: true, numa0: 0, minor0: 0, render0: 128},
+		// Before gfx90a KFD reports no xGMI width: one island, bandwidth unknown.
+		{root: fixture("mi100-4-xgmi"), gpus: 4, model: "MI100", arch: "cdna", gfx: "9.0.8", mem: 32 * gi, cus: 120,
+			islands: 1, bwUnknown: true, numa0: 0, root0: "pci0000:20", minor0: 1, render0: 128, driver: "5.18.13"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.root, func(t *testing.T) {
@@ -81,8 +85,8 @@ func TestDiscoverFixtures(t *testing.T) {
 			if len(islands) != tc.islands {
 				t.Errorf("%d islands, want %d", len(islands), tc.islands)
 			}
-			if f[0].BandwidthGBps != tc.bandwidth {
-				t.Errorf("GPU 0 fabric bandwidth %d, want %d", f[0].BandwidthGBps, tc.bandwidth)
+			if f[0].BandwidthGBps != tc.bandwidth || f[0].BandwidthUnknown != tc.bwUnknown {
+				t.Errorf("GPU 0 fabric bandwidth %d (unknown %v), want %d (unknown %v)", f[0].BandwidthGBps, f[0].BandwidthUnknown, tc.bandwidth, tc.bwUnknown)
 			}
 		})
 	}

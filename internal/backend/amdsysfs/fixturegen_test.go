@@ -107,6 +107,15 @@ type fxCard struct {
 	uniqueID                                           uint64
 	hive                                               uint64
 	computeMode, memoryMode, availCompute, availMemory string
+	// domain is the card's PCI domain (0 on most hosts).
+	domain int
+	// kfdName is the KFD node's name file ("ip discovery" when empty, as
+	// IP-discovery GPUs have it; older kernels write the ASIC name).
+	kfdName string
+	// noVRAM: the node lists only a system-memory heap (heap_type 0) and
+	// local_mem_size 0, so its memory is unknown. noSimdPerCU: the
+	// properties lack simd_per_cu, so its compute units are unknown.
+	noVRAM, noSimdPerCU bool
 }
 
 type fxMachine struct {
@@ -118,6 +127,9 @@ type fxMachine struct {
 	pciDirs bool
 	// tel, when set, gives the cards telemetry files (telemetry.go).
 	tel *fxTelemetry
+	// noDomain leaves `domain` out of the GPU nodes' properties, as
+	// kernels before 4.19 do.
+	noDomain bool
 }
 
 // fxTelemetry is a machine's telemetry files: card i is i*10+5 % busy at
@@ -150,7 +162,7 @@ func fixtureMachines() []fxMachine {
 		}
 		return out
 	}
-	return []fxMachine{
+	return append([]fxMachine{
 		{name: "mi300x-8-spx", cpus: 2, cards: mi300(1, "SPX", "NPS1"), driver: "6.12.12", pciDirs: true,
 			xgmiBW: func(a, b int) (int, int) { return 64000, 15 },
 			tel:    &fxTelemetry{powerFile: "power1_average", capW: 750, sclkMHz: 2100}},
@@ -177,6 +189,44 @@ func fixtureMachines() []fxMachine {
 		{name: "w7900", cpus: 1, driver: "", pciDirs: true,
 			tel: &fxTelemetry{powerFile: "power1_input", capW: 295, sclkMHz: 2495}, cards: []fxCard{
 				{bus: 0x03, root: 0x00, numa: -1, deviceID: 0x7448, gfx: 110000, simdPerCU: 2, cusPerNode: 96, memPerNode: 48 << 30, xccPerNode: 1, parts: 1, uniqueID: 0x6f1e2d3c4b5a6978},
+			}},
+	}, oddMachines()...)
+}
+
+// oddMachines are hosts with one odd GPU each, for what the backend must
+// do when a reading is missing or two GPUs look alike (robust_test.go).
+func oddMachines() []fxMachine {
+	mi210 := fxCard{bus: 0x63, root: 0x60, numa: 0, deviceID: 0x740f, gfx: 90010, simdPerCU: 4, cusPerNode: 104, memPerNode: 68702699520, xccPerNode: 1, parts: 1, uniqueID: 0x1901d3a8b1c2e6a6}
+	noVRAM := mi210
+	noVRAM.bus, noVRAM.root, noVRAM.numa, noVRAM.uniqueID, noVRAM.noVRAM = 0xe3, 0xe0, 1, 0x1901d3a8b1c2e7b7, true
+	var mi100, vega, mi250 []fxCard
+	for i, b := range []int{0x23, 0x26, 0x43, 0x46} {
+		mi100 = append(mi100, fxCard{bus: b, root: b &^ 0xf, numa: i / 2, deviceID: 0x738c, gfx: 90008, simdPerCU: 4, cusPerNode: 120, memPerNode: 32 << 30,
+			xccPerNode: 1, parts: 1, uniqueID: 0x2c4e6a8b0d1f3000 + uint64(i), hive: 0x4d3c2b1a09f8e701})
+	}
+	for i, at := range [][2]int{{0, 0x03}, {0, 0x43}, {1, 0x03}} {
+		vega = append(vega, fxCard{domain: at[0], bus: at[1], root: at[1] &^ 0xf, numa: i % 2, deviceID: 0x6860, gfx: 90000, simdPerCU: 4, cusPerNode: 64,
+			memPerNode: 16 << 30, xccPerNode: 1, parts: 1, kfdName: "vega10"})
+	}
+	for i, b := range []int{0x29, 0x2c, 0x2f, 0x32} {
+		mi250 = append(mi250, fxCard{bus: b, root: []int{0x00, 0x00, 0x20, 0x20}[i], numa: 0, deviceID: 0x740c, gfx: 90010, simdPerCU: 4, cusPerNode: 104,
+			memPerNode: 68702699520, xccPerNode: 1, parts: 1, uniqueID: 0x61d3b1f4e5a60000 + uint64(i)*0x0101, hive: 0x3c8e4f5a6b7c8d01, noSimdPerCU: i >= 2})
+	}
+	return []fxMachine{
+		{name: "mi210-vram-unknown", cpus: 2, driver: "6.7.0", pciDirs: true, cards: []fxCard{mi210, noVRAM}},
+		{name: "mi100-4-xgmi", cpus: 1, driver: "5.18.13", pciDirs: true, cards: mi100,
+			// Before gfx90a KFD knows no xGMI link count: every link 0.
+			xgmiBW: func(a, b int) (int, int) { return 0, 15 }},
+		{name: "vega10-2-domains", cpus: 2, pciDirs: true, noDomain: true, cards: vega},
+		{name: "mi250-cus-unknown", cpus: 1, driver: "6.8.5", pciDirs: true, cards: mi250,
+			xgmiBW: func(a, b int) (int, int) {
+				if a/2 == b/2 {
+					return 200000, 15
+				}
+				if a%2 == b%2 {
+					return 50000, 15
+				}
+				return 0, 30
 			}},
 	}
 }
@@ -222,14 +272,11 @@ func (m fxMachine) write(dir string) error {
 	if m.driver != "" {
 		w.file("sys/module/amdgpu/version", m.driver+"\n")
 	}
-	type gnode struct {
-		id, card, part, render, cardMinor int
-	}
-	var gn []gnode
+	var gn []fxNode
 	next, render, cardMinor := m.cpus, 128, 1
 	for ci, c := range m.cards {
 		for p := 0; p < c.parts; p++ {
-			gn = append(gn, gnode{next, ci, p, render, cardMinor})
+			gn = append(gn, fxNode{next, ci, p, render, cardMinor})
 			next++
 			render++
 			cardMinor++
@@ -245,62 +292,99 @@ func (m fxMachine) write(dir string) error {
 		w.file(nd+"/mem_banks/0/properties", props("heap_type", 0, "size_in_bytes", int64(512)<<30, "flags", 0, "width", 64, "mem_clk_max", 4800))
 	}
 	for _, g := range gn {
-		c := m.cards[g.card]
-		nd := fmt.Sprintf("%s/nodes/%d", topo, g.id)
-		loc := c.bus<<8 | g.part
-		if c.parts == 1 {
-			loc = c.bus << 8
-		}
-		w.file(nd+"/gpu_id", fmt.Sprintf("%d\n", 10000+g.id*977))
-		w.file(nd+"/name", "ip discovery\n")
-		w.file(nd+"/properties", props("cpu_cores_count", 0, "simd_count", c.cusPerNode*c.simdPerCU, "mem_banks_count", 1,
-			"simd_per_cu", c.simdPerCU, "gfx_target_version", c.gfx, "vendor_id", 4098, "device_id", c.deviceID,
-			"location_id", loc, "domain", 0, "drm_render_minor", g.render, "hive_id", c.hive, "unique_id", c.uniqueID,
-			"num_xcc", c.xccPerNode, "max_engine_clk_ccompute", 3800))
-		w.file(nd+"/mem_banks/0/properties", props("heap_type", 1, "size_in_bytes", c.memPerNode, "flags", 0, "width", 8192, "mem_clk_max", 1300))
-		li := 0
-		cpu := max(c.numa, 0) % m.cpus
-		w.file(fmt.Sprintf("%s/io_links/%d/properties", nd, li), props("type", 2, "node_from", g.id, "node_to", cpu, "weight", 20, "min_bandwidth", 312, "max_bandwidth", 64000, "flags", 1))
-		li++
-		for _, o := range gn {
-			if o.id == g.id || c.hive == 0 || m.cards[o.card].hive != c.hive {
-				continue
-			}
-			bw, wt := 819200, 13 // partitions of one card (real MI308X capture)
-			if o.card != g.card {
-				bw, wt = m.xgmiBW(g.card, o.card)
-			}
-			w.file(fmt.Sprintf("%s/io_links/%d/properties", nd, li), props("type", 11, "node_from", g.id, "node_to", o.id, "weight", wt, "min_bandwidth", bw, "max_bandwidth", bw, "flags", 1))
-			li++
-		}
-		// DRM nodes: partition 0 on the PCI device, the others on amdgpu_xcp
-		// platform devices (amdgpu_xcp.c registers one per extra partition).
-		pciPath := fmt.Sprintf("sys/devices/pci0000:%02x/0000:%02x:01.0/0000:%02x:00.0", c.root, c.root, c.bus)
-		drmParent := pciPath
-		if g.part > 0 {
-			drmParent = fmt.Sprintf("sys/devices/platform/amdgpu_xcp.%d", g.cardMinor)
-		}
-		w.file(fmt.Sprintf("%s/drm/card%d/dev", drmParent, g.cardMinor), fmt.Sprintf("226:%d\n", g.cardMinor))
-		w.file(fmt.Sprintf("%s/drm/renderD%d/dev", drmParent, g.render), fmt.Sprintf("226:%d\n", g.render))
-		w.link(fmt.Sprintf("sys/class/drm/renderD%d", g.render), fmt.Sprintf("../../../%s/drm/renderD%d", drmParent, g.render))
-		w.link(fmt.Sprintf("sys/class/drm/card%d", g.cardMinor), fmt.Sprintf("../../../%s/drm/card%d", drmParent, g.cardMinor))
-		if g.part == 0 && m.pciDirs {
-			w.file(pciPath+"/vendor", "0x1002\n")
-			w.file(pciPath+"/device", fmt.Sprintf("0x%04x\n", c.deviceID))
-			w.file(pciPath+"/numa_node", fmt.Sprintf("%d\n", c.numa))
-			if c.computeMode != "" {
-				w.file(pciPath+"/current_compute_partition", c.computeMode+"\n")
-				w.file(pciPath+"/available_compute_partition", c.availCompute+"\n")
-				w.file(pciPath+"/current_memory_partition", c.memoryMode+"\n")
-				w.file(pciPath+"/available_memory_partition", c.availMemory+"\n")
-			}
-			w.link(fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0", c.bus), "../../../../"+pciPath)
-			if m.tel != nil {
-				m.tel.write(w, pciPath, g.card, c)
-			}
-		}
+		m.writeGPUNode(w, topo, g, gn)
+		m.writeDevice(w, g)
 	}
 	return w.err
+}
+
+// fxNode is one GPU KFD node of a synthesized machine.
+type fxNode struct {
+	id, card, part, render, cardMinor int
+}
+
+// writeGPUNode writes KFD node g: gpu_id, name, properties, its memory
+// bank and its io_links (PCIe to its CPU node, xGMI to its hive peers).
+func (m fxMachine) writeGPUNode(w *fxWriter, topo string, g fxNode, gn []fxNode) {
+	c := m.cards[g.card]
+	nd := fmt.Sprintf("%s/nodes/%d", topo, g.id)
+	loc := c.bus<<8 | g.part
+	if c.parts == 1 {
+		loc = c.bus << 8
+	}
+	name := c.kfdName
+	if name == "" {
+		name = "ip discovery"
+	}
+	w.file(nd+"/gpu_id", fmt.Sprintf("%d\n", 10000+g.id*977))
+	w.file(nd+"/name", name+"\n")
+	kv := []any{"cpu_cores_count", 0, "simd_count", c.cusPerNode * c.simdPerCU, "mem_banks_count", 1}
+	if !c.noSimdPerCU {
+		kv = append(kv, "simd_per_cu", c.simdPerCU)
+	}
+	kv = append(kv, "gfx_target_version", c.gfx, "vendor_id", 4098, "device_id", c.deviceID, "location_id", loc)
+	if !m.noDomain {
+		kv = append(kv, "domain", c.domain)
+	}
+	kv = append(kv, "drm_render_minor", g.render, "hive_id", c.hive, "unique_id", c.uniqueID,
+		"num_xcc", c.xccPerNode, "max_engine_clk_ccompute", 3800)
+	if c.noVRAM {
+		kv = append(kv, "local_mem_size", 0)
+	}
+	w.file(nd+"/properties", props(kv...))
+	if c.noVRAM {
+		w.file(nd+"/mem_banks/0/properties", props("heap_type", 0, "size_in_bytes", int64(512)<<30, "flags", 0, "width", 64, "mem_clk_max", 4800))
+	} else {
+		w.file(nd+"/mem_banks/0/properties", props("heap_type", 1, "size_in_bytes", c.memPerNode, "flags", 0, "width", 8192, "mem_clk_max", 1300))
+	}
+	li := 0
+	cpu := max(c.numa, 0) % m.cpus
+	w.file(fmt.Sprintf("%s/io_links/%d/properties", nd, li), props("type", 2, "node_from", g.id, "node_to", cpu, "weight", 20, "min_bandwidth", 312, "max_bandwidth", 64000, "flags", 1))
+	li++
+	for _, o := range gn {
+		if o.id == g.id || c.hive == 0 || m.cards[o.card].hive != c.hive {
+			continue
+		}
+		bw, wt := 819200, 13 // partitions of one card (real MI308X capture)
+		if o.card != g.card {
+			bw, wt = m.xgmiBW(g.card, o.card)
+		}
+		w.file(fmt.Sprintf("%s/io_links/%d/properties", nd, li), props("type", 11, "node_from", g.id, "node_to", o.id, "weight", wt, "min_bandwidth", bw, "max_bandwidth", bw, "flags", 1))
+		li++
+	}
+}
+
+// writeDevice writes node g's DRM nodes and, for partition 0, its PCI
+// device directory: partition 0's DRM nodes on the PCI device, the others
+// on amdgpu_xcp platform devices (amdgpu_xcp.c registers one per extra
+// partition).
+func (m fxMachine) writeDevice(w *fxWriter, g fxNode) {
+	c := m.cards[g.card]
+	pciPath := fmt.Sprintf("sys/devices/pci%04x:%02x/%04x:%02x:01.0/%04x:%02x:00.0", c.domain, c.root, c.domain, c.root, c.domain, c.bus)
+	drmParent := pciPath
+	if g.part > 0 {
+		drmParent = fmt.Sprintf("sys/devices/platform/amdgpu_xcp.%d", g.cardMinor)
+	}
+	w.file(fmt.Sprintf("%s/drm/card%d/dev", drmParent, g.cardMinor), fmt.Sprintf("226:%d\n", g.cardMinor))
+	w.file(fmt.Sprintf("%s/drm/renderD%d/dev", drmParent, g.render), fmt.Sprintf("226:%d\n", g.render))
+	w.link(fmt.Sprintf("sys/class/drm/renderD%d", g.render), fmt.Sprintf("../../../%s/drm/renderD%d", drmParent, g.render))
+	w.link(fmt.Sprintf("sys/class/drm/card%d", g.cardMinor), fmt.Sprintf("../../../%s/drm/card%d", drmParent, g.cardMinor))
+	if g.part != 0 || !m.pciDirs {
+		return
+	}
+	w.file(pciPath+"/vendor", "0x1002\n")
+	w.file(pciPath+"/device", fmt.Sprintf("0x%04x\n", c.deviceID))
+	w.file(pciPath+"/numa_node", fmt.Sprintf("%d\n", c.numa))
+	if c.computeMode != "" {
+		w.file(pciPath+"/current_compute_partition", c.computeMode+"\n")
+		w.file(pciPath+"/available_compute_partition", c.availCompute+"\n")
+		w.file(pciPath+"/current_memory_partition", c.memoryMode+"\n")
+		w.file(pciPath+"/available_memory_partition", c.availMemory+"\n")
+	}
+	w.link(fmt.Sprintf("sys/bus/pci/devices/%04x:%02x:00.0", c.domain, c.bus), "../../../../"+pciPath)
+	if m.tel != nil {
+		m.tel.write(w, pciPath, g.card, c)
+	}
 }
 
 // write lays out card i's telemetry files under its PCI directory; its

@@ -3,6 +3,8 @@ package amdsysfs
 import (
 	"fmt"
 	"path"
+
+	"github.com/tessera-gpu/tessera/internal/inventory"
 )
 
 // topologyDir is the KFD topology below the sysfs root.
@@ -39,9 +41,20 @@ func (n *kfdNode) isGPU() bool {
 	return n.GPUID != 0 && simd != 0
 }
 
+// nodeError is why a KFD node is left out: its error names the node, and
+// reason is how the agent counts it (inventory.Unpublished).
+type nodeError struct {
+	node   int
+	reason inventory.UnpublishedReason
+	err    error
+}
+
+func (e *nodeError) Error() string { return e.err.Error() }
+func (e *nodeError) Unwrap() error { return e.err }
+
 // readTopology reads generation_id and every node. A node whose gpu_id or
-// properties cannot be read is returned in bad with the reason; it cannot
-// be identified, so it is never published.
+// properties cannot be read is returned in bad (a *nodeError) with the
+// reason; it cannot be identified, so it is never published.
 func readTopology(r fsRoot) (gen string, nodes []*kfdNode, bad []error, err error) {
 	gen, err = r.readString(path.Join(topologyDir, "generation_id"))
 	if err != nil {
@@ -54,7 +67,7 @@ func readTopology(r fsRoot) (gen string, nodes []*kfdNode, bad []error, err erro
 	for _, id := range ids {
 		n, err := readNode(r, id)
 		if err != nil {
-			bad = append(bad, err)
+			bad = append(bad, &nodeError{node: id, reason: inventory.UnpublishedUnreadable, err: err})
 			continue
 		}
 		nodes = append(nodes, n)
@@ -120,6 +133,7 @@ func readList(r fsRoot, dir string, n *kfdNode) []Properties {
 }
 
 // vramBytes sums the node's VRAM banks. ok=false when there are none.
+// A sum below minVRAM is returned as is: facts judges it.
 func (n *kfdNode) vramBytes() (int64, bool) {
 	var sum uint64
 	found := false

@@ -21,8 +21,10 @@ import (
 // links x lanes x Mbit/s / 8; the real MI210 capture shows 50000 per link,
 // x16 at 25 Gbit/s; its PCIe links 64000 = Gen5 x16, 32 GT/s x 16 / 8), so
 // GB/s is max_bandwidth / 1000. Each direction is listed separately with
-// the same value; an edge keeps the largest value seen for the pair.
-func xgmiLinks(nodes []*kfdNode, owner map[int]int) []inventory.Link {
+// the same value; an edge keeps the largest value seen for the pair. Which
+// of the 0s are unknown is unknownBandwidth's to say; the GPUs it leaves
+// with an unknown fabric bandwidth come back with why.
+func xgmiLinks(nodes []*kfdNode, owner map[int]int) ([]inventory.Link, map[int]string) {
 	byID := map[int]*kfdNode{}
 	for _, n := range nodes {
 		byID[n.ID] = n
@@ -69,6 +71,47 @@ func xgmiLinks(nodes []*kfdNode, owner map[int]int) []inventory.Link {
 		}
 		return out[i].B < out[j].B
 	})
+	return out, unknownBandwidth(out)
+}
+
+// unknownBandwidth marks the xGMI edges whose 0 is unknown rather than
+// none, and returns the GPUs that have one, with why.
+//
+// KFD reports max_bandwidth 0 for two different things
+// (kfd_crat.c, kfd_fill_gpu_xgmi_link_to_gpu, and
+// amdgpu_amdkfd_get_xgmi_bandwidth_mbytes): a peer reached only through
+// another GPU ("num links returns 0 for indirect peers"), which adds
+// nothing to a GPU's own links, and a link whose count the kernel does not
+// know: every cross-card link of a card in a multi-partition mode (the
+// real MI308X capture: weight 41, bandwidth 0) and every link before
+// gfx90a. Every GPU of a hive has at least one direct link, so a GPU whose
+// every xGMI edge reads 0 has links of unknown width, not none; where a
+// GPU has some edges of known width, its 0s are indirect peers (MI250X:
+// 200 GB/s to its sibling die, 50 to one peer, 0 to the rest). An edge
+// with a 0 is unknown when either end reads nothing but 0s; its GPUs then
+// publish no fabricBandwidthGBps rather than a sum that is too low.
+func unknownBandwidth(links []inventory.Link) map[int]string {
+	known := map[int]bool{}
+	for _, l := range links {
+		if l.Kind == inventory.LinkXGMI && l.BandwidthGBps > 0 {
+			known[l.A], known[l.B] = true, true
+		}
+	}
+	out := map[int]string{}
+	for i := range links {
+		l := &links[i]
+		if l.Kind != inventory.LinkXGMI || l.BandwidthGBps > 0 || (known[l.A] && known[l.B]) {
+			continue
+		}
+		l.BandwidthUnknown = true
+		for _, g := range []int{l.A, l.B} {
+			if !known[g] {
+				out[g] = "KFD reports max_bandwidth 0 on every xGMI link of this GPU (the kernel does not know their link count: a card in a multi-partition mode, or a GPU before gfx90a)"
+			} else if _, ok := out[g]; !ok {
+				out[g] = "KFD reports max_bandwidth 0 on an xGMI link to a GPU whose every link reads 0, so that link's width is unknown"
+			}
+		}
+	}
 	return out
 }
 

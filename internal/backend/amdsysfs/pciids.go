@@ -1,5 +1,7 @@
 package amdsysfs
 
+import "fmt"
+
 // pciModel is what Tessera publishes for one AMD PCI device ID.
 type pciModel struct {
 	Model       string // short and stable, the `model` attribute
@@ -26,17 +28,35 @@ var pciModels = map[uint16]pciModel{
 	0x744c: {"Radeon RX 7900", "AMD Radeon RX 7900 XT/XTX"}, // pci.ids: Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]
 }
 
-// mi250CUsPerGCD tells MI250 from MI250X, which share device ID 0x740c:
-// 104 CUs per GCD on MI250, 110 on MI250X (ROCm "GPU specifications":
-// MI250 208 CUs, MI250X 220 CUs, two GCDs each).
-const mi250CUsPerGCD = 104
+// mi250CUsPerGCD and mi250xCUsPerGCD tell MI250 from MI250X, which share
+// device ID 0x740c: 104 CUs per GCD on MI250, 110 on MI250X (ROCm "GPU
+// specifications": MI250 208 CUs, MI250X 220 CUs, two GCDs each).
+const (
+	mi250CUsPerGCD  = 104
+	mi250xCUsPerGCD = 110
+)
 
-// modelFor returns the model of a device ID, refined by what KFD counts,
-// and ok=false for an ID the table does not know.
-func modelFor(deviceID uint16, cus int64) (pciModel, bool) {
+// modelFor returns the model of a device ID, refined by what KFD counts.
+// why says, when it is not empty, why the ID names no model: the table
+// does not know it, or the CU count (0: unknown) does not settle which of
+// the models sharing it this is.
+func modelFor(deviceID uint16, cus int64) (m pciModel, why string) {
 	m, ok := pciModels[deviceID]
-	if ok && deviceID == 0x740c && cus == mi250CUsPerGCD {
-		m = pciModel{"MI250", "AMD Instinct MI250"}
+	if !ok {
+		return pciModel{}, fmt.Sprintf("device ID 0x%04x not in the model table", deviceID)
 	}
-	return m, ok
+	if deviceID == 0x740c {
+		switch cus {
+		case mi250CUsPerGCD:
+			return pciModel{"MI250", "AMD Instinct MI250"}, ""
+		case mi250xCUsPerGCD:
+			return m, ""
+		}
+		count := fmt.Sprintf("KFD counts %d", cus)
+		if cus == 0 {
+			count = "KFD gives no CU count"
+		}
+		return pciModel{}, fmt.Sprintf("device ID 0x740c is an MI250 (%d CUs per GCD) or an MI250X (%d), and %s", mi250CUsPerGCD, mi250xCUsPerGCD, count)
+	}
+	return m, ""
 }
