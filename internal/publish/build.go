@@ -303,7 +303,7 @@ func sortItems(items []item) {
 			return x.tier < y.tier
 		}
 		if x.mem != y.mem {
-			return x.mem < y.mem
+			return lessKnown(x.mem, y.mem)
 		}
 		if placement && x.entry.Carve.Profile != y.entry.Carve.Profile {
 			return x.entry.Carve.Profile < y.entry.Carve.Profile
@@ -344,7 +344,20 @@ func busOrder(n *inventory.Node) ([]int, error) {
 	return order, nil
 }
 
-// gpuRank orders GPUs: smaller first, then NUMA node, island, bus position.
+// lessKnown orders capacities ascending with unknown (0, inventory.GPU's
+// convention) after every known value. A GPU of unknown memory is not the
+// smallest, and first in line it would be the device every claim's memory
+// selector meets first: on a device without the capacity an unguarded
+// selector is a CEL "no such key" error that stops the claim's allocation.
+func lessKnown(a, b int64) bool {
+	if (a == 0) != (b == 0) {
+		return b == 0
+	}
+	return a < b
+}
+
+// gpuRank orders GPUs: smaller first (unknown last), then NUMA node,
+// island, bus position.
 func gpuRank(n *inventory.Node, order []int, fabrics []fabric.Attrs) map[int]int {
 	pos := map[int]int{}
 	for p, gi := range order {
@@ -361,10 +374,10 @@ func gpuRank(n *inventory.Node, order []int, fabrics []fabric.Attrs) map[int]int
 	sort.SliceStable(ranked, func(a, b int) bool {
 		ga, gb := &n.GPUs[ranked[a]], &n.GPUs[ranked[b]]
 		if ga.MemoryBytes != gb.MemoryBytes {
-			return ga.MemoryBytes < gb.MemoryBytes
+			return lessKnown(ga.MemoryBytes, gb.MemoryBytes)
 		}
 		if ga.ComputeUnits != gb.ComputeUnits {
-			return ga.ComputeUnits < gb.ComputeUnits
+			return lessKnown(ga.ComputeUnits, gb.ComputeUnits)
 		}
 		if ga.NUMANode != gb.NUMANode {
 			return ga.NUMANode < gb.NUMANode

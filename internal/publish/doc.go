@@ -25,9 +25,11 @@
 //  1. Whole GPUs before partitions.
 //  2. Whole GPUs by ascending capability (memory, then compute units), so a
 //     claim any GPU satisfies takes the smallest one that fits and large GPUs
-//     stay free for claims that need them. Equal GPUs are ordered by NUMA
-//     node, then fabric island, then PCI bus ID, so a multi-GPU claim fills
-//     one NUMA node and one island before it spills into the next.
+//     stay free for claims that need them; a GPU whose memory or compute
+//     units are unknown comes after those whose are known (lessKnown).
+//     Equal GPUs are ordered by NUMA node, then fabric island, then PCI bus
+//     ID, so a multi-GPU claim fills one NUMA node and one island before it
+//     spills into the next.
 //  3. Partitions grouped by parent, parents in the order of rule 2, and
 //     within a parent smallest profile first, then by placement.
 //

@@ -1,6 +1,7 @@
 package publish_test
 
 import (
+	"slices"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -56,6 +57,11 @@ func TestUnknownIsLeftOut(t *testing.T) {
 	}
 	if c, ok := devs["gpu-1"].Capacity[publish.CapMemory]; ok {
 		t.Errorf("GPU of unknown memory publishes memory %s", c.Value.String())
+	}
+	// Unknown is not the smallest: the GPU of unknown memory comes last,
+	// the 4Ki reading (a known, if odd, value) first.
+	if want := []string{"gpu-2", "gpu-4", "gpu-0", "gpu-3", "gpu-1"}; !slices.Equal(res.Order, want) {
+		t.Errorf("order %v, want %v", res.Order, want)
 	}
 }
 

@@ -241,6 +241,38 @@ func checkMemoryUnknown(t *testing.T, n *inventory.Node, devs map[string]resourc
 	if err != nil || got == nil || alloctest.Devices(got[0])[0] != "gpu-1" {
 		t.Errorf("a whole GPU by class: %v, %v; want gpu-1", got, err)
 	}
+	checkMemorySelectors(t, res)
+}
+
+// checkMemorySelectors: what docs/claims.md says of a selector on a memory
+// capacity a device lacks. The GPU of unknown memory comes after the known
+// one, so an unguarded selector still finds that; once it is taken, the
+// unguarded selector meets the GPU without the capacity, a CEL error that
+// stops the claim's allocation, while a guarded one passes it over.
+func checkMemorySelectors(t *testing.T, res *publish.Result) {
+	classes, err := alloctest.Classes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	if i, j := slices.Index(res.Order, "gpu-0"), slices.Index(res.Order, "gpu-1"); i > j {
+		t.Errorf("publishing order %v: the GPU of unknown memory before the known one", res.Order)
+	}
+	const atLeast = `device.capacity["gpu.tessera.dev"].memory.compareTo(quantity("40Gi")) >= 0`
+	big := func(cel string) *resourceapi.ResourceClaim {
+		return alloctest.Claim("big", alloctest.Request{Name: "r", Class: "amd.gpu.tessera.dev", CEL: []string{cel}})
+	}
+	c := alloctest.NewCluster(publish.Objects(driverName, "n1", res.Resources), classes)
+	got, err := c.Allocate(ctx, "n1", big(atLeast))
+	if err != nil || got == nil || alloctest.Devices(got[0])[0] != "gpu-0" {
+		t.Fatalf("unguarded selector, both GPUs free: %v, %v; want gpu-0", got, err)
+	}
+	if got, err = c.Allocate(ctx, "n1", big(atLeast)); err == nil || !strings.Contains(err.Error(), "no such key") {
+		t.Errorf("unguarded selector, gpu-0 taken: %v, %v; want a no such key error", got, err)
+	}
+	if got, err = c.Allocate(ctx, "n1", big(`has(device.capacity["gpu.tessera.dev"].memory) && `+atLeast)); err != nil || got != nil {
+		t.Errorf("guarded selector, gpu-0 taken: %v, %v; want no fit and no error", got, err)
+	}
 }
 
 // checkOneXGMIIsland: unknown widths change nothing but the bandwidth:
