@@ -99,8 +99,8 @@ type GPU struct {
 	// MemoryBytes and ComputeUnits are 0 where the backend could not read
 	// them: no GPU has none of either, so 0 is unknown, never a value, and
 	// the capacity is left out of the GPU's device (publish.capacities).
-	// A backend says why in Node.Unpublished (Value "memory",
-	// "computeUnits").
+	// A backend may say why in Node.Unpublished (Value "memory",
+	// "computeUnits"; the amd backend does).
 	MemoryBytes  int64
 	ComputeUnits int64 // SMs (NVIDIA) or CUs (AMD)
 	// Engines counts fixed-function engines by name (copyEngines, decoders,
