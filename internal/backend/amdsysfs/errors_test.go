@@ -25,14 +25,14 @@ func TestDegradedInput(t *testing.T) {
 		{"garbled properties leave the partition out", func(t *testing.T, root string) {
 			writeFile(t, root, node2+"/properties", "simd_count eighty\n\x00\xff")
 		}, 8, nil},
-		{"missing mem_banks: published with memory 0", func(t *testing.T, root string) {
+		{"missing mem_banks: the partition's memory unknown, and so the card's", func(t *testing.T, root string) {
 			if err := os.RemoveAll(filepath.Join(root, node2, "mem_banks")); err != nil {
 				t.Fatal(err)
 			}
 		}, 8, func(t *testing.T, root string) {
 			g := discover(t, root).GPUs[0]
-			if g.Partitions[0].MemoryBytes != 0 || g.Partitions[1].MemoryBytes == 0 {
-				t.Errorf("partition memory %d, %d", g.Partitions[0].MemoryBytes, g.Partitions[1].MemoryBytes)
+			if g.Partitions[0].MemoryBytes != 0 || g.Partitions[1].MemoryBytes == 0 || g.MemoryBytes != 0 {
+				t.Errorf("partition memory %d, %d, card %d; want unknown, known, unknown", g.Partitions[0].MemoryBytes, g.Partitions[1].MemoryBytes, g.MemoryBytes)
 			}
 		}},
 		{"unknown device id and no name: model unknown", func(t *testing.T, root string) {
