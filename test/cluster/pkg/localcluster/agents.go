@@ -70,7 +70,7 @@ func (c *Config) agentValues(s *State, n Node, webhook bool, prod map[string]Pro
 			"image":   map[string]any{"repository": prod[WebhookImage].Repository},
 		},
 		"deviceClasses": map[string]any{
-			"gpu": false, "nvidia": false, "amd": false, "mig": false, "xcp": false,
+			"gpu": false, "nvidia": false, "amd": false, "mig": false, "xcp": false, "imex": false,
 		},
 	}
 }
