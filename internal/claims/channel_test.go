@@ -8,9 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	resourceapi "k8s.io/api/resource/v1"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/tessera-gpu/tessera/internal/channelpool"
 )
@@ -41,20 +39,11 @@ func channelClaim(name, domain string, ch int) *resourceapi.ResourceClaim {
 	return c
 }
 
-// channelNodeOf resolves the claim's IDs as a runtime does and returns the
-// container's device nodes.
+// channelNodes are the device nodes injected for ids.
 func (e *env) channelNodes(ids []string) []string {
 	e.t.Helper()
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(e.cdiDir()), cdiapi.WithAutoRefresh(false))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	spec := &specs.Spec{Process: &specs.Process{}, Linux: &specs.Linux{}}
-	if _, err := cache.InjectDevices(spec, ids...); err != nil {
-		e.t.Fatalf("inject %v: %v", ids, err)
-	}
 	var out []string
-	for _, d := range spec.Linux.Devices {
+	for _, d := range e.injected(ids).Linux.Devices {
 		out = append(out, fmt.Sprintf("%s %s %d:%d", d.Path, d.Type, d.Major, d.Minor))
 	}
 	return out

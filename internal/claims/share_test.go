@@ -68,9 +68,9 @@ func (e *env) daemon(uid string) (mps.DaemonState, bool) {
 	return mps.DaemonState{}, false
 }
 
-// containerEdits resolves every CDI ID the claim's devices got, as a runtime
-// would, and returns the resulting OCI process env and mounts.
-func (e *env) containerEdits(ids []string) (env []string, mounts map[string]string) {
+// injected resolves every CDI ID the claim's devices got, as a runtime
+// would, into an empty OCI spec.
+func (e *env) injected(ids []string) *specs.Spec {
 	e.t.Helper()
 	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(e.cdiDir()), cdiapi.WithAutoRefresh(false))
 	if err != nil {
@@ -80,6 +80,13 @@ func (e *env) containerEdits(ids []string) (env []string, mounts map[string]stri
 	if _, err := cache.InjectDevices(spec, ids...); err != nil {
 		e.t.Fatalf("inject %v: %v", ids, err)
 	}
+	return spec
+}
+
+// containerEdits is the process env and mounts injected for ids.
+func (e *env) containerEdits(ids []string) (env []string, mounts map[string]string) {
+	e.t.Helper()
+	spec := e.injected(ids)
 	mounts = map[string]string{}
 	for _, m := range spec.Mounts {
 		mounts[m.Destination] = m.Source

@@ -16,37 +16,25 @@ import (
 // claim may run on), so its limit stays until the claim's unprepare, or
 // another pod's container finds the cgroup gone.
 func Release(h Hook, id string, env Env) error {
-	unlock, err := lock(h.StateDir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	recs, err := Records(h.StateDir)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, r := range recs {
+	return eachRecord(h, func(r Record) error {
 		i := r.member(id)
 		if i < 0 {
-			continue
+			return nil
 		}
 		if err := checkRecord(r); err != nil {
-			errs = append(errs, release(h, env, r))
-			continue
+			return release(h, env, r)
 		}
 		gone := r.Members[i]
 		r.Members = slices.Delete(r.Members, i, i+1)
 		if len(r.Members) == 0 && !env.holds(h, r) {
-			errs = append(errs, release(h, env, r))
-			continue
+			return release(h, env, r)
 		}
+		var err error
 		if r.EachContainer {
-			errs = append(errs, liftWhereThere(h, env, r.Limit, gone.Cgroup))
+			err = liftWhereThere(h, env, r.Limit, gone.Cgroup)
 		}
-		errs = append(errs, writeRecord(h.StateDir, r))
-	}
-	return errors.Join(errs...)
+		return errors.Join(err, writeRecord(h.StateDir, r))
+	})
 }
 
 // ReleaseClaim forgets the limits of every pod of the claim, which the
@@ -54,6 +42,17 @@ func Release(h Hook, id string, env Env) error {
 // when no pod on the node uses it, so whatever records are left are of
 // pods that are gone, or going (their cgroup not yet removed).
 func ReleaseClaim(h Hook, claimUID string, env Env) error {
+	return eachRecord(h, func(r Record) error {
+		if r.ClaimUID != claimUID {
+			return nil
+		}
+		return release(h, env, r)
+	})
+}
+
+// eachRecord calls fn with every record of the state directory, its lock
+// held, and joins what fn returns.
+func eachRecord(h Hook, fn func(Record) error) error {
 	unlock, err := lock(h.StateDir)
 	if err != nil {
 		return err
@@ -65,9 +64,7 @@ func ReleaseClaim(h Hook, claimUID string, env Env) error {
 	}
 	var errs []error
 	for _, r := range recs {
-		if r.ClaimUID == claimUID {
-			errs = append(errs, release(h, env, r))
-		}
+		errs = append(errs, fn(r))
 	}
 	return errors.Join(errs...)
 }
