@@ -12,7 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
 
+	"github.com/tessera-gpu/tessera/internal/channelpool"
 	"github.com/tessera-gpu/tessera/internal/inspect"
+	"github.com/tessera-gpu/tessera/internal/names"
+	"github.com/tessera-gpu/tessera/internal/publish"
 )
 
 // GangExplanation explains a PodGroup (the Workload API's gang): whether
@@ -97,7 +100,7 @@ func RunGang(ctx context.Context, in *Input, namespace, group string) (*GangExpl
 	for k, m := range members {
 		pending, tied := m.pending(placedOn)
 		if len(pending) == 0 {
-			gx.Placed = append(gx.Placed, Member{Pod: m.pod, Node: tied, Allocated: true})
+			gx.Placed = append(gx.Placed, Member{Pod: m.pod, Node: tied.node, Allocated: true})
 			continue
 		}
 		alloc, err := structured.NewAllocator(ctx, Features, e.state, e.classes, namedSlices(in.Snapshot.Slices), e.cache)
@@ -147,25 +150,60 @@ func (in *Input) gangMembers(namespace, group string) ([]gangMember, sets.Set[st
 	return members, explained, nil
 }
 
-// allocatedOn is the node of each allocated claim, by claim key.
-func allocatedOn(nodes []*inspect.NodeDevices, claims []resourceapi.ResourceClaim) map[string]string {
-	placedOn := map[string]string{}
+// A tie is where a member's placed claim, which the group shares, keeps
+// the members after it: the node of its devices, or, for an IMEX channel
+// (a device of a multi-node NVLink domain's pool, whose slices select the
+// domain's nodes), any node of that domain.
+type tie struct{ node, domain string }
+
+func (t tie) set() bool { return t.node != "" || t.domain != "" }
+
+// allows reports whether a member tied by t may be placed on n.
+func (t tie) allows(n *inspect.NodeDevices) bool {
+	return (t.node == "" || n.Name == t.node) && (t.domain == "" || n.Labels()[names.NodeLabelFabricDomain] == t.domain)
+}
+
+func (t tie) String() string {
+	if t.domain != "" {
+		return "the nodes of multi-node NVLink domain " + t.domain
+	}
+	return "node " + t.node
+}
+
+// tieOf is where results keep the group's members ("" tie for none).
+func tieOf(nodes []*inspect.NodeDevices, results []resourceapi.DeviceRequestAllocationResult) tie {
+	for _, r := range results {
+		if d, ok := channelpool.DomainOf(r.Pool); ok {
+			return tie{domain: d}
+		}
+	}
+	return tie{node: nodeOfResults(nodes, results)}
+}
+
+// allocatedOn is the tie of each allocated claim, by claim key.
+func allocatedOn(nodes []*inspect.NodeDevices, claims []resourceapi.ResourceClaim) map[string]tie {
+	placedOn := map[string]tie{}
 	for _, c := range claims {
 		if c.Status.Allocation != nil {
-			if n := nodeOfResults(nodes, c.Status.Allocation.Devices.Results); n != "" {
-				placedOn[claimKey(&c)] = n
+			if t := tieOf(nodes, c.Status.Allocation.Devices.Results); t.set() {
+				placedOn[claimKey(&c)] = t
 			}
 		}
 	}
 	return placedOn
 }
 
-// pending are m's claims still to place, and the node one of its claims
-// already placed ties it to ("" when none).
-func (m gangMember) pending(placedOn map[string]string) (pending []*resourceapi.ResourceClaim, tied string) {
+// pending are m's claims still to place, and where its claims already
+// placed tie it (none set when none).
+func (m gangMember) pending(placedOn map[string]tie) (pending []*resourceapi.ResourceClaim, tied tie) {
 	for _, c := range m.claims {
-		if n, ok := placedOn[claimKey(c)]; ok {
-			tied = n
+		if t, ok := placedOn[claimKey(c)]; ok {
+			if t.node != "" {
+				tied.node = t.node
+			}
+			if t.domain != "" {
+				tied.domain = t.domain
+			}
 			continue
 		}
 		pending = append(pending, pendingCopy(c))
@@ -176,9 +214,9 @@ func (m gangMember) pending(placedOn map[string]string) (pending []*resourceapi.
 // place allocates pod's pending claims on the first node that takes them
 // (tied's alone when set), holding their devices for the members after it
 // and recording where they went; nil when no node takes them.
-func (e *explainer) place(ctx context.Context, alloc structured.Allocator, nodes []*inspect.NodeDevices, pod string, pending []*resourceapi.ResourceClaim, tied string, placedOn map[string]string) *Member {
+func (e *explainer) place(ctx context.Context, alloc structured.Allocator, nodes []*inspect.NodeDevices, pod string, pending []*resourceapi.ResourceClaim, tied tie, placedOn map[string]tie) *Member {
 	for _, n := range nodes {
-		if tied != "" && n.Name != tied {
+		if !tied.allows(n) {
 			continue
 		}
 		res, err := alloc.Allocate(ctx, n.Node(), pending)
@@ -186,7 +224,10 @@ func (e *explainer) place(ctx context.Context, alloc structured.Allocator, nodes
 			continue
 		}
 		for i, c := range pending {
-			placedOn[claimKey(c)] = n.Name
+			placedOn[claimKey(c)] = tie{node: n.Name}
+			if t := tieOf(nodes, res[i].Devices.Results); t.domain != "" {
+				placedOn[claimKey(c)] = t
+			}
 			e.hold(claimKey(c), pod, res[i].Devices.Results)
 		}
 		return &Member{Pod: pod, Node: n.Name, Devices: picks(res, pending)}
@@ -196,16 +237,19 @@ func (e *explainer) place(ctx context.Context, alloc structured.Allocator, nodes
 
 // stuck explains the first member that fits nowhere: each node's verdict
 // for it, with the members before it holding their devices.
-func (e *explainer) stuck(alloc structured.Allocator, nodes []*inspect.NodeDevices, pod string, pending []*resourceapi.ResourceClaim, tied string) *Explanation {
+func (e *explainer) stuck(alloc structured.Allocator, nodes []*inspect.NodeDevices, pod string, pending []*resourceapi.ResourceClaim, tied tie) *Explanation {
 	ex := &Explanation{Pod: pod}
 	for _, c := range pending {
 		ex.Claims = append(ex.Claims, claimKey(c))
 	}
-	if tied != "" {
-		ex.Notes = append(ex.Notes, "its group's shared claim ties it to node "+tied)
+	if tied.set() {
+		ex.Notes = append(ex.Notes, "its group's shared claim ties it to "+tied.String())
+	}
+	if tied.domain != "" {
+		ex.Notes = append(ex.Notes, e.domainGPUs(nodes, tied.domain))
 	}
 	for _, n := range nodes {
-		if tied != "" && n.Name != tied {
+		if !tied.allows(n) {
 			continue
 		}
 		ex.Nodes = append(ex.Nodes, e.verdict(alloc, n, pending))
@@ -276,4 +320,28 @@ func (in *Input) GangTarget(namespace, target string) string {
 		}
 	}
 	return ""
+}
+
+// domainGPUs says how many whole GPUs of domain's nodes are free once the
+// members placed so far hold theirs: the group's channel keeps every
+// member to that domain, so a member that needs more waits though GPUs
+// are free elsewhere.
+func (e *explainer) domainGPUs(nodes []*inspect.NodeDevices, domain string) string {
+	var trays, gpus, free int
+	for _, n := range nodes {
+		if n.Labels()[names.NodeLabelFabricDomain] != domain {
+			continue
+		}
+		trays++
+		for _, d := range n.Devices {
+			if inspect.AttrString(d.Dev, publish.AttrType) != publish.TypeGPU {
+				continue
+			}
+			gpus++
+			if !e.state.AllocatedDevices.Has(structured.MakeDeviceID(names.DriverName, d.Pool, d.Dev.Name)) {
+				free++
+			}
+		}
+	}
+	return fmt.Sprintf("domain %s has %d of its %d whole GPUs free on its %d nodes, with the members before it holding theirs", domain, free, gpus, trays)
 }

@@ -2,12 +2,16 @@ package explain
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/tessera-gpu/tessera/internal/alloctest"
 	"github.com/tessera-gpu/tessera/internal/channelpool"
@@ -104,4 +108,80 @@ func channelSlice(t *testing.T, domain string, n int) *resourceapi.ResourceSlice
 		Driver: names.DriverName, Pool: resourceapi.ResourcePool{Name: channelpool.PoolName(domain), ResourceSliceCount: 1},
 		NodeSelector: p.NodeSelector, Devices: p.Slices[0].Devices,
 	}}
+}
+
+// rackGang is a PodGroup of workers pods in namespace ns, each with its
+// own claim of a whole GB200 tray (4 GPUs) and the group's claim of an
+// IMEX channel.
+func rackGang(in *Input, name string, workers int) {
+	gpus := resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name + "-gpus", Namespace: "ns"}}
+	gpus.Spec.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpus", Exactly: &resourceapi.ExactDeviceRequest{
+		DeviceClassName: "nvidia.gpu.tessera.dev", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 4,
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["gpu.tessera.dev"].model == "GB200"`}}}}}}
+	channel := resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name + "-imex", Namespace: "ns"}}
+	channel.Spec.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "channel", Exactly: &resourceapi.ExactDeviceRequest{
+		DeviceClassName: "imex.gpu.tessera.dev", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}
+	pg := schedulingapi.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+		Spec: schedulingapi.PodGroupSpec{
+			SchedulingPolicy: schedulingapi.PodGroupSchedulingPolicy{Gang: &schedulingapi.GangSchedulingPolicy{MinCount: int32(workers)}},
+			ResourceClaims:   []schedulingapi.PodGroupResourceClaim{{Name: "imex", ResourceClaimTemplateName: ptr.To(channel.Name)}},
+		}}
+	in.Templates = append(in.Templates, gpus, channel)
+	in.PodGroups = append(in.PodGroups, pg)
+	for i := range workers {
+		in.Pods = append(in.Pods, corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-worker-%d", name, i), Namespace: "ns"},
+			Spec: corev1.PodSpec{
+				SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To(name)},
+				ResourceClaims: []corev1.PodResourceClaim{
+					{Name: "gpus", ResourceClaimTemplateName: ptr.To(gpus.Name)},
+					{Name: "imex", ResourceClaimTemplateName: ptr.To(channel.Name)},
+				},
+			},
+		})
+	}
+}
+
+// TestRunGangRack: a job's channel, shared by its group, keeps every
+// member to the channel's domain, not to the node of the first member: two
+// workers of a whole tray each fit on the domain's two trays; a third is
+// stuck, and the explanation says the domain's GPUs are all held, though
+// the H100 node's are free.
+func TestRunGangRack(t *testing.T) {
+	ctx := context.Background()
+	f := newExplainFleet(t)
+	for _, tc := range []struct {
+		workers int
+		fits    bool
+	}{{2, true}, {3, false}} {
+		in := f.input()
+		rackGang(in, "train", tc.workers)
+		gx, err := RunGang(ctx, in, "ns", "train")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gx.Fits != tc.fits {
+			t.Fatalf("%d workers: fits %v, want %v: %+v", tc.workers, gx.Fits, tc.fits, gx)
+		}
+		for _, m := range gx.Placed {
+			if !strings.HasPrefix(m.Node, "tray-") {
+				t.Errorf("%d workers: %s placed on %s, no tray of the domain", tc.workers, m.Pod, m.Node)
+			}
+		}
+		if tc.fits {
+			if len(gx.Placed) != 2 || gx.Placed[0].Node == gx.Placed[1].Node {
+				t.Errorf("2 workers placed %+v, want one per tray", gx.Placed)
+			}
+			continue
+		}
+		notes := strings.Join(gx.Stuck.Notes, "; ")
+		for _, want := range []string{"ties it to the nodes of multi-node NVLink domain " + rackDomain, "has 0 of its 8 whole GPUs free on its 2 nodes"} {
+			if !strings.Contains(notes, want) {
+				t.Errorf("the stuck member's notes %q do not say %q", notes, want)
+			}
+		}
+		if len(gx.Stuck.Nodes) != 2 {
+			t.Errorf("the stuck member is explained on %d nodes, want the domain's 2", len(gx.Stuck.Nodes))
+		}
+	}
 }
