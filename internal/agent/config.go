@@ -19,6 +19,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/health"
 	"github.com/tessera-gpu/tessera/internal/isolation"
 	"github.com/tessera-gpu/tessera/internal/memlimit"
+	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/podresources"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/telemetry"
@@ -72,6 +73,10 @@ type Config struct {
 	IMEXChannels  int
 	IMEXNamespace string
 	IMEXCtl       string
+	// Who runs the node's IMEX daemon, and where (imexdaemon.go).
+	IMEXDaemons   string
+	IMEXDaemonDir string
+	IMEXAddress   string
 	// Health policy (internal/health).
 	HealthXIDPolicy          string
 	HealthWindow             time.Duration
@@ -146,6 +151,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MPSDaemons, "mps-daemons", MPSDaemonsProcess, "Where the MPS control daemons run: process (detached children of the agent: right where the agent's container shares the host's PID namespace, or the agent runs on the host) or pod (each a pod of this node, created with the agent's credentials, so that it outlives the agent's container and pod; needs --mps-daemon-namespace, --mps-daemon-image and --mps-daemon-service-account).")
 	fs.IntVar(&c.IMEXChannels, "imex-channels", 0, "On a node whose GPUs are in a multi-node NVLink domain (GB200/GB300 NVL72), offer this many IMEX channels (1 to 2047) for the domain as devices of class imex.gpu.tessera.dev, one per pod group: the agents of the domain hold a lease in --imex-namespace in turn, and the holder publishes the domain's pool (docs/rack.md). Needs get, create and update on leases there. 0 offers none.")
 	fs.StringVar(&c.IMEXCtl, "imex-ctl", "", "With --imex-channels, the IMEX control program and its leading arguments, space-separated, which the agent runs with -q to learn whether the node's IMEX daemon is ready before it prepares a channel. Default nvidia-imex-ctl -c /etc/nvidia-imex/config.cfg, run inside --nvidia-driver-root where one is set; backend sim: the stand-in \"tessera-sim imex-ctl\" beside the agent, with the simulated node's <sim-state-dir>/imex/config.cfg.")
+	fs.StringVar(&c.IMEXDaemons, "imex-daemons", IMEXDaemonsHost, "With --imex-channels, who runs the node's IMEX daemon: host (the host's nvidia-imex service, configured with the domain's trays, which the agent only asks) or pod (the agent, as a pod of this node: started for the first claim of an IMEX channel prepared here and stopped after the last, its peers the nodes labelled with the domain, each at its "+names.NodeAnnotationIMEXAddress+" annotation or InternalIP; the pod takes the MPS daemon pods' --mps-daemon-* image, service account, privilege and priority class; needs list on nodes, and with backend nvml --nvidia-driver-root, whose nvidia-imex it runs).")
+	fs.StringVar(&c.IMEXDaemonDir, "imex-daemon-dir", "", "With --imex-daemons=pod, the host directory of the daemon's config file, nodes file and command socket, mounted at the same path in the agent and the pod. Default "+DefaultIMEXDaemonDir+"; backend sim: <sim-state-dir>/imex.")
+	fs.StringVar(&c.IMEXAddress, "imex-address", "", "With --imex-daemons=pod, the address this node's IMEX peers reach its daemon at, where it is not the node's InternalIP: the agent annotates its node with it ("+names.NodeAnnotationIMEXAddress+").")
 	fs.StringVar(&c.IMEXNamespace, "imex-namespace", "", "With --imex-channels, the namespace of the domains' leases. Default $POD_NAMESPACE, the agent's own.")
 	fs.StringVar(&c.MPSDaemonNamespace, "mps-daemon-namespace", "", "With --mps-daemons=pod, the namespace of the daemon pods. Default $POD_NAMESPACE, the agent's own.")
 	fs.StringVar(&c.MPSDaemonImage, "mps-daemon-image", "", "With --mps-daemons=pod, the daemon pods' image: the agent's own, which holds --mps-control at the same path.")
@@ -221,7 +229,7 @@ func (c *Config) Validate() error {
 	if c.NvidiaDriverRoot == "" && c.NvidiaDriverRootMount != "" {
 		return fmt.Errorf("--nvidia-driver-root-mount %q without --nvidia-driver-root", c.NvidiaDriverRootMount)
 	}
-	if err := errors.Join(c.validateMPSDaemons(), c.validateMetricsAuth(), c.validateIMEX()); err != nil {
+	if err := errors.Join(c.validateMPSDaemons(), c.validateMetricsAuth(), c.validateIMEX(), c.validateIMEXDaemons()); err != nil {
 		return err
 	}
 	if _, err := health.ParseXIDOverrides(nil, c.HealthXIDPolicy); err != nil {

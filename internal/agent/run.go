@@ -243,6 +243,11 @@ func (c *Config) runOptions(ctx context.Context, b backend.Backend, client kuber
 	if o.IMEXHost, err = c.imexHost(klog.FromContext(ctx), b); err != nil {
 		return o, err
 	}
+	if d, err := c.imexDaemon(klog.FromContext(ctx), b, client, o.IMEXHost); err != nil {
+		return o, err
+	} else if d != nil {
+		o.IMEXDaemon, o.IMEXAddress = d, c.IMEXAddress
+	}
 	return o, nil
 }
 

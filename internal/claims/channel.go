@@ -40,6 +40,12 @@ type IMEX struct {
 	Channels func() (major uint32, count int, err error)
 	// Status asks the node's IMEX daemon whether it is ready, and why not.
 	Status func(ctx context.Context) (ready bool, status string, err error)
+	// Daemon, where the agent runs the node's daemon itself, starts and
+	// stops it (imexdaemon.go); nil where the host runs it.
+	Daemon IMEXDaemon
+	// ReadyWait is how long a prepare waits for a daemon it started
+	// (DefaultIMEXReadyWait when 0).
+	ReadyWait time.Duration
 }
 
 // channelResults splits the claim's results for this driver into IMEX
@@ -67,6 +73,11 @@ func (m *Manager) prepareChannels(ctx context.Context, ref cdi.ClaimRef, results
 		return nil, fmt.Errorf("prepare claim %s: %w", ref, withKind(ErrConfigRejected, fmt.Errorf(
 			"it holds an IMEX channel (%s/%s) beside other devices (%s/%s): a channel's claim is shared by a pod group's workers on several nodes, so it must hold the channel alone; give the GPUs a claim of each worker's own",
 			results[0].Pool, results[0].Device, others[0].Pool, others[0].Device)))
+	}
+	m.imexMu.Lock()
+	defer m.imexMu.Unlock()
+	if err := m.startIMEX(ctx); err != nil {
+		return nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

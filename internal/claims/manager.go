@@ -130,6 +130,10 @@ type Manager struct {
 	written uint64
 	// claimLocks serialises operations on one claim (by UID).
 	claimLocks keyed.Mutex
+	// imexMu serialises starting the node's IMEX daemon for a channel's
+	// claim, up to its entry, with stopping it when idle (imexdaemon.go),
+	// so that a stop never takes the daemon a prepare just started.
+	imexMu sync.Mutex
 	// crashHook, set only by this package's tests (newManager), is called
 	// after each step; a non-nil error stops the operation there as if the
 	// process had died.

@@ -18,9 +18,13 @@ func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) er
 	c, ok := m.cp.Claims[uid]
 	if !ok {
 		m.mu.Unlock()
-		// Nothing recorded; a spec left by a lost checkpoint still goes.
+		// Nothing recorded; a spec left by a lost checkpoint still goes,
+		// and an idle daemon a failed stop left.
 		if err := m.cfg.CDI.RemoveClaimSpec(uid); err != nil {
 			return fmt.Errorf("unprepare claim %s: %w", ref, withKind(ErrCDI, err))
+		}
+		if err := m.StopIdleIMEX(ctx); err != nil {
+			return fmt.Errorf("unprepare claim %s: %w", ref, err)
 		}
 		return nil
 	}
@@ -42,6 +46,14 @@ func (m *Manager) Unprepare(ctx context.Context, uid, namespace, name string) er
 		return fmt.Errorf("unprepare claim %s: %w", ref, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Unprepared claim", "claim", klog.KRef(namespace, name), "uid", uid)
+	if holdsChannel(c) {
+		// The last channel's claim gone: the daemon goes too. A failure
+		// fails the unprepare, which the kubelet retries; the claim's
+		// entry is gone by then, so the retry only stops the daemon.
+		if err := m.StopIdleIMEX(ctx); err != nil {
+			return fmt.Errorf("unprepare claim %s: %w", ref, err)
+		}
+	}
 	return nil
 }
 

@@ -101,6 +101,13 @@ type Options struct {
 	// IMEXHost is the node's IMEX (channels and daemon), which a claim of
 	// a channel needs; nil with IMEXChannels 0.
 	IMEXHost *imex.Host
+	// IMEXDaemon, where the agent runs the node's IMEX daemon
+	// (--imex-daemons=pod), starts and stops it for the claims of
+	// channels; nil where the host runs it.
+	IMEXDaemon claims.IMEXDaemon
+	// IMEXAddress, where set, is the address the node's IMEX peers reach
+	// it at, annotated on the node beside its domain label.
+	IMEXAddress string
 }
 
 // Driver implements kubeletplugin.DRAPlugin.
@@ -317,5 +324,5 @@ func (d *Driver) imex() *claims.IMEX {
 	if h == nil {
 		return nil
 	}
-	return &claims.IMEX{Domain: d.pub.fabricDomain, Channels: h.Channels, Status: h.Status}
+	return &claims.IMEX{Domain: d.pub.fabricDomain, Channels: h.Channels, Status: h.Status, Daemon: d.opts.IMEXDaemon}
 }

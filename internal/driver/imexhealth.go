@@ -39,6 +39,13 @@ func (h *imexHealth) set(ready bool, status string, at time.Time) bool {
 	return changed
 }
 
+// forget drops the last answer: the next one is news.
+func (h *imexHealth) forget() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.known, h.ready, h.status = false, false, ""
+}
+
 // watchIMEX asks the node's IMEX daemon every so often, while the node is
 // in a domain, and wakes the kubelet's health streams when its answer
 // changes.
@@ -46,14 +53,34 @@ func (d *Driver) watchIMEX(ctx context.Context, every time.Duration) {
 	if d.opts.IMEXHost == nil {
 		return
 	}
+	if d.opts.IMEXDaemon != nil && d.claims != nil {
+		// A daemon the last agent left running with no claim for it (it
+		// crashed between the last unprepare and the stop) goes.
+		if err := d.claims.StopIdleIMEX(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Stopping the node's idle IMEX daemon at start-up")
+		}
+	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) { d.checkIMEX(ctx) }, every)
 }
 
-// checkIMEX asks the daemon once.
+// checkIMEX asks the daemon once. Where the agent runs the daemon, it runs
+// only while a claim holds a channel: idle, there is nothing to ask (and no
+// gauge, which would read as a failure); busy, a daemon that died is
+// started again first, and reported not ready until it is.
 func (d *Driver) checkIMEX(ctx context.Context) {
 	domain := d.pub.fabricDomain()
 	if domain == "" {
 		return
+	}
+	if d.opts.IMEXDaemon != nil {
+		if d.claims == nil || len(d.claims.PreparedChannels()) == 0 {
+			d.opts.Metrics.ClearIMEXReady()
+			d.imexState.forget()
+			return
+		}
+		if err := d.opts.IMEXDaemon.Ensure(ctx, domain); err != nil {
+			klog.FromContext(ctx).Error(err, "Restarting the node's IMEX daemon for the claims holding channels")
+		}
 	}
 	ready, status, err := d.opts.IMEXHost.Status(ctx)
 	if err != nil {

@@ -29,6 +29,10 @@ import (
 type nodeLabeler struct {
 	client kubernetes.Interface
 	node   string
+	// imexAddress, where set, is the node's IMEX address
+	// (--imex-address), annotated beside the label
+	// (names.NodeAnnotationIMEXAddress) while the node is in a domain.
+	imexAddress string
 	// applied is the value on the node ("" for none) once a patch went
 	// through; unknown until the first.
 	applied *string
@@ -75,14 +79,25 @@ func (l *nodeLabeler) sync(ctx context.Context, inv *inventory.Node) error {
 			klog.FromContext(ctx).Info("Warning: the node's GPUs name several multi-node NVLink domains; the node gets no domain label", "domains", several, "label", names.NodeLabelFabricDomain)
 		}
 	}
-	if l.applied != nil && *l.applied == want {
+	key := want
+	if want != "" && l.imexAddress != "" {
+		key += " " + l.imexAddress
+	}
+	if l.applied != nil && *l.applied == key {
 		return nil
 	}
-	var value any // JSON null removes the label
+	var value, address any // JSON null removes them
 	if want != "" {
 		value = want
+		if l.imexAddress != "" {
+			address = l.imexAddress
+		}
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{names.NodeLabelFabricDomain: value}}})
+	meta := map[string]any{"labels": map[string]any{names.NodeLabelFabricDomain: value}}
+	if l.imexAddress != "" {
+		meta["annotations"] = map[string]any{names.NodeAnnotationIMEXAddress: address}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		return err
 	}
@@ -91,8 +106,8 @@ func (l *nodeLabeler) sync(ctx context.Context, inv *inventory.Node) error {
 		return fmt.Errorf("label node %s %s=%q: %w", l.node, names.NodeLabelFabricDomain, want, err)
 	}
 	l.failed.Store(false)
-	l.applied = &want
-	klog.FromContext(ctx).V(2).Info("Node labelled with its fabric domain", "label", names.NodeLabelFabricDomain, "domain", want)
+	l.applied = &key
+	klog.FromContext(ctx).V(2).Info("Node labelled with its fabric domain", "label", names.NodeLabelFabricDomain, "domain", want, "imexAddress", l.imexAddress)
 	return nil
 }
 

@@ -88,3 +88,37 @@ func patches(c *fake.Clientset) []k8stesting.Action {
 	}
 	return out
 }
+
+// TestNodeIMEXAddressBesideTheLabel: with --imex-address the node carries
+// the address as an annotation while it is in a domain, in the label's
+// one patch, and loses it with the label; other annotations stay.
+func TestNodeIMEXAddressBesideTheLabel(t *testing.T) {
+	const node, dom = "tray-2", "00000001-0000-0000-0000-000000000001.2"
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{"keep": "me"}}})
+	l := &nodeLabeler{client: client, node: node, imexAddress: "127.0.0.2"}
+	for _, step := range []struct {
+		name         string
+		domain       string
+		label, annot string
+		patches      int
+	}{
+		{"in a domain", dom, dom, "127.0.0.2", 1},
+		{"again: no write", dom, dom, "127.0.0.2", 0},
+		{"out of it", "", "", "", 1},
+	} {
+		before := len(patches(client))
+		if err := l.sync(context.Background(), &inventory.Node{GPUs: []inventory.GPU{{FabricDomain: step.domain}}}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Labels[names.NodeLabelFabricDomain] != step.label || n.Annotations[names.NodeAnnotationIMEXAddress] != step.annot || n.Annotations["keep"] != "me" {
+			t.Errorf("%s: labels %v, annotations %v", step.name, n.Labels, n.Annotations)
+		}
+		if got := len(patches(client)) - before; got != step.patches {
+			t.Errorf("%s: %d patches, want %d", step.name, got, step.patches)
+		}
+	}
+}

@@ -107,7 +107,7 @@ type round struct {
 func newPublisher(o *Options, tr *health.Tracker) *publisher {
 	p := &publisher{opts: o, tracker: tr, taints: tr.Taints}
 	if o.KubeClient != nil {
-		p.labeler = &nodeLabeler{client: o.KubeClient, node: o.NodeName}
+		p.labeler = &nodeLabeler{client: o.KubeClient, node: o.NodeName, imexAddress: o.IMEXAddress}
 	}
 	if o.KubeClient != nil && o.IMEXChannels > 0 {
 		var err error

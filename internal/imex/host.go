@@ -28,6 +28,9 @@ type Host struct {
 	// Root, when set, is the driver's root the program runs in (chroot),
 	// Ctl[0] a path inside it.
 	Root string
+	// Env, when set, is the program's environment (a driver root's
+	// LD_LIBRARY_PATH where it runs outside the root).
+	Env []string
 	// Timeout bounds one query (5s when zero): a daemon that does not
 	// answer is not ready.
 	Timeout time.Duration
@@ -73,6 +76,9 @@ func (h Host) Status(ctx context.Context) (bool, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.Ctl[0], append(h.Ctl[1:len(h.Ctl):len(h.Ctl)], "-q")...)
+	if h.Env != nil {
+		cmd.Env = h.Env
+	}
 	if h.Root != "" {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: h.Root}
 		cmd.Dir = "/"

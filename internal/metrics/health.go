@@ -29,3 +29,12 @@ func (m *Metrics) SetIMEXReady(domain string, ready bool) {
 	m.imexReady.Reset()
 	m.imexReady.WithLabelValues(domain).Set(v)
 }
+
+// ClearIMEXReady removes the gauge: the node runs no IMEX daemon, by
+// design (the agent runs it only while a claim holds a channel).
+func (m *Metrics) ClearIMEXReady() {
+	if m == nil {
+		return
+	}
+	m.imexReady.Reset()
+}

@@ -166,7 +166,7 @@ func (m *Metrics) newDeviceSeries() {
 	})
 	m.imexReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "imex_daemon_ready",
-		Help: "Whether the node's IMEX daemon answered READY when last asked (1) or not (0), by multi-node NVLink domain; absent on a node that offers no IMEX channels or is in no domain.",
+		Help: "Whether the node's IMEX daemon answered READY when last asked (1) or not (0), by multi-node NVLink domain; absent on a node that offers no IMEX channels or is in no domain, and where the agent runs the daemon (--imex-daemons=pod), while no claim there holds a channel (none runs).",
 	}, []string{"domain"})
 }
 

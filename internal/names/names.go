@@ -27,6 +27,11 @@ const (
 // the node's GPUs have none, or name more than one.
 const NodeLabelFabricDomain = DriverName + "/fabric-domain"
 
+// NodeAnnotationIMEXAddress is the node annotation an agent that runs its
+// node's IMEX daemon sets to the address its IMEX peers reach it at
+// (--imex-address), where that is not the node's InternalIP.
+const NodeAnnotationIMEXAddress = DriverName + "/imex-address"
+
 // DeviceClasses are the DeviceClasses the chart ships
 // (internal/deviceclasses), the first the class of any whole GPU.
 var DeviceClasses = []string{

@@ -2,7 +2,6 @@ package daemonpod
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,18 +9,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/internal/mps"
+	"github.com/tessera-gpu/tessera/internal/nodepod"
 )
-
-// neverRuns are the waiting reasons of a container that will not start
-// without someone changing the pod or the node: the image cannot be pulled
-// or named, or its configuration is refused.
-var neverRuns = map[string]bool{
-	"ErrImagePull":               true,
-	"ImagePullBackOff":           true,
-	"InvalidImageName":           true,
-	"ErrImageNeverPull":          true,
-	"CreateContainerConfigError": true,
-}
 
 // Alive implements mps.Launcher. Pending counts as alive: the Manager
 // probes a new daemon's pipe until it answers and asks Alive in between,
@@ -51,29 +40,6 @@ func (p *Launcher) Alive(ctx context.Context, h mps.Handle) bool {
 	return true
 }
 
-// notAlive says why pod does not run its daemon, or "" when it runs or may
-// yet: phase Pending or Running, not being deleted, its container neither
-// terminated nor restarted nor waiting for something that never comes.
-func notAlive(pod *corev1.Pod) string {
-	if pod.DeletionTimestamp != nil {
-		return "being deleted"
-	}
-	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != "" {
-		return "phase " + string(pod.Status.Phase)
-	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name != ContainerName {
-			continue
-		}
-		switch {
-		case cs.State.Terminated != nil:
-			t := cs.State.Terminated
-			return fmt.Sprintf("container terminated: %s, exit code %d %s", t.Reason, t.ExitCode, t.Message)
-		case cs.RestartCount > 0:
-			return fmt.Sprintf("container restarted %d times", cs.RestartCount)
-		case cs.State.Waiting != nil && neverRuns[cs.State.Waiting.Reason]:
-			return fmt.Sprintf("container waiting: %s: %s", cs.State.Waiting.Reason, cs.State.Waiting.Message)
-		}
-	}
-	return ""
-}
+// notAlive says why pod does not run its daemon, or "" when it runs or
+// may yet (nodepod.NotAlive).
+func notAlive(pod *corev1.Pod) string { return nodepod.NotAlive(pod, ContainerName) }

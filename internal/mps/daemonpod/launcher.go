@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/tessera-gpu/tessera/internal/mps"
+	"github.com/tessera-gpu/tessera/internal/nodepod"
 )
 
 // Config configures New.
@@ -57,8 +57,7 @@ type Config struct {
 type Launcher struct {
 	c Config
 
-	mu    sync.Mutex
-	owner *metav1.OwnerReference // the Node, read at the first Launch
+	owner nodepod.Owner // the Node, read at the first Launch
 }
 
 var _ mps.Launcher = (*Launcher)(nil)
@@ -101,9 +100,9 @@ func (p *Launcher) Launch(ctx context.Context, l mps.Launch) (mps.Handle, error)
 	if l.ID == "" || len(l.Argv) == 0 || !filepath.IsAbs(l.Dir) {
 		return mps.Handle{}, fmt.Errorf("daemonpod: launch daemon %q on node %s: want an id, a command and an absolute directory, got %q %q", l.ID, p.c.NodeName, l.Argv, l.Dir)
 	}
-	owner, err := p.nodeOwner(ctx)
+	owner, err := p.owner.Get(ctx, p.c.Client, p.c.NodeName)
 	if err != nil {
-		return mps.Handle{}, err
+		return mps.Handle{}, fmt.Errorf("daemonpod: %w", err)
 	}
 	want := p.pod(l, owner)
 	pods := p.c.Client.CoreV1().Pods(p.c.Namespace)
@@ -127,22 +126,6 @@ func (p *Launcher) Launch(ctx context.Context, l mps.Launch) (mps.Handle, error)
 	return mps.Handle{Pod: p.c.Namespace + "/" + created.Name, PodUID: string(created.UID)}, nil
 }
 
-// nodeOwner is the owner reference to the launcher's Node: deleting the
-// node collects its daemon pods, deleting the agent's pod does not.
-func (p *Launcher) nodeOwner(ctx context.Context) (metav1.OwnerReference, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.owner != nil {
-		return *p.owner, nil
-	}
-	n, err := p.c.Client.CoreV1().Nodes().Get(ctx, p.c.NodeName, metav1.GetOptions{})
-	if err != nil {
-		return metav1.OwnerReference{}, fmt.Errorf("daemonpod: get node %s, the owner of its MPS daemon pods: %w", p.c.NodeName, err)
-	}
-	p.owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID, BlockOwnerDeletion: ptr(false)}
-	return *p.owner, nil
-}
-
 // Kill implements mps.Launcher: it deletes the pod h names, if it is still
 // that pod (UID), and waits until it is gone.
 func (p *Launcher) Kill(ctx context.Context, h mps.Handle) error {
@@ -162,47 +145,10 @@ func (p *Launcher) Kill(ctx context.Context, h mps.Handle) error {
 	return nil
 }
 
-// deleteGrace is the grace period of a delete. Not 0: a pod deleted with 0
-// leaves the API at once, before the kubelet stops its container, so its
-// absence would not say that the daemon is gone. With 1 the kubelet kills
-// the container and only then removes the pod.
-const deleteGrace = int64(1)
-
 // deleteAndWait deletes pod name while its UID is uid and waits, up to the
-// timeout, until no pod of that name and UID is left. A pod already gone,
-// or replaced under the name, is not an error.
+// timeout, until it is gone (nodepod.Delete).
 func (p *Launcher) deleteAndWait(ctx context.Context, name string, uid types.UID) error {
-	pods := p.c.Client.CoreV1().Pods(p.c.Namespace)
-	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr(deleteGrace), Preconditions: &metav1.Preconditions{UID: &uid}}
-	err := pods.Delete(ctx, name, opts)
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case apierrors.IsConflict(err):
-		// The name holds another pod: ours is gone.
-		return nil
-	case err != nil:
-		return fmt.Errorf("delete: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.c.Timeout)
-	defer cancel()
-	delay := 20 * time.Millisecond
-	for {
-		cur, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || (err == nil && cur.UID != uid) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			why := "still there"
-			if err != nil {
-				why = err.Error()
-			}
-			return fmt.Errorf("pod %s/%s not gone after %s: %s", p.c.Namespace, name, p.c.Timeout, why)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 500*time.Millisecond)
-	}
+	return nodepod.Delete(ctx, p.c.Client, p.c.Namespace, name, uid, p.c.Timeout)
 }
 
 // splitPod is the namespace and name of h.Pod.

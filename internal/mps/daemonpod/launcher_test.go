@@ -15,6 +15,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/tessera-gpu/tessera/internal/mps"
+	"github.com/tessera-gpu/tessera/internal/nodepod"
 )
 
 func TestAlive(t *testing.T) {
@@ -134,8 +135,8 @@ func TestKill(t *testing.T) {
 		}
 	}
 	for _, d := range deletes {
-		if d.Preconditions == nil || d.Preconditions.UID == nil || string(*d.Preconditions.UID) != h.PodUID || d.GracePeriodSeconds == nil || *d.GracePeriodSeconds != deleteGrace {
-			t.Errorf("delete options %+v: want UID precondition %s and grace %d", d, h.PodUID, deleteGrace)
+		if d.Preconditions == nil || d.Preconditions.UID == nil || string(*d.Preconditions.UID) != h.PodUID || d.GracePeriodSeconds == nil || *d.GracePeriodSeconds != nodepod.DeleteGrace {
+			t.Errorf("delete options %+v: want UID precondition %s and grace %d", d, h.PodUID, nodepod.DeleteGrace)
 		}
 	}
 	if len(deletes) != 3 {
