@@ -129,6 +129,54 @@ agent's own node. Helm sees the version, not the gate. */}}
 {{- eq .Values.mps.daemons "pod" }}
 {{- end }}
 
+{{/* Whether the agent runs the node's IMEX daemon as a pod (values.yaml
+imex.daemons), which needs imex.channels. */}}
+{{- define "tessera.imexDaemonPods" -}}
+{{- if not (has .Values.imex.daemons (list "host" "pod")) }}
+{{- fail (printf "imex.daemons must be host or pod, not %q" .Values.imex.daemons) }}
+{{- end }}
+{{- and (eq .Values.imex.daemons "pod") (gt (int .Values.imex.channels) 0) }}
+{{- end }}
+
+{{/* Whether the agent creates daemon pods at all: MPS's or IMEX's. They
+share a ServiceAccount, a Role for pods and the pod settings
+(mps.daemonPod). */}}
+{{- define "tessera.daemonPods" -}}
+{{- or (include "tessera.mpsDaemonPods" . | eq "true") (include "tessera.imexDaemonPods" . | eq "true") }}
+{{- end }}
+
+{{/* The IMEX daemon's directory of this install as a CEL string
+expression (--imex-daemon-dir): imex.daemonDir, or with backend sim
+<sim-state-dir>/imex, naming the node the token is bound to by default. */}}
+{{- define "tessera.imexDirCEL" -}}
+{{- if eq .Values.backend "sim" }}
+{{- if .Values.sim.stateDir }}
+{{- printf "'%s/imex'" (trimSuffix "/" .Values.sim.stateDir) }}
+{{- else }}
+{{- print "'/var/run/tessera/sim/' + variables.nodeName + '/imex'" }}
+{{- end }}
+{{- else }}
+{{- printf "'%s'" (trimSuffix "/" .Values.imex.daemonDir) }}
+{{- end }}
+{{- end }}
+
+{{/* The IMEX daemon programs (each with its leading arguments) the daemon
+pod may run, as a JSON list of lists: with a driver root, nvidia-imex in
+one of the root's program directories under its mount, where the agent
+looks; the sim image's stand-in; nothing else (nvml needs a driver root). */}}
+{{- define "tessera.imexPrograms" -}}
+{{- $m := include "tessera.driverRootMount" . }}
+{{- $out := list }}
+{{- if eq .Values.backend "sim" }}
+{{- $out = append $out (list "/usr/bin/tessera-sim" "imex") }}
+{{- else if include "tessera.driverRoot" . }}
+{{- range list "usr/bin" "usr/sbin" "bin" "sbin" "opt/bin" }}
+{{- $out = append $out (list (printf "%s/%s/nvidia-imex" $m .)) }}
+{{- end }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
 {{/* Whether the MPS daemon pods run privileged: the value when set, else
 for nvml and auto (values.yaml mps.daemonPod.privileged). */}}
 {{- define "tessera.mpsDaemonPrivileged" -}}
@@ -217,7 +265,7 @@ named (a DNS label, unique), with its own nodeSelector or affinity (no two
 alike), overriding only the agent settings nothing cluster-wide pins. No
 groups: one group of no name and no settings (one DaemonSet, as before). */}}
 {{- define "tessera.nodeGroups" -}}
-{{- $allowed := list "name" "nodeSelector" "affinity" "tolerations" "partitioning" "dynamicProfiles" "dynamicWindow" "sharing" "minShareIsolation" "legacyMPSShares" "sim" "sysfsRoot" "logging" "health" "attribution" "telemetry" "resources" "priorityClassName" "podAnnotations" "extraEnv" "updateStrategy" }}
+{{- $allowed := list "name" "nodeSelector" "affinity" "tolerations" "partitioning" "dynamicProfiles" "dynamicWindow" "sharing" "minShareIsolation" "legacyMPSShares" "sim" "sysfsRoot" "logging" "health" "attribution" "telemetry" "resources" "priorityClassName" "podAnnotations" "extraEnv" "updateStrategy" "imex" }}
 {{- $groups := .Values.nodeGroups | default list }}
 {{- if not (kindIs "slice" $groups) }}
 {{- fail "nodeGroups must be a list of groups" }}
@@ -240,6 +288,9 @@ groups: one group of no name and no settings (one DaemonSet, as before). */}}
 {{- end }}
 {{- if and (hasKey . "sim") (not (empty (omit .sim "profile"))) }}
 {{- fail (printf "nodeGroups %s: of sim only sim.profile may differ between groups" .name) }}
+{{- end }}
+{{- if and (hasKey . "imex") (not (empty (omit .imex "address"))) }}
+{{- fail (printf "nodeGroups %s: of imex only imex.address may differ between groups" .name) }}
 {{- end }}
 {{- if not (or .nodeSelector .affinity) }}
 {{- fail (printf "nodeGroups %s: a group needs a nodeSelector or affinity that selects its nodes and no other group's" .name) }}

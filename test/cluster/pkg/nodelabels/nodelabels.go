@@ -45,11 +45,14 @@ func Cases() []Case {
 			label(names.NodeLabelFabricDomain, Domain)(n)
 			label("gpu.tessera.dev/trusted", "true")(n)
 		}, Field: "metadata.labels"},
-		{Name: "an annotation", Change: func(n *corev1.Node) {
-			if n.Annotations == nil {
-				n.Annotations = map[string]string{}
-			}
-			n.Annotations["example.com/steer-to"] = "gpu-tenants"
+		{Name: "an annotation", Change: annotate("example.com/steer-to", "gpu-tenants"), Field: "metadata.annotations"},
+		{Name: "the domain label and the IMEX address", Change: func(n *corev1.Node) {
+			label(names.NodeLabelFabricDomain, Domain)(n)
+			annotate(names.NodeAnnotationIMEXAddress, "127.0.0.2")(n)
+		}},
+		{Name: "the IMEX address and another annotation", Change: func(n *corev1.Node) {
+			annotate(names.NodeAnnotationIMEXAddress, "127.0.0.2")(n)
+			annotate("example.com/steer-to", "gpu-tenants")(n)
 		}, Field: "metadata.annotations"},
 		{Name: "a taint removed or added", Change: func(n *corev1.Node) {
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "evict", Effect: corev1.TaintEffectNoExecute})
@@ -59,6 +62,16 @@ func Cases() []Case {
 		{Name: "an owner", Change: func(n *corev1.Node) {
 			n.OwnerReferences = append(n.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Namespace", Name: "default", UID: "u"})
 		}, Field: "metadata.ownerReferences"},
+	}
+}
+
+// annotate sets annotation k to v.
+func annotate(k, v string) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[k] = v
 	}
 }
 
