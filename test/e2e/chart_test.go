@@ -26,6 +26,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/daemonpods"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/imexdaemonpods"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/nodelabels"
@@ -84,7 +85,7 @@ func TestChart(t *testing.T) {
 	}
 	// With IMEX channels offered, so that the lease Role and its policy
 	// are applied too.
-	objs, err := ch.Render(chartNS, "imex.channels=64")
+	objs, err := ch.Render(chartNS, "imex.channels=64", "imex.daemons=pod")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,6 +239,60 @@ func TestChart(t *testing.T) {
 		}
 	})
 
+	// The agent may create exactly the IMEX daemon pod it builds
+	// (internal/imex/daemonpod), only on its own node, and nothing of
+	// imexdaemonpods.Hostile: server-side dry runs as its node-bound
+	// identity, judged by the real API server after its own defaulting
+	// and validation.
+	t.Run("IMEXDaemonPodExactlyAsTheAgentMakesIt", func(t *testing.T) {
+		_, c := chartDaemonSet(t, objs)
+		e := map[string]string{}
+		for _, v := range c.Env {
+			e[v.Name] = v.Value
+		}
+		dir := e["TESSERA_IMEX_DAEMON_DIR"]
+		pods := agent.CoreV1().Pods(chartNS)
+		create := func(p *corev1.Pod) error {
+			_, err := pods.Create(ctx, p, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		}
+		podOf := func(node string) *corev1.Pod {
+			p, err := imexdaemonpods.Of(e, chartNS, node, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		if err := scenario.Poll(ctx, 30*time.Second, func() (bool, string) {
+			err := create(podOf(nodeB))
+			return isPolicyDenial(err), fmt.Sprintf("IMEX daemon pod of %s: %v", nodeB, err)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		deniedByPolicy(t, "the IMEX daemon pod of another node", create(podOf(nodeB)), "only pods of its own node")
+		own := podOf(nodeA)
+		if err := create(own); err != nil {
+			t.Fatalf("agent of %s creating its node's IMEX daemon pod, as it builds it: %v", nodeA, err)
+		}
+		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "chart-test-imex-" + nodeA}, Handler: "runc"}
+		if _, err := client.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = client.NodeV1().RuntimeClasses().Delete(context.Background(), rc.Name, metav1.DeleteOptions{})
+		})
+		for _, tc := range imexdaemonpods.Hostile(own, dir, e["TESSERA_MPS_DAEMON_PRIVILEGED"] == "true", rc.Name) {
+			err := create(tc.Pod)
+			switch {
+			case tc.Field == "" && err != nil:
+				t.Errorf("%s: %v, want admitted", tc.Name, err)
+			case tc.Field == "":
+			default:
+				deniedByPolicy(t, tc.Name, err, tc.Field)
+			}
+		}
+	})
+
 	t.Run("OwnNodeAllowed", func(t *testing.T) {
 		if _, err := slices.Create(ctx, ownSlice("chart-a", nodeA, nodeA), metav1.CreateOptions{DryRun: dryRun}); err != nil {
 			t.Fatalf("agent of %s creating a slice of its own pool: %v", nodeA, err)
@@ -372,8 +427,13 @@ func TestChart(t *testing.T) {
 			"deletecollection resourceslices": func() error {
 				return slices.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeA})
 			},
-			"list nodes": func() error {
-				_, err := agent.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			// imex.daemons=pod lists the domain's nodes, once per daemon
+			// start; it never watches them.
+			"watch nodes": func() error {
+				w, err := agent.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+				if err == nil {
+					w.Stop()
+				}
 				return err
 			},
 			"list pods": func() error {
