@@ -12,7 +12,7 @@
 //     off the MIG mode it turned on, and removes what it put on the host:
 //     its claim CDI specs, the MPS daemons' directories, the memory limit
 //     hook and its state, the checkpoint, sockets and plugin directory.
-//   - wait (post-delete): deletes the MPS daemon pods (owned by the Node,
+//   - wait (post-delete): deletes the MPS and IMEX daemon pods (owned by the Node,
 //     so nothing else would) and waits until every node's cleanup is done
 //     (ready) or one refused, whose message it reports.
 //   - ready: the node pods' readiness probe.

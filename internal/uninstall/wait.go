@@ -14,14 +14,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	imexpod "github.com/tessera-gpu/tessera/internal/imex/daemonpod"
 	"github.com/tessera-gpu/tessera/internal/mps/daemonpod"
 )
 
-// MPSDaemonSelector selects the MPS daemon pods the agents create
-// (internal/mps/daemonpod).
-var MPSDaemonSelector = daemonpod.LabelName + "=" + daemonpod.AppName
+// DaemonSelector selects the daemon pods the agents create: MPS control
+// daemons (internal/mps/daemonpod) and IMEX daemons
+// (internal/imex/daemonpod).
+var DaemonSelector = daemonpod.LabelName + " in (" + daemonpod.AppName + "," + imexpod.AppName + ")"
 
-// Wait deletes the MPS daemon pods in namespace, then waits until every
+// Wait deletes the agents' daemon pods in namespace, then waits until every
 // pod of the node cleanup DaemonSets is ready (its node is clean) and the
 // daemon pods are gone. A cleanup pod that exited with an error (it
 // refused, or failed) ends the wait with its node and message. poll is how
@@ -29,8 +31,8 @@ var MPSDaemonSelector = daemonpod.LabelName + "=" + daemonpod.AppName
 func Wait(ctx context.Context, client kubernetes.Interface, namespace string, daemonSets []string, poll time.Duration) error {
 	logger := klog.FromContext(ctx)
 	pods := client.CoreV1().Pods(namespace)
-	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: MPSDaemonSelector}); err != nil {
-		return fmt.Errorf("delete the MPS daemon pods (%s): %w", MPSDaemonSelector, err)
+	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: DaemonSelector}); err != nil {
+		return fmt.Errorf("delete the daemon pods (%s): %w", DaemonSelector, err)
 	}
 	var last string
 	err := wait.PollUntilContextCancel(ctx, poll, true, func(ctx context.Context) (bool, error) {
@@ -42,11 +44,11 @@ func Wait(ctx context.Context, client kubernetes.Interface, namespace string, da
 			}
 			done, clean, nodes = done && ok, clean+ready, nodes+desired
 		}
-		daemons, err := pods.List(ctx, metav1.ListOptions{LabelSelector: MPSDaemonSelector})
+		daemons, err := pods.List(ctx, metav1.ListOptions{LabelSelector: DaemonSelector})
 		if err != nil {
-			return false, fmt.Errorf("list the MPS daemon pods: %w", err)
+			return false, fmt.Errorf("list the daemon pods: %w", err)
 		}
-		now := fmt.Sprintf("%d of %d nodes clean, %d MPS daemon pods left", clean, nodes, len(daemons.Items))
+		now := fmt.Sprintf("%d of %d nodes clean, %d daemon pods left", clean, nodes, len(daemons.Items))
 		if now != last {
 			logger.Info("Waiting for the node cleanup", "status", now)
 			last = now

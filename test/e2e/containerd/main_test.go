@@ -30,11 +30,18 @@ var (
 // and an L4 node with capacity shares (a shared MPS daemon per GPU, on an
 // R615 driver: MPS v3, a namespace per share), each with its own
 // containerd. The fake-runtime suite's L4 node keeps legacy MPS (l4-4).
+// Two GB200 trays of one NVLink domain, whose agents run the trays' IMEX
+// daemons as pods (imex_test.go).
 var nodes = []localcluster.Node{
 	{Name: "ctr-h100", Profile: "dgx-h100"},
 	{Name: "ctr-h100-dynamic", Profile: "dgx-h100", Partitioning: "dynamic"},
 	{Name: "ctr-l4-shared", Profile: "l4-4-r615", Sharing: "capacity"},
+	{Name: "ctr-tray-1", Profile: "gb200-nvl72-tray"},
+	{Name: "ctr-tray-2", Profile: "gb200-nvl72-tray"},
 }
+
+// imexChannels is how many IMEX channels the trays' domain offers.
+const imexChannels = 2
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -52,5 +59,6 @@ func run(m *testing.M) int {
 	cluster.Dir = filepath.Join(repo, "_output/e2e-containerd-cluster")
 	cluster.Nodes = nodes
 	cluster.Runtime = localcluster.RuntimeContainerd
+	cluster.IMEXChannels = imexChannels
 	return e2eutil.Run(m, cluster, &client)
 }

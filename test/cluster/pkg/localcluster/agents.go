@@ -30,7 +30,7 @@ func AgentRelease(node string) string { return "tessera-" + node }
 // also runs the webhook (cluster-wide: one is enough), as the chart's
 // Deployment and Service; the API server calls its pods directly.
 func (c *Config) agentValues(s *State, n Node, webhook bool, prod map[string]ProductionImage) map[string]any {
-	return map[string]any{
+	v := map[string]any{
 		"image":   map[string]any{"repository": prod[AgentImage].Repository},
 		"backend": "sim",
 		"sim": map[string]any{
@@ -73,6 +73,10 @@ func (c *Config) agentValues(s *State, n Node, webhook bool, prod map[string]Pro
 			"gpu": false, "nvidia": false, "amd": false, "mig": false, "xcp": false, "imex": false,
 		},
 	}
+	if imex := c.imexValues(n.Name); imex != nil {
+		v["imex"] = imex
+	}
+	return v
 }
 
 // SimStateDir is a node's simulator state (its agent's --sim-state-dir).

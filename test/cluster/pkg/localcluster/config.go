@@ -99,9 +99,10 @@ type Config struct {
 	// acts on them: off by default in Kubernetes 1.37, on in the e2e
 	// suite and the demo (docs/training.md, "Gangs").
 	Workloads bool
-	// IMEXChannels, above 0, runs an IMEX daemon stand-in on each fake
-	// node in a multi-node NVLink domain and has its agent offer that
-	// many channels of the domain (imex.go).
+	// IMEXChannels, above 0, has the agent of each node in a multi-node
+	// NVLink domain offer that many channels of the domain, and runs its
+	// IMEX daemon stand-in: a host service of each fake node, the agent's
+	// pod on a containerd node (imex.go).
 	IMEXChannels int
 	// Runtime is the nodes' container runtime: RuntimeFake (the default) or
 	// RuntimeContainerd.

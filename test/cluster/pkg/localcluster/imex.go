@@ -29,10 +29,20 @@ type imexHost struct {
 	peers                 []string // the domain's addresses, in order
 }
 
+// A containerd node's agent runs the daemon itself instead, as a pod of
+// its node (the chart's imex.daemons=pod): the stand-in of the sim image on
+// the host network, at the address its release's imex.address gives it
+// (127.0.1.<k>: the trays share this machine and its one InternalIP), on
+// the daemon's default port.
+
 // imexHosts are the nodes in a multi-node NVLink domain, by node order.
 func (c *Config) imexHosts() ([]imexHost, error) {
-	if c.IMEXChannels == 0 || c.RuntimeOf() != RuntimeFake {
+	if c.IMEXChannels == 0 {
 		return nil, nil
+	}
+	net := "127.0.0."
+	if c.RuntimeOf() == RuntimeContainerd {
+		net = "127.0.1."
 	}
 	var out []imexHost
 	byDomain := map[string][]int{}
@@ -51,7 +61,7 @@ func (c *Config) imexHosts() ([]imexHost, error) {
 			continue
 		}
 		byDomain[d] = append(byDomain[d], len(out))
-		out = append(out, imexHost{node: n.Name, domain: d, address: "127.0.0." + strconv.Itoa(len(byDomain[d]))})
+		out = append(out, imexHost{node: n.Name, domain: d, address: net + strconv.Itoa(len(byDomain[d]))})
 	}
 	for _, idx := range byDomain {
 		var peers []string
@@ -95,6 +105,23 @@ func (c *Config) startIMEX(s *State, h imexHost) error {
 	_, err = c.start(s, "imex-"+h.node, filepath.Join(filepath.Dir(c.PluginBin), "tessera-sim"), "imex", "-c", c.IMEXConfig(h.node), "--address="+h.address)
 	return err
 }
+
+// imexValues are the chart values of a containerd node's release: the
+// domain's channels, the daemon as the agent's pod, and the node's
+// address; nil for a node in no domain.
+func (c *Config) imexValues(node string) map[string]any {
+	hosts, _ := c.imexHosts() // checked at Up
+	for _, h := range hosts {
+		if h.node == node {
+			return map[string]any{"channels": c.IMEXChannels, "daemons": "pod", "address": h.address}
+		}
+	}
+	return nil
+}
+
+// hostIMEX reports whether the fake nodes' IMEX daemons run as host
+// services of the cluster (a containerd node's agent runs its own).
+func (c *Config) hostIMEX() bool { return c.RuntimeOf() == RuntimeFake }
 
 // imexArgs are the agent flags of node: the domain's channels where it
 // runs an IMEX daemon.

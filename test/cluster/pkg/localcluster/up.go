@@ -159,7 +159,7 @@ func (c *Config) portNames() []string {
 	}
 	hosts, _ := c.imexHosts() // checked at Up
 	for _, h := range hosts {
-		if !slices.Contains(names, imexPort(h.domain)) {
+		if c.hostIMEX() && !slices.Contains(names, imexPort(h.domain)) {
 			names = append(names, imexPort(h.domain))
 		}
 	}
@@ -404,7 +404,7 @@ func (c *Config) startNode(s *State, p *pki, n Node, images []image) error {
 	}
 	hosts, _ := c.imexHosts() // checked at Up
 	for _, h := range hosts {
-		if h.node == n.Name {
+		if h.node == n.Name && c.hostIMEX() {
 			if err := c.startIMEX(s, h); err != nil {
 				return fmt.Errorf("IMEX daemon: %w", err)
 			}
