@@ -26,8 +26,8 @@ import (
 
 	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/daemonpods"
-	"github.com/tessera-gpu/tessera/test/cluster/pkg/imexdaemonpods"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/helmchart"
+	"github.com/tessera-gpu/tessera/test/cluster/pkg/imexdaemonpods"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/localcluster"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/nodelabels"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"

@@ -78,7 +78,9 @@ func Hostile(good *corev1.Pod, dir string, privileged bool, runtimeClass string)
 		{Name: "the daemon with another config", Pod: ctr(func(c *corev1.Container) { c.Command[len(c.Command)-1] = "/etc/nvidia-imex/config.cfg" }), Field: "command"},
 		{Name: "the daemon with args", Pod: ctr(func(c *corev1.Container) { c.Args = []string{"-d"} }), Field: "args"},
 		{Name: "a working directory", Pod: ctr(func(c *corev1.Container) { c.WorkingDir = "/" }), Field: "workingDir"},
-		{Name: "an exec readiness probe", Pod: ctr(func(c *corev1.Container) { c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: exec}} }), Field: "readinessProbe"},
+		{Name: "an exec readiness probe", Pod: ctr(func(c *corev1.Container) {
+			c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: exec}}
+		}), Field: "readinessProbe"},
 		{Name: "a postStart hook", Pod: ctr(func(c *corev1.Container) {
 			c.Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: exec}}
 		}), Field: "lifecycle"},
