@@ -99,6 +99,9 @@ func TestIMEXDaemonPolicy(t *testing.T) {
 		{nil, "/var/run/tessera/imex"},
 		{[]string{"backend=sim"}, "/var/run/tessera/sim/" + node + "/imex"},
 		{[]string{"backend=sim", "sim.stateDir=/srv/sim"}, "/srv/sim/imex"},
+		// The sim's MPS stand-in may come from a driver root; its IMEX
+		// stand-in is the image's.
+		{[]string{"backend=sim", "sim.driverRoot=/var/lib/tessera/sim-driver"}, "/var/run/tessera/sim/" + node + "/imex"},
 		{[]string{"backend=nvml", "nvidiaDriverRoot=/run/nvidia/driver", "imex.daemonDir=/run/imex"}, "/run/imex"},
 		{[]string{"backend=nvml", "mps.daemonPod.privileged=false", "mps.daemons=process"}, "/var/run/tessera/imex"},
 	} {
