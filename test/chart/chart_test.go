@@ -915,7 +915,8 @@ func TestRBACTable(t *testing.T) {
 			documented[group+" "+resource+" "+name+" "+v[1]] = true
 		}
 	}
-	objs := render(t)
+	// With the IMEX daemon pods, whose nodes list the table has.
+	objs := render(t, "imex.channels=8", "imex.daemons=pod")
 	cr := one[rbacv1.ClusterRole](t, objs, "ClusterRole", "tessera")
 	// The Role of mps.daemons pod (the default) is in the table too.
 	role := one[rbacv1.Role](t, objs, "Role", "tessera-mps-daemons")
