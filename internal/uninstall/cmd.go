@@ -45,7 +45,13 @@ func Main(args []string) error {
 			}
 			ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 			defer cancel()
-			return Wait(ctx, client, c.Namespace, c.DaemonSets, c.Poll)
+			if err := Wait(ctx, client, c.Namespace, c.DaemonSets, c.Poll); err != nil {
+				return err
+			}
+			if c.IMEXPools {
+				return DeleteChannelPools(ctx, client)
+			}
+			return nil
 		})
 	case "node":
 		var c nodeConfig
@@ -97,6 +103,7 @@ type apiConfig struct {
 	Namespace     string
 	AgentSelector string
 	DaemonSets    []string
+	IMEXPools     bool
 	Poll          time.Duration
 	Timeout       time.Duration
 }
@@ -106,6 +113,7 @@ func (c *apiConfig) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Namespace, "namespace", "", "The release's namespace.")
 	fs.StringVar(&c.AgentSelector, "agent-selector", "", "check: label selector of the release's agent pods (their nodes are the release's).")
 	fs.StringSliceVar(&c.DaemonSets, "daemonset", nil, "wait: the node cleanup DaemonSets (repeated).")
+	fs.BoolVar(&c.IMEXPools, "imex-pools", false, "wait: once the nodes are clean, delete the driver's IMEX channel pools (the release offered IMEX channels).")
 	fs.DurationVar(&c.Poll, "poll", 2*time.Second, "wait: how often the cleanup's progress is read.")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "How long the step may take.")
 }

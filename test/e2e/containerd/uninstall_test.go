@@ -217,6 +217,17 @@ func leftInCluster(ctx context.Context) (bool, string) {
 			left = append(left, fmt.Sprintf("%d ResourceSlices of node %s", k, n.Name))
 		}
 	}
+	// A domain's IMEX channel pool names no node (the kubelets remove only
+	// their nodes' slices).
+	rs, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=gpu.tessera.dev"})
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, s := range rs.Items {
+		if s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
+			left = append(left, "ResourceSlice "+s.Name+" of pool "+s.Spec.Pool.Name)
+		}
+	}
 	return len(left) == 0, strings.Join(left, ", ")
 }
 
