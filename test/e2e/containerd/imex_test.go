@@ -166,7 +166,6 @@ func imexDaemonPods(t *testing.T) map[string]*corev1.Pod {
 	return out
 }
 
-
 // boundThenRunning waits until every pod of names is bound to a node, then
 // running, and returns when the last was seen bound and when all were
 // seen running (polled every 50ms).
