@@ -85,12 +85,7 @@ func (c *Config) imexDaemon(logger klog.Logger, b backend.Backend, client kubern
 	}
 	_, simulated := b.(*sim.Backend)
 	dir := c.imexDaemonDir(simulated)
-	cfg := daemonpod.Config{
-		Client: client, Namespace: c.MPSDaemonNamespace, NodeName: c.NodeName,
-		Image: c.MPSDaemonImage, ServiceAccount: c.MPSDaemonServiceAccount,
-		Privileged: c.MPSDaemonPrivileged, PriorityClassName: c.MPSDaemonPriorityClass,
-		Dir: dir,
-	}
+	cfg := daemonpod.Config{Settings: c.daemonPodSettings(), Client: client, Dir: dir}
 	if simulated {
 		exe, err := executable()
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/internal/mps"
 	"github.com/tessera-gpu/tessera/internal/mps/daemonpod"
+	"github.com/tessera-gpu/tessera/internal/nodepod"
 )
 
 // Where the MPS control daemons run (--mps-daemons).
@@ -46,24 +47,26 @@ func (c *Config) validateMPSDaemons() error {
 	return nil
 }
 
+// daemonPodSettings are what the agent's daemon pods share, MPS's and
+// IMEX's (--mps-daemon-*), without the driver root, which each mounts
+// where it runs the driver's program.
+func (c *Config) daemonPodSettings() nodepod.Settings {
+	return nodepod.Settings{
+		Namespace: c.MPSDaemonNamespace, NodeName: c.NodeName,
+		Image: c.MPSDaemonImage, ServiceAccount: c.MPSDaemonServiceAccount,
+		Privileged: c.MPSDaemonPrivileged, PriorityClassName: c.MPSDaemonPriorityClass,
+	}
+}
+
 // mpsLauncher is what runs the MPS daemons: nil for the agent's own
 // children, else a launcher of pods on this node through client.
 func (c *Config) mpsLauncher(client kubernetes.Interface, logger klog.Logger) (mps.Launcher, error) {
 	if c.MPSDaemons != MPSDaemonsPod {
 		return nil, nil
 	}
-	l, err := daemonpod.New(daemonpod.Config{
-		Client:            client,
-		Namespace:         c.MPSDaemonNamespace,
-		NodeName:          c.NodeName,
-		Image:             c.MPSDaemonImage,
-		ServiceAccount:    c.MPSDaemonServiceAccount,
-		Privileged:        c.MPSDaemonPrivileged,
-		PriorityClassName: c.MPSDaemonPriorityClass,
-		DriverRoot:        c.NvidiaDriverRoot,
-		DriverRootMount:   c.driverRootMount(),
-		Logger:            logger,
-	})
+	settings := c.daemonPodSettings()
+	settings.DriverRoot, settings.DriverRootMount = c.NvidiaDriverRoot, c.driverRootMount()
+	l, err := daemonpod.New(daemonpod.Config{Settings: settings, Client: client, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("--mps-daemons=pod: %w", err)
 	}

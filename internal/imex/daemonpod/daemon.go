@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -24,31 +22,12 @@ import (
 // DefaultTimeout bounds each wait for the daemon's pod to be gone.
 const DefaultTimeout = 30 * time.Second
 
-// Config configures New.
+// Config configures New: the daemon pods' settings (the agent's image,
+// its daemons' account, privilege and driver root), the client and the
+// daemon's own.
 type Config struct {
+	nodepod.Settings
 	Client kubernetes.Interface
-	// Namespace holds the pod: the agent's own, where the chart grants it
-	// pods and nowhere else.
-	Namespace string
-	// NodeName is the node the daemon runs on (spec.nodeName: no
-	// scheduler).
-	NodeName string
-	// Image is the agent's own image: with a driver root the daemon
-	// program is the driver's, else the image's (the sim image: the
-	// stand-in).
-	Image           string
-	ImagePullPolicy corev1.PullPolicy
-	// ServiceAccount is the pod's own, with no rights; its token is not
-	// mounted.
-	ServiceAccount    string
-	Privileged        bool
-	PriorityClassName string
-	// DriverRoot and DriverRootMount: the NVIDIA driver's root on the host
-	// and where the agent sees it, mounted read-only at the latter (the
-	// program's path and libraries as the agent found them). Both or
-	// neither.
-	DriverRoot      string
-	DriverRootMount string
 	// Dir is the host directory of the daemon's config file, nodes file
 	// and command socket, at the same path in the pod and in the agent.
 	Dir string
@@ -74,37 +53,20 @@ type Daemon struct {
 
 // New returns the daemon of c. It calls no API.
 func New(c Config) (*Daemon, error) {
-	var missing []string
-	for _, f := range []struct{ name, v string }{
-		{"namespace", c.Namespace}, {"node name", c.NodeName}, {"image", c.Image}, {"service account", c.ServiceAccount},
-	} {
-		if f.v == "" {
-			missing = append(missing, f.name)
-		}
+	if err := c.Settings.Check(); err != nil {
+		return nil, fmt.Errorf("IMEX daemon pod: %w", err)
 	}
-	if c.Client == nil {
-		missing = append(missing, "client")
-	}
-	if len(c.Program) == 0 {
-		missing = append(missing, "daemon program")
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("IMEX daemon pod: no %s", strings.Join(missing, ", "))
+	if c.Client == nil || len(c.Program) == 0 {
+		return nil, fmt.Errorf("IMEX daemon pod: no client or no daemon program")
 	}
 	if !filepath.IsAbs(c.Dir) {
 		return nil, fmt.Errorf("IMEX daemon pod: directory %q is not an absolute path", c.Dir)
-	}
-	if (c.DriverRoot == "") != (c.DriverRootMount == "") {
-		return nil, fmt.Errorf("IMEX daemon pod: driver root %q mounted at %q: want both or neither", c.DriverRoot, c.DriverRootMount)
 	}
 	if c.Port == 0 {
 		c.Port = imex.DefaultServerPort
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
-	}
-	if c.ImagePullPolicy == "" {
-		c.ImagePullPolicy = corev1.PullIfNotPresent
 	}
 	c.Dir = filepath.Clean(c.Dir)
 	return &Daemon{c: c}, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/internal/imex"
 	"github.com/tessera-gpu/tessera/internal/names"
+	"github.com/tessera-gpu/tessera/internal/nodepod"
 )
 
 const domain = "00000001-0000-0000-0000-000000000001.2"
@@ -38,8 +39,8 @@ func newDaemon(t *testing.T, objs ...runtime.Object) (*Daemon, *fake.Clientset, 
 		t.Fatal(err)
 	}
 	d, err := New(Config{
-		Client: client, Namespace: "tessera", NodeName: "tray-b", Image: "tessera:1",
-		ServiceAccount: "tessera-daemons", Dir: dir, Program: []string{"/usr/bin/nvidia-imex"},
+		Client: client, Dir: dir, Program: []string{"/usr/bin/nvidia-imex"},
+		Settings: nodepod.Settings{Namespace: "tessera", NodeName: "tray-b", Image: "tessera:1", ServiceAccount: "tessera-daemons"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -134,10 +135,10 @@ func TestEnsureRefuses(t *testing.T) {
 	if list, _ := client.CoreV1().Pods("tessera").List(ctx, metav1.ListOptions{}); len(list.Items) != 0 {
 		t.Fatal("a pod was created with an incomplete nodes file")
 	}
-	if _, err := New(Config{Client: client, Namespace: "n", NodeName: "x", Image: "i", ServiceAccount: "s", Dir: "relative", Program: []string{"p"}}); err == nil {
+	if _, err := New(Config{Client: client, Dir: "relative", Program: []string{"p"}, Settings: nodepod.Settings{Namespace: "n", NodeName: "x", Image: "i", ServiceAccount: "s"}}); err == nil {
 		t.Error("a relative directory was accepted")
 	}
-	if _, err := New(Config{Client: client, Dir: "/d"}); err == nil || !strings.Contains(err.Error(), "no namespace, node name, image, service account, daemon program") {
+	if _, err := New(Config{Client: client, Dir: "/d"}); err == nil || !strings.Contains(err.Error(), "no namespace, node name, image, service account") {
 		t.Errorf("missing fields: %v", err)
 	}
 }

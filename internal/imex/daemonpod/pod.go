@@ -33,11 +33,9 @@ const (
 const ContainerName = "imex"
 
 const (
-	namePrefix = "tessera-imex-"
-	volumeName = "imex-dir"
-	// DriverRootVolume is the volume of the driver root, the pod's second.
-	DriverRootVolume = "driver-root"
-	hashLetters      = 16
+	namePrefix  = "tessera-imex-"
+	volumeName  = "imex-dir"
+	hashLetters = 16
 	// ConfigName, NodesName and SocketName are the daemon's files in Dir.
 	ConfigName = "config.cfg"
 	NodesName  = "nodes_config.cfg"
@@ -66,14 +64,8 @@ func (c *Config) Spec(domain, peers string, node metav1.OwnerReference) *corev1.
 		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: c.Dir, Type: &dirType}},
 	}}
 	mounts := []corev1.VolumeMount{{Name: volumeName, MountPath: c.Dir}}
-	if c.DriverRoot != "" {
-		// The driver's: read-only, never created, as for the MPS daemons.
-		volumes = append(volumes, corev1.Volume{
-			Name:         DriverRootVolume,
-			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: c.DriverRoot, Type: &dirType}},
-		})
-		mounts = append(mounts, corev1.VolumeMount{Name: DriverRootVolume, MountPath: c.DriverRootMount, ReadOnly: true})
-	}
+	rootVolumes, rootMounts := c.DriverRootMounts()
+	volumes, mounts = append(volumes, rootVolumes...), append(mounts, rootMounts...)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            PodName(c.NodeName),
@@ -101,7 +93,7 @@ func (c *Config) Spec(domain, peers string, node metav1.OwnerReference) *corev1.
 				Command:         append(slices.Clone(c.Program), "-c", c.ConfigFile()),
 				Env:             c.env(),
 				VolumeMounts:    mounts,
-				SecurityContext: c.securityContext(),
+				SecurityContext: c.SecurityContext(),
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU:    resource.MustParse("10m"),
 					corev1.ResourceMemory: resource.MustParse("32Mi"),
@@ -123,22 +115,5 @@ func (c *Config) env() []corev1.EnvVar {
 
 // ConfigFile is the daemon's config file, in Dir.
 func (c *Config) ConfigFile() string { return filepath.Join(c.Dir, ConfigName) }
-
-// securityContext: privileged where the daemon opens the GPUs and the
-// fabric's management capability (nvml: only a privileged container
-// may); otherwise root without capabilities, which owns the directory the
-// agent (root) made and can do nothing else.
-func (c *Config) securityContext() *corev1.SecurityContext {
-	if c.Privileged {
-		return &corev1.SecurityContext{Privileged: ptr(true)}
-	}
-	return &corev1.SecurityContext{
-		RunAsUser:                ptr(int64(0)),
-		AllowPrivilegeEscalation: ptr(false),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		ReadOnlyRootFilesystem:   ptr(true),
-		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
-}
 
 func ptr[T any](v T) *T { return &v }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tessera-gpu/tessera/internal/mps"
+	"github.com/tessera-gpu/tessera/internal/nodepod"
 )
 
 const (
@@ -78,9 +79,12 @@ func newAPI(t *testing.T, objs ...runtime.Object) *apiServer {
 
 func testConfig(a *apiServer) Config {
 	return Config{
-		Client: a, Namespace: testNS, NodeName: testNode, Image: testImage,
-		ImagePullPolicy: corev1.PullIfNotPresent, ServiceAccount: testSA,
-		PriorityClassName: "system-node-critical", Timeout: 300 * time.Millisecond,
+		Client: a, Timeout: 300 * time.Millisecond,
+		Settings: nodepod.Settings{
+			Namespace: testNS, NodeName: testNode, Image: testImage,
+			ImagePullPolicy: corev1.PullIfNotPresent, ServiceAccount: testSA,
+			PriorityClassName: "system-node-critical",
+		},
 	}
 }
 

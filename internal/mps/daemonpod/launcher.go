@@ -19,33 +19,12 @@ import (
 	"github.com/tessera-gpu/tessera/internal/nodepod"
 )
 
-// Config configures New.
+// Config configures New: the daemon pods' settings (the agent's image,
+// its daemons' account, privilege and driver root), the client and the
+// launcher's own limits.
 type Config struct {
+	nodepod.Settings
 	Client kubernetes.Interface
-	// Namespace holds the daemon pods: the agent's own (POD_NAMESPACE),
-	// where the chart grants it pods and nowhere else.
-	Namespace string
-	// NodeName is the node the daemons run on (spec.nodeName: no scheduler).
-	NodeName string
-	// Image is the agent's own image, which holds the control program at
-	// the path the agent knows it by (the sim image: the stand-in).
-	Image           string
-	ImagePullPolicy corev1.PullPolicy
-	// ServiceAccount is the daemons' own, with no rights; its token is not
-	// mounted either.
-	ServiceAccount string
-	// Privileged runs the daemon privileged, for the GPU device nodes
-	// (nvml); the sim's stand-in needs none.
-	Privileged        bool
-	PriorityClassName string
-	// DriverRoot is the NVIDIA driver's root on the host (--nvidia-driver-root)
-	// and DriverRootMount where the agent sees it: each daemon pod mounts
-	// the one read-only at the other (a hostPath of type Directory), so
-	// that the control program the agent found there (its Argv[0]) and the
-	// driver's libraries are at the same paths in the pod. Empty: no such
-	// mount (the control program is the image's).
-	DriverRoot      string
-	DriverRootMount string
 	// Timeout bounds each wait for a pod to be gone; 0 means
 	// mps.DefaultTimeout.
 	Timeout time.Duration
@@ -65,28 +44,14 @@ var _ mps.Launcher = (*Launcher)(nil)
 // New returns a launcher for c. It calls no API: the Node is read at the
 // first Launch, so an agent that never starts a daemon never asks.
 func New(c Config) (*Launcher, error) {
-	var missing []string
-	for _, f := range []struct{ name, v string }{
-		{"namespace", c.Namespace}, {"node name", c.NodeName}, {"image", c.Image}, {"service account", c.ServiceAccount},
-	} {
-		if f.v == "" {
-			missing = append(missing, f.name)
-		}
+	if err := c.Settings.Check(); err != nil {
+		return nil, fmt.Errorf("daemonpod: %w", err)
 	}
 	if c.Client == nil {
-		missing = append(missing, "client")
-	}
-	if (c.DriverRoot == "") != (c.DriverRootMount == "") {
-		return nil, fmt.Errorf("daemonpod: driver root %q mounted at %q: want both or neither", c.DriverRoot, c.DriverRootMount)
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("daemonpod: no %s", strings.Join(missing, ", "))
+		return nil, fmt.Errorf("daemonpod: no client")
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = mps.DefaultTimeout
-	}
-	if c.ImagePullPolicy == "" {
-		c.ImagePullPolicy = corev1.PullIfNotPresent
 	}
 	return &Launcher{c: c}, nil
 }

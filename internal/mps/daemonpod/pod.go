@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/tessera-gpu/tessera/internal/mps"
+	"github.com/tessera-gpu/tessera/internal/nodepod"
 )
 
 // Labels and annotations of a daemon's pod. The chart's admission policy
@@ -37,7 +38,7 @@ const (
 	namePrefix = "tessera-mps-"
 	volumeName = "mps-dir"
 	// DriverRootVolume is the volume of the driver root, the pod's second.
-	DriverRootVolume = "driver-root"
+	DriverRootVolume = nodepod.DriverRootVolume
 	envDevices       = "CUDA_VISIBLE_DEVICES"
 	hashLetters      = 16
 )
@@ -71,15 +72,8 @@ func (p *Launcher) pod(l mps.Launch, node metav1.OwnerReference) *corev1.Pod {
 		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: l.Dir, Type: &dirType}},
 	}}
 	mounts := []corev1.VolumeMount{{Name: volumeName, MountPath: l.Dir}}
-	if p.c.DriverRoot != "" {
-		// The driver's: read-only, never created (a missing root is the
-		// node's fault, which the pod's events then name).
-		volumes = append(volumes, corev1.Volume{
-			Name:         DriverRootVolume,
-			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: p.c.DriverRoot, Type: &dirType}},
-		})
-		mounts = append(mounts, corev1.VolumeMount{Name: DriverRootVolume, MountPath: p.c.DriverRootMount, ReadOnly: true})
-	}
+	rootVolumes, rootMounts := p.c.DriverRootMounts()
+	volumes, mounts = append(volumes, rootVolumes...), append(mounts, rootMounts...)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            PodName(p.c.NodeName, l.ID),
@@ -105,7 +99,7 @@ func (p *Launcher) pod(l mps.Launch, node metav1.OwnerReference) *corev1.Pod {
 				Command:         slices.Clone(l.Argv),
 				Env:             env,
 				VolumeMounts:    mounts,
-				SecurityContext: p.securityContext(),
+				SecurityContext: p.c.SecurityContext(),
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU:    resource.MustParse("10m"),
 					corev1.ResourceMemory: resource.MustParse("16Mi"),
@@ -113,23 +107,6 @@ func (p *Launcher) pod(l mps.Launch, node metav1.OwnerReference) *corev1.Pod {
 			}},
 			Volumes: volumes,
 		},
-	}
-}
-
-// securityContext: privileged where the daemon opens the GPU device nodes
-// (nvml: the device cgroup lets only a privileged container at them);
-// otherwise root without capabilities, which owns the pipe directory the
-// agent (root) made and can do nothing else.
-func (p *Launcher) securityContext() *corev1.SecurityContext {
-	if p.c.Privileged {
-		return &corev1.SecurityContext{Privileged: ptr(true)}
-	}
-	return &corev1.SecurityContext{
-		RunAsUser:                ptr(int64(0)),
-		AllowPrivilegeEscalation: ptr(false),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		ReadOnlyRootFilesystem:   ptr(true),
-		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tessera-gpu/tessera/internal/nodepod"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -183,7 +184,7 @@ func TestNewRequires(t *testing.T) {
 			t.Errorf("without %s: %v", field, err)
 		}
 	}
-	l := newLauncher(t, Config{Client: a, Namespace: testNS, NodeName: testNode, Image: testImage, ServiceAccount: testSA})
+	l := newLauncher(t, Config{Client: a, Settings: nodepod.Settings{Namespace: testNS, NodeName: testNode, Image: testImage, ServiceAccount: testSA}})
 	if l.c.Timeout <= 0 || l.c.ImagePullPolicy != corev1.PullIfNotPresent {
 		t.Errorf("defaults: timeout %s, pull policy %q", l.c.Timeout, l.c.ImagePullPolicy)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/driverroot"
 	"github.com/tessera-gpu/tessera/internal/mps"
 	"github.com/tessera-gpu/tessera/internal/mps/daemonpod"
+	"github.com/tessera-gpu/tessera/internal/nodepod"
 )
 
 // ID is the daemon id of the pods built here.
@@ -35,12 +36,9 @@ const ID = "claim-1"
 func Of(env map[string]string, namespace, node, root string, v3 bool) (*corev1.Pod, error) {
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
 	driverRoot, mount := env["TESSERA_NVIDIA_DRIVER_ROOT"], env["TESSERA_NVIDIA_DRIVER_ROOT_MOUNT"]
-	l, err := daemonpod.New(daemonpod.Config{
-		Client: client, Namespace: namespace, NodeName: node, Image: env["TESSERA_MPS_DAEMON_IMAGE"],
-		ServiceAccount: env["TESSERA_MPS_DAEMON_SERVICE_ACCOUNT"], Privileged: env["TESSERA_MPS_DAEMON_PRIVILEGED"] == "true",
-		PriorityClassName: env["TESSERA_MPS_DAEMON_PRIORITY_CLASS"],
-		DriverRoot:        driverRoot, DriverRootMount: mount,
-	})
+	settings := Settings(env, namespace, node)
+	settings.DriverRoot, settings.DriverRootMount = driverRoot, mount
+	l, err := daemonpod.New(daemonpod.Config{Client: client, Settings: settings})
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +70,16 @@ func Of(env map[string]string, namespace, node, root string, v3 bool) (*corev1.P
 	}
 	p.ResourceVersion, p.UID = "", ""
 	return p, nil
+}
+
+// Settings are the daemon pods' settings on node the chart's env gives the
+// agent (TESSERA_MPS_DAEMON_*), without a driver root.
+func Settings(env map[string]string, namespace, node string) nodepod.Settings {
+	return nodepod.Settings{
+		Namespace: namespace, NodeName: node, Image: env["TESSERA_MPS_DAEMON_IMAGE"],
+		ServiceAccount: env["TESSERA_MPS_DAEMON_SERVICE_ACCOUNT"], Privileged: env["TESSERA_MPS_DAEMON_PRIVILEGED"] == "true",
+		PriorityClassName: env["TESSERA_MPS_DAEMON_PRIORITY_CLASS"],
+	}
 }
 
 // ControlIn is the MPS control program in dir (one of

@@ -29,9 +29,7 @@ const Domain = "00000001-0000-0000-0000-000000000001.2"
 // LD_LIBRARY_PATH; backend sim runs the image's stand-in.
 func Of(env map[string]string, namespace, node, dir string) (*corev1.Pod, error) {
 	c := daemonpod.Config{
-		Client: fake.NewClientset(), Namespace: namespace, NodeName: node, Image: env["TESSERA_MPS_DAEMON_IMAGE"],
-		ServiceAccount: env["TESSERA_MPS_DAEMON_SERVICE_ACCOUNT"], Privileged: env["TESSERA_MPS_DAEMON_PRIVILEGED"] == "true",
-		PriorityClassName: env["TESSERA_MPS_DAEMON_PRIORITY_CLASS"], Dir: dir,
+		Client: fake.NewClientset(), Settings: daemonpods.Settings(env, namespace, node), Dir: dir,
 		Program: []string{"/usr/bin/tessera-sim", "imex"},
 	}
 	if env["TESSERA_BACKEND"] != "sim" {
