@@ -68,15 +68,7 @@ func workers(t *testing.T, ns, name string, n, gpus int, withChannel bool) []str
 	claims = append(claims, corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: &tmpl.Name})
 	refs = append(refs, corev1.ResourceClaim{Name: "gpu"})
 	if withChannel {
-		claim := &resourceapi.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: name + "-imex"},
-			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-				Name: "channel", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "imex.gpu.tessera.dev"},
-			}}}},
-		}
-		if _, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		claim := channelClaim(t, ns, name)
 		claims = append(claims, corev1.PodResourceClaim{Name: "imex", ResourceClaimName: &claim.Name})
 		refs = append(refs, corev1.ResourceClaim{Name: "imex"})
 	}

@@ -93,15 +93,7 @@ func poolSlices(t *testing.T) []resourceapi.ResourceSlice {
 func job(t *testing.T, ns, name string, workers int) []string {
 	t.Helper()
 	ctx := context.Background()
-	claim := &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-imex"},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-			Name: "channel", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "imex.gpu.tessera.dev"},
-		}}}},
-	}
-	if _, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	claim := channelClaim(t, ns, name)
 	tmpl := &resourceapi.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-gpu"},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
@@ -130,6 +122,22 @@ func job(t *testing.T, ns, name string, workers int) []string {
 		pods = append(pods, p.Name)
 	}
 	return pods
+}
+
+// channelClaim creates job name's shared claim of an IMEX channel,
+// <name>-imex.
+func channelClaim(t *testing.T, ns, name string) *resourceapi.ResourceClaim {
+	t.Helper()
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-imex"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "channel", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "imex.gpu.tessera.dev"},
+		}}}},
+	}
+	if _, err := client.ResourceV1().ResourceClaims(ns).Create(context.Background(), claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return claim
 }
 
 // channelOf checks that every pod runs on a tray and that its container
