@@ -625,13 +625,13 @@ func applyChart(t *testing.T, ctx context.Context, objs []*unstructured.Unstruct
 			created = append(created, func() { _ = r.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 		}
 	}
-	// Two service accounts (the agent's, the MPS daemons'), the cluster
-	// role and its binding, the daemons' role and its binding, the IMEX
-	// leases' role and its binding, four policies with their bindings
-	// (slices, node label, MPS daemon pods, IMEX leases), six classes, and
-	// the metrics scrapers' cluster role.
-	if n != 23 {
-		t.Fatalf("applied %d objects of the chart, want 23", n)
+	// Two service accounts (the agent's, the daemons'), the cluster role
+	// and its binding, the daemons' role and its binding, the IMEX leases'
+	// role and its binding, five policies with their bindings (slices, node
+	// label, MPS daemon pods, IMEX leases, the IMEX daemon pod), six
+	// classes, and the metrics scrapers' cluster role.
+	if n != 25 {
+		t.Fatalf("applied %d objects of the chart, want 25", n)
 	}
 }
 
