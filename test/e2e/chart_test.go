@@ -45,6 +45,9 @@ const (
 	// leasePolicyName confines the agent's lease writes to the domains'
 	// IMEX channel leases held by its own node.
 	leasePolicyName = "tessera-imex-leases"
+	// imexPodPolicyName confines the agent's pods to the IMEX daemon pod
+	// of its node.
+	imexPodPolicyName = "tessera-imex-daemon"
 	// A driver no DeviceClass selects: the test's slices never reach a claim.
 	testDriver = "chart-test.tessera.dev"
 	testLabel  = "e2e.tessera.dev/chart-test"
@@ -679,7 +682,8 @@ func isPolicyDenial(err error) bool {
 		(strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'") ||
 			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+podPolicyName+"'") ||
 			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+nodePolicyName+"'") ||
-			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+leasePolicyName+"'"))
+			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+leasePolicyName+"'") ||
+			strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+imexPodPolicyName+"'"))
 }
 
 // deniedByPolicy fails unless err is the policy's denial with message.
