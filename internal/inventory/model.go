@@ -66,6 +66,9 @@ const (
 	ValueComputeUnits    = "computeUnits"
 	ValueFabricBandwidth = "fabricBandwidthGBps"
 	ValueModel           = "model"
+	// ValueGFXVersion: the AMD gfx target (gfxVersion, and architecture,
+	// which follows from it); kernels before gfx_target_version have none.
+	ValueGFXVersion = "gfxVersion"
 )
 
 // Unpublished is a GPU found and left out, or, with Value, one value of a

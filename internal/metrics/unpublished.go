@@ -35,12 +35,12 @@ func (m *Metrics) SetUnpublished(counts map[string]int) {
 // UnknownValues are the values of a published GPU a backend may be unable
 // to read, the `value` label of tessera_gpu_values_unknown
 // (inventory.Unpublished.Value); every series exists from the start, at 0.
-var UnknownValues = []string{"memory", "computeUnits", "fabricBandwidthGBps", "model"}
+var UnknownValues = []string{"memory", "computeUnits", "fabricBandwidthGBps", "model", "gfxVersion"}
 
 func newUnknownValues() *prometheus.GaugeVec {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "gpu_values_unknown",
-		Help: "Published GPUs with a value the backend could not read, by value: memory, computeUnits and fabricBandwidthGBps are left out of their devices rather than published as 0, model is published as \"unknown\". The agent's log says which GPU and why, once.",
+		Help: "Published GPUs with a value the backend could not read, by value: memory, computeUnits and fabricBandwidthGBps are left out of their devices rather than published as 0, gfxVersion (AMD) is left out with the architecture that follows from it, model is published as \"unknown\". The agent's log says which GPU and why, once.",
 	}, []string{"value"})
 	for _, v := range UnknownValues {
 		g.WithLabelValues(v)

@@ -45,6 +45,9 @@ type Backend struct {
 	// said is what record last logged per GPU, value and reason, so each
 	// is said once rather than at every re-read.
 	said map[string]string
+	// degraded are the last read's "AMD GPU degraded" lines, by GPU and
+	// text: a line still true at the next read is not said again.
+	degraded map[string]bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -145,9 +148,11 @@ func (b *Backend) read() (*inventory.Node, error) {
 	}
 	driver := driverVersion(b.root)
 	owner := map[int]int{}
+	degraded := map[string]bool{}
+	defer func() { b.degraded = degraded }()
 	for _, c := range cards {
 		warn := func(format string, args ...any) {
-			b.log.Info("AMD GPU degraded", "pciBusID", c.bdf(), "reason", fmt.Sprintf(format, args...))
+			b.sayDegraded(degraded, c.bdf(), fmt.Sprintf(format, args...))
 		}
 		unk := unknowns{}
 		g := buildGPU(b.root, c, cpuNodes, warn, unk)
@@ -169,6 +174,21 @@ func (b *Backend) read() (*inventory.Node, error) {
 	}
 	pairDies(out.GPUs, out.Links)
 	return out, nil
+}
+
+// sayDegraded logs why a GPU is published with less than it should, once:
+// not again within this read (a card's first partition and the card can
+// meet the same problem), nor at a later read while it stays true, the
+// way record says unknown values. now collects this read's lines.
+func (b *Backend) sayDegraded(now map[string]bool, gpu, why string) {
+	key := gpu + "|" + why
+	if now[key] {
+		return
+	}
+	now[key] = true
+	if !b.degraded[key] {
+		b.log.Info("AMD GPU degraded", "pciBusID", gpu, "reason", why)
+	}
 }
 
 // leftOut records a KFD node that publishes nothing.

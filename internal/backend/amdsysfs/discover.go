@@ -112,12 +112,17 @@ func facts(n *kfdNode, warn func(string, ...any), unk unknowns) nodeFacts {
 func identity(g *inventory.GPU, n *kfdNode, pci pciInfo, cus int64, warn func(string, ...any), unk unknowns) {
 	g.Vendor = inventory.VendorAMD
 	model(g, n, pci, cus, unk)
-	gfx, _ := n.Props.Get("gfx_target_version")
+	gfx, had := n.Props.Get("gfx_target_version")
 	if v, ok := gfxVersion(gfx); ok {
 		g.GFXVersion = v
 		g.Architecture = architecture(gfx)
+	} else if !had {
+		// Kernels before gfx_target_version (the real Vega 10 capture
+		// has none): the target is unknown, and so is the architecture
+		// that follows from it. Left out, not guessed from the device ID.
+		unk.add(inventory.ValueGFXVersion, "KFD node %d: properties have no gfx_target_version (an older kernel): gfxVersion and architecture left out", n.ID)
 	} else {
-		warn("KFD node %d: gfx_target_version %d unusable, gfxVersion unknown", n.ID, gfx)
+		unk.add(inventory.ValueGFXVersion, "KFD node %d: gfx_target_version %d is not a gfx target: gfxVersion and architecture left out", n.ID, gfx)
 	}
 	if id, _ := n.Props.Get("unique_id"); id != 0 {
 		g.UUID = fmt.Sprintf("%016x", id)
