@@ -150,6 +150,7 @@ func (b *Backend) read() (*inventory.Node, error) {
 	owner := map[int]int{}
 	degraded := map[string]bool{}
 	defer func() { b.degraded = degraded }()
+	models := unidentified{}
 	for _, c := range cards {
 		warn := func(format string, args ...any) {
 			b.sayDegraded(degraded, c.bdf(), fmt.Sprintf(format, args...))
@@ -161,6 +162,7 @@ func (b *Backend) read() (*inventory.Node, error) {
 			owner[n.ID] = len(out.GPUs)
 		}
 		out.GPUs = append(out.GPUs, g)
+		models.add(unk.why(inventory.ValueModel), g.PCIBusID)
 		for _, v := range unk.values() {
 			b.record(out, inventory.Unpublished{GPU: g.PCIBusID, Reason: inventory.UnpublishedUnreadable, Value: v, Message: unk.why(v)})
 		}
@@ -173,6 +175,7 @@ func (b *Backend) read() (*inventory.Node, error) {
 		}
 	}
 	pairDies(out.GPUs, out.Links)
+	b.sayUnidentified(models)
 	return out, nil
 }
 
@@ -208,6 +211,9 @@ func (b *Backend) leftOut(out *inventory.Node, err error) {
 // carries the count.
 func (b *Backend) record(out *inventory.Node, u inventory.Unpublished) {
 	out.Unpublished = append(out.Unpublished, u)
+	if u.Value == inventory.ValueModel {
+		return // counted per GPU, said per device ID: sayUnidentified
+	}
 	key := u.GPU + "|" + u.Value + "|" + string(u.Reason)
 	if said, ok := b.said[key]; ok && said == u.Message {
 		return
@@ -216,8 +222,6 @@ func (b *Backend) record(out *inventory.Node, u inventory.Unpublished) {
 	switch u.Value {
 	case "":
 		b.log.Info("AMD GPU left out", "gpu", u.GPU, "reason", u.Reason, "detail", u.Message)
-	case inventory.ValueModel:
-		b.log.Info("AMD GPU model not identified", "pciBusID", u.GPU, "detail", u.Message)
 	default:
 		b.log.Info("AMD GPU value unknown; left out of its devices rather than published as 0", "pciBusID", u.GPU, "value", u.Value, "detail", u.Message)
 	}

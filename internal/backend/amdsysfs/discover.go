@@ -139,7 +139,9 @@ func identity(g *inventory.GPU, n *kfdNode, pci pciInfo, cus int64, warn func(st
 // model names the GPU from its device ID (KFD's, else the PCI device
 // file's), else from KFD's name for it, else unknownModel. Every case but
 // the first is recorded with the device ID, whatever the reason: an ID the
-// table lacks, none at all, or one the CU count cannot settle.
+// table lacks, none at all, or one the CU count cannot settle. The reason
+// names no KFD node or GPU, so that GPUs of one device ID share it and the
+// backend says it once for all of them (sayUnidentified).
 func model(g *inventory.GPU, n *kfdNode, pci pciInfo, cus int64, unk unknowns) {
 	dev, _ := n.Props.Get("device_id")
 	if dev == 0 && pci.DeviceID > 0 {
@@ -160,11 +162,11 @@ func model(g *inventory.GPU, n *kfdNode, pci pciInfo, cus int64, unk unknowns) {
 	}
 	if name := strings.TrimSpace(n.Name); name != "" && name != "ip discovery" {
 		g.Model, g.ProductName = name, name
-		unk.add(inventory.ValueModel, "KFD node %d: %s: model %q taken from the KFD name", n.ID, why, name)
+		unk.add(inventory.ValueModel, "%s: model %q taken from the KFD name", why, name)
 		return
 	}
 	g.Model = unknownModel
-	unk.add(inventory.ValueModel, "KFD node %d: %s, and no KFD name: model %q", n.ID, why, unknownModel)
+	unk.add(inventory.ValueModel, "%s, and no KFD name: model %q", why, unknownModel)
 }
 
 // cpuNUMA derives a GPU's NUMA node from KFD when sysfs PCI has none: the

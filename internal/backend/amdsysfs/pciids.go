@@ -43,7 +43,9 @@ const (
 func modelFor(deviceID uint16, cus int64) (m pciModel, why string) {
 	m, ok := pciModels[deviceID]
 	if !ok {
-		return pciModel{}, fmt.Sprintf("device ID 0x%04x not in the model table", deviceID)
+		// The PCI ID (vendor:device, as lspci -n prints it) is what an
+		// operator looks up, and what a new table entry needs.
+		return pciModel{}, fmt.Sprintf("device ID 0x%04x (PCI ID 1002:%04x) not in the model table", deviceID, deviceID)
 	}
 	if deviceID == 0x740c {
 		switch cus {

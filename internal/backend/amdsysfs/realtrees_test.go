@@ -130,6 +130,10 @@ func realTrees() []realTree {
 		mi300XCDs = 152 / 4 // one XCC per CPX partition
 		vegaCUs   = 256 / 4
 		vegaVRAM  = 17163091968 // the capture's one heap_type 1 bank
+		mi308XCDs = 80 / 4      // one XCC per CPX partition
+		// Each MI308X partition's VRAM bank: 48 GiB, the last of each
+		// card 16 MiB less.
+		mi308VRAM = 3*51539607552 + 51522830336
 	)
 	mi300CUs := slices.Repeat([]int64{8 * mi300XCDs}, 7)
 	return []realTree{
@@ -146,6 +150,12 @@ func realTrees() []realTree {
 			islands: 1, bwUnknown: true,
 			recorded: map[string]int{"value:memory": 8, "value:fabricBandwidthGBps": 8},
 			logs:     map[string]int{"max_bandwidth 0 on every xGMI link of this GPU": 8, "mem_banks is missing": 63}},
+		{name: "8x MI308X in CPX, with mem_banks: memory known, cross-card widths unknown",
+			fixture: "mi308x-cpx", gpus: 8, model: "MI308X", gfx: "9.4.2", arch: "cdna3", mem: mi308VRAM,
+			cus: slices.Repeat([]int64{4 * mi308XCDs}, 8), partitions: slices.Repeat([]int{4}, 8), partCUs: mi308XCDs,
+			islands: 1, bwUnknown: true,
+			recorded: map[string]int{"value:fabricBandwidthGBps": 8},
+			logs:     map[string]int{"max_bandwidth 0 on every xGMI link of this GPU": 8, "AMD GPU value unknown": 8}},
 		{name: "Vega 10 and its copy at one PCI address, no domain, no DRM entries: both left out, never merged",
 			fixture: "real-vega10", gpus: 0, partitions: []int{},
 			recorded: map[string]int{"reason:ambiguous": 2},
@@ -155,8 +165,9 @@ func realTrees() []realTree {
 			cus: []int64{vegaCUs, vegaCUs}, partitions: []int{0, 0}, islands: 2,
 			recorded: map[string]int{"value:model": 2, "value:gfxVersion": 2},
 			logs: map[string]int{
-				`device ID 0x6860 not in the model table, and no KFD name: model \"unknown\"`: 2,
-				"properties have no gfx_target_version":                                       2,
+				`device ID 0x6860 (PCI ID 1002:6860) not in the model table, and no KFD name: model \"unknown\"`: 1,
+				`pciBusIDs=["0000:19:00.0","0001:19:00.0"]`:                                                      1,
+				"properties have no gfx_target_version":                                                          2,
 			}},
 	}
 }

@@ -182,7 +182,7 @@ func oddCases() []oddCase {
 			recorded: map[string]int{}, logs: map[string]int{"AMD GPU value unknown": 0}},
 		{name: "two GPUs at one bus address, KFD without domains: told apart by their DRM devices", fixture: "vega10-2-domains",
 			gpus: []string{"0000:03:00.0", "0000:43:00.0", "0001:03:00.0"}, recorded: map[string]int{"value:model": 3},
-			logs:  map[string]int{`device ID 0x6860 not in the model table: model \"vega10\" taken from the KFD name`: 3, "AMD GPU left out": 0},
+			logs:  map[string]int{`device ID 0x6860 (PCI ID 1002:6860) not in the model table: model \"vega10\" taken from the KFD name`: 1, "AMD GPU model not identified": 1, "AMD GPU left out": 0},
 			check: checkNotMerged(3)},
 		{name: "two GPUs at one bus address and no DRM entries: both left out, the third published", fixture: "vega10-2-domains",
 			breakTree: func(t *testing.T, root string) {
@@ -195,7 +195,7 @@ func oddCases() []oddCase {
 			check: checkNotMerged(1)},
 		{name: "MI250 or MI250X unsettled (CUs unknown): model unknown, said with the device ID", fixture: "mi250-cus-unknown",
 			gpus: []string{"0000:29:00.0", "0000:2c:00.0", "0000:2f:00.0", "0000:32:00.0"}, recorded: map[string]int{"value:model": 2, "value:computeUnits": 2},
-			logs:  map[string]int{"device ID 0x740c is an MI250 (104 CUs per GCD) or an MI250X (110), and KFD gives no CU count": 2, "no simd_per_cu to count compute units from simd_count 416": 2},
+			logs:  map[string]int{"device ID 0x740c is an MI250 (104 CUs per GCD) or an MI250X (110), and KFD gives no CU count": 1, "no simd_per_cu to count compute units from simd_count 416": 2},
 			check: checkMI250Unsettled},
 		{name: "unknown device ID and no KFD name: model unknown, said with the device ID", fixture: "mi308x-cpx",
 			breakTree: func(t *testing.T, root string) {
@@ -206,7 +206,7 @@ func oddCases() []oddCase {
 				}
 			},
 			gpus: mi308x, recorded: map[string]int{"value:model": 1, "value:fabricBandwidthGBps": 8},
-			logs: map[string]int{`device ID 0x1234 not in the model table, and no KFD name: model \"unknown\"`: 1}, unknownBW: mi308x},
+			logs: map[string]int{`device ID 0x1234 (PCI ID 1002:1234) not in the model table, and no KFD name: model \"unknown\"`: 1}, unknownBW: mi308x},
 	}
 }
 
