@@ -15,6 +15,10 @@ run() { printf '$ %s\n' "$*"; "$@" 2>&1 | head -n 60; printf '(exit %s)\n' "${PI
 section "driver, MIG mode, compute mode (MPS v3 needs r615+; namespaces per share)"
 run nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,mig.mode.current,compute_mode --format=csv
 
+# AMD hosts (KFD's topology, partition modes, links): its own script, which
+# says so and returns where there is no KFD topology (an NVIDIA-only host).
+bash "$(dirname "$0")/amd-readonly-checks.sh"
+
 section "cgroup v2 and the dmem controller (kernel memory limits)"
 run stat -fc %T /sys/fs/cgroup
 run cat /sys/fs/cgroup/cgroup.controllers
