@@ -96,10 +96,18 @@ type Collective interface {
 type Capabilities struct {
 	// PartitionKind is the vendor's partitioning technology; "" for none.
 	PartitionKind inventory.PartitionKind
-	// DynamicPartitions is true where the agent may create and destroy
-	// partitions per claim (--partitioning=dynamic): NVIDIA MIG. AMD's
-	// compute partition modes are GPU-wide and set by the operator today.
+	// DynamicPartitions is true where the agent may make partitions per
+	// claim (--partitioning=dynamic): NVIDIA MIG instances, carved one by
+	// one, and AMD compute partitions, made by setting the GPU's mode.
 	DynamicPartitions bool
+	// PartitionModes is true where a GPU's partitions are a mode of the
+	// whole GPU rather than cut one by one: all of one profile (the mode),
+	// made together when the mode is set and gone when it changes (AMD
+	// compute partitions: SPX, DPX, QPX, CPX). A mode changes only while no
+	// claim holds a partition of the GPU, and the GPU returns to its rest
+	// mode (the one with the fewest partitions: SPX, the whole GPU) when
+	// the last one goes.
+	PartitionModes bool
 	// PartitionPeerLinks is true where a partition keeps its GPU's direct
 	// links to other GPUs (an AMD compute partition is part of the GPU's
 	// xGMI hive); false where a partition has no peer-to-peer path (MIG:

@@ -171,7 +171,22 @@ type Partitioning struct {
 	// (MIG: 8 memory slices, 7 compute slices).
 	MemorySlices  int
 	ComputeSlices int
-	Profiles      []PartitionProfile
+	// Profiles are what the GPU can be cut into. Where the vendor's
+	// partitions are a mode of the whole GPU (gpuvendor.Capabilities'
+	// PartitionModes: AMD's SPX, DPX, QPX, CPX), each profile is one mode,
+	// its placements that mode's partitions, and only the modes the GPU
+	// can be set to now are listed (AMD: available_compute_partition,
+	// which follows the memory mode).
+	Profiles []PartitionProfile
+	// Mode is the mode the GPU is in now where its partitions are a
+	// GPU-wide mode (the name of one of Profiles, or of a mode the GPU
+	// cannot be set to now); "" elsewhere, and where it is unknown.
+	Mode string
+	// MemoryMode is the GPU's memory partition mode (AMD: NPS1, NPS4), ""
+	// where it has none or it is unknown. A compute mode is available only
+	// under the memory modes that allow it; the memory mode itself is an
+	// operator's setting (a driver reload of every GPU in the hive).
+	MemoryMode string
 }
 
 // Profile returns the profile named name, or nil if the table has none.

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/inventory"
@@ -29,11 +31,15 @@ type Backend struct {
 	devs     *devTree
 	logger   klog.Logger
 
+	// clock tells when a mode change is done (modes.go).
+	clock clock.PassiveClock
+
 	mu       sync.Mutex
-	node     inventory.Node  // current state; GPUs in machine file order
-	serial   uint64          // partitions created so far (seeds UUIDs)
-	changes  uint64          // creates and destroys by this process (Generation)
-	inUse    map[string]bool // partition UUIDs held outside the driver (state.go)
+	node     inventory.Node        // current state; GPUs in machine file order
+	pending  map[string]ModeChange // mode changes not yet enumerated, by GPU UUID
+	serial   uint64                // partitions created so far (seeds UUIDs)
+	changes  uint64                // creates and destroys by this process (Generation)
+	inUse    map[string]bool       // partition UUIDs held outside the driver (state.go)
 	watchers map[*watcher]struct{}
 	// numbers is every device node of the state by path (DeviceNumbers),
 	// nil until asked after a change: each save drops it.
@@ -52,6 +58,10 @@ type Option func(*Backend)
 // WithBootID replaces the node's boot id (bootid.go: otherwise
 // <stateDir>/boot_id, else the host's): tests use it to simulate a reboot.
 func WithBootID(id string) Option { return func(b *Backend) { b.bootID = id } }
+
+// WithClock replaces the clock that tells when a mode change is done
+// (modes.go): tests pass a fake one to step through the change.
+func WithClock(c clock.PassiveClock) Option { return func(b *Backend) { b.clock = c } }
 
 // WithLogger sets the logger New and the backend's background work use;
 // calls that take a context log through klog.FromContext instead.
@@ -77,7 +87,7 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 	if m == nil {
 		return nil, fmt.Errorf("sim: no machine")
 	}
-	b := &Backend{machine: m, stateDir: stateDir, logger: klog.Background(), watchers: map[*watcher]struct{}{}}
+	b := &Backend{machine: m, stateDir: stateDir, logger: klog.Background(), watchers: map[*watcher]struct{}{}, clock: clock.RealClock{}, pending: map[string]ModeChange{}}
 	for _, o := range opts {
 		o(b)
 	}
@@ -112,10 +122,12 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 	}
 
 	b.node = *m.Node.Clone()
-	gpus, serial, inUse := loadState(b.logger, stateDir, m, b.bootID)
+	gpus, serial, inUse, pending := loadState(b.logger, stateDir, m, b.bootID)
 	if gpus != nil {
 		b.node.GPUs = gpus
 	}
+	maps.Copy(b.pending, pending)
+	b.settle(b.logger)
 	b.serial, b.inUse = serial, inUse
 	if err := b.save(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
@@ -145,6 +157,7 @@ func (b *Backend) Machine() *Machine { return b.machine }
 func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.settle(klog.FromContext(ctx))
 	n := b.node.Clone()
 	for i := range n.GPUs {
 		n.GPUs[i].Simulated = true
@@ -162,6 +175,7 @@ func (b *Backend) DeviceNumbers(devPath string) (major, minor int64, ok bool) {
 	devPath = strings.TrimPrefix(filepath.ToSlash(filepath.Clean(devPath)), "/dev/")
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.settle(b.logger)
 	if b.numbers == nil {
 		// The state always has its nodes: New made them, and a partition
 		// whose nodes the vendor refuses is never created. Kept until the
@@ -198,7 +212,8 @@ func (b *Backend) CreatePartition(ctx context.Context, gpuUUID, profile string, 
 	}
 	p.UUID = partitionUUID(p.Kind, g.UUID, b.bootID, strconv.FormatUint(b.serial, 10), strconv.FormatInt(time.Now().UnixNano(), 10))
 	if p.Kind == inventory.PartitionXCP {
-		p.Minor, p.RenderMinor = newMinorSet(&b.node).take()
+		p.Minor, p.RenderMinor = xcpMinors(&b.node, g, p.GPUInstanceID)
+		p.MemoryPartitionMode = g.Partitioning.MemoryMode
 	}
 	nodes, err := partitionNodes(g, &p)
 	if err != nil {
@@ -250,8 +265,9 @@ func (b *Backend) DestroyPartition(ctx context.Context, gpuUUID, partitionUUID s
 	}
 	if nodes, err := partitionNodes(g, &gone); err != nil {
 		logger.Error(err, "Removing the destroyed partition's device nodes", "gpu", gpuUUID, "uuid", partitionUUID)
-	} else {
-		b.devs.remove(logger, nodes)
+	} else if own, err := gpuNodes(&inventory.GPU{Vendor: g.Vendor, UUID: g.UUID, Minor: g.Minor, RenderMinor: g.RenderMinor}); err == nil {
+		// An AMD partition 0 has the GPU's own nodes, which stay.
+		b.devs.remove(logger, missing(nodes, own))
 	}
 	b.changes++
 	logger.V(2).Info("Destroyed partition", "gpu", gpuUUID, "profile", gone.Profile, "uuid", partitionUUID)
@@ -297,6 +313,7 @@ func (b *Backend) SetPartitionMode(ctx context.Context, gpuUUID string, enabled 
 func (b *Backend) Generation() (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.settle(b.logger)
 	return fmt.Sprint(b.changes), nil
 }
 
@@ -317,6 +334,9 @@ func (b *Backend) save() error {
 		sg := GPUState{UUID: g.UUID, PCIBusID: g.PCIBusID, Partitions: g.Partitions, TimeSlice: g.TimeSlice}
 		if g.Partitioning != nil {
 			sg.PartitioningEnabled = &g.Partitioning.Enabled
+		}
+		if c, ok := b.pending[g.UUID]; ok {
+			sg.ModeChange = &c
 		}
 		for _, p := range g.Partitions {
 			if b.inUse[p.UUID] {

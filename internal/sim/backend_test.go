@@ -176,10 +176,16 @@ func TestAMDComputePartitions(t *testing.T) {
 		}
 		made = append(made, p)
 	}
-	// Partition nodes come after the GPUs' card1-8 / renderD128-135.
+	// Partition 0 has the GPU's own nodes (card1, renderD128); the others
+	// the amdgpu_xcp devices' made for the GPU at probe, after every GPU's
+	// own card1-8 / renderD128-135: seven each, GPU 0's first.
 	for i, p := range made {
-		if p.Kind != inventory.PartitionXCP || p.GPUInstanceID != i || p.Minor != 9+i || p.RenderMinor != 136+i || len(p.UUID) != 16 || p.ComputeUnits != 38 {
-			t.Errorf("CPX %d: %+v", i, p)
+		card, render := 8+i, 135+i
+		if i == 0 {
+			card, render = 1, 128
+		}
+		if p.Kind != inventory.PartitionXCP || p.GPUInstanceID != i || p.Minor != card || p.RenderMinor != render || len(p.UUID) != 16 || p.ComputeUnits != 38 {
+			t.Errorf("CPX %d: %+v, want card%d renderD%d", i, p, card, render)
 		}
 	}
 	if _, err := b.CreatePartition(ctx, gpu, "DPX", inventory.Placement{Start: 4}); err == nil || !strings.Contains(err.Error(), "compute partition mode is GPU-wide") {
@@ -192,8 +198,9 @@ func TestAMDComputePartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Minor != 10 || p.RenderMinor != 137 {
-		t.Errorf("freed minors not reused: %+v", p)
+	// Each partition index has its nodes, whatever was made or destroyed.
+	if p.Minor != 15 || p.RenderMinor != 142 {
+		t.Errorf("CPX 7 on card%d renderD%d, want card15 renderD142: %+v", p.Minor, p.RenderMinor, p)
 	}
 }
 

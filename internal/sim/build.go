@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -36,6 +37,9 @@ type builder struct {
 type gpuTypeSpec struct {
 	gpu    inventory.GPU // template: no UUID, bus, minors or partitions
 	driver string        // semver, "" when the type sets none
+	// modeChange is how long a mode change takes (partitions that are a
+	// GPU-wide mode).
+	modeChange time.Duration
 }
 
 var (
@@ -225,6 +229,7 @@ func (b *builder) gpuTypes() {
 		g.Engines = b.engines(path+".engines", t.Engines)
 		if t.Partitioning != nil {
 			g.Partitioning = b.partitioning(path+".partitioning", g, t.Partitioning)
+			spec.modeChange = b.modes(path+".partitioning", g, t.Partitioning)
 		}
 		b.types[name] = spec
 	}
@@ -386,6 +391,13 @@ func (b *builder) gpu(path string, e fileGPU, spec *gpuTypeSpec, vendorIndex int
 	b.m.Node.GPUs = append(b.m.Node.GPUs, g)
 	b.gpuPaths = append(b.gpuPaths, path)
 	b.initialPartitions(path, e, idx)
+	b.initialMode(path, idx)
+	if spec.modeChange > 0 {
+		if b.m.ModeChangeTime == nil {
+			b.m.ModeChangeTime = map[string]time.Duration{}
+		}
+		b.m.ModeChangeTime[g.UUID] = spec.modeChange
+	}
 }
 
 // initialPartitions cuts the partitions a machine file lists, with the same
@@ -459,12 +471,11 @@ func (b *builder) partitionMinors() {
 	if len(b.errs) > 0 {
 		return
 	}
-	used := newMinorSet(&b.m.Node)
 	for i := range b.m.Node.GPUs {
 		g := &b.m.Node.GPUs[i]
 		for k := range g.Partitions {
-			if g.Partitions[k].Kind == inventory.PartitionXCP {
-				g.Partitions[k].Minor, g.Partitions[k].RenderMinor = used.take()
+			if p := &g.Partitions[k]; p.Kind == inventory.PartitionXCP {
+				p.Minor, p.RenderMinor = xcpMinors(&b.m.Node, g, p.GPUInstanceID)
 			}
 		}
 	}

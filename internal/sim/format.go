@@ -54,6 +54,15 @@ type filePartitioning struct {
 	ComputeSlices        int    `yaml:"computeSlices"`
 	// Profiles names an entry of profileTables.
 	Profiles string `yaml:"profiles"`
+	// MemoryMode, ComputeModes and ModeChangeTime are for partitions that
+	// are a GPU-wide mode (xcp): the memory partition mode at power-on
+	// (NPS1), the compute modes each memory mode allows (the profiles of
+	// the table the GPU can be set to under it; all of them when left out),
+	// and how long the driver takes to enumerate a new mode's partitions
+	// after its mode is set (a Go duration, 0 when left out).
+	MemoryMode     string              `yaml:"memoryMode"`
+	ComputeModes   map[string][]string `yaml:"computeModes"`
+	ModeChangeTime string              `yaml:"modeChangeTime"`
 }
 
 // fileProfile is one row of a partition profile table.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"slices"
+	"time"
 
 	"github.com/tessera-gpu/tessera/internal/inventory"
 )
@@ -20,6 +21,10 @@ type Machine struct {
 	Node inventory.Node
 	// Cgroup is the node's simulated cgroup hierarchy (cgroup.go).
 	Cgroup Cgroup
+	// ModeChangeTime is how long each GPU whose partitions are a GPU-wide
+	// mode takes to enumerate a new mode's partitions, by UUID (modes.go);
+	// a GPU missing from it changes at once.
+	ModeChangeTime map[string]time.Duration
 }
 
 // GPUIndex returns the index of the GPU with uuid in m.Node.GPUs, or -1.

@@ -54,51 +54,58 @@ type GPUState struct {
 	// default (inventory.GPU.TimeSlice); absent in older files. Like the
 	// driver's compute policy it lasts until a reboot.
 	TimeSlice string `json:"timeSlice,omitempty"`
+	// ModeChange is a mode change the driver is still enumerating (a GPU
+	// whose partitions are a mode: modes.go); the GPU has no partitions
+	// until it is done. Absent in older files.
+	ModeChange *ModeChange `json:"modeChange,omitempty"`
 }
 
 // loadState returns the GPUs to start with, partition mode and partitions
 // restored (nil: the machine file's), and the serial to continue from. It
 // never fails: whatever is wrong with the file is logged and the machine
 // file's state is used.
-func loadState(logger klog.Logger, dir string, m *Machine, bootID string) (gpus []inventory.GPU, serial uint64, inUse map[string]bool) {
+func loadState(logger klog.Logger, dir string, m *Machine, bootID string) (gpus []inventory.GPU, serial uint64, inUse map[string]bool, pending map[string]ModeChange) {
 	p := filepath.Join(dir, stateFileName)
 	var doc stateDoc
 	found, err := fsutil.ReadJSON(p, &doc)
 	switch {
 	case errors.Is(err, fsutil.ErrCorrupt):
 		logger.Error(err, "Partition state is corrupt, starting from the machine file", "path", p)
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	case err != nil:
 		logger.Error(err, "Reading partition state, starting from the machine file", "path", p)
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	case !found:
 		logger.V(2).Info("No partition state yet, starting from the machine file", "path", p)
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	}
 	switch {
 	case doc.Version != stateVersion:
 		logger.Info("Partition state has another version, starting from the machine file", "path", p, "version", doc.Version)
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	case doc.BootID != bootID:
 		logger.Info("Host rebooted since the partition state was written, starting from the machine file", "path", p)
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	case doc.Machine != m.Name || doc.NodeName != m.NodeName:
 		logger.Info("Partition state belongs to another machine, starting from the machine file", "path", p, "stateMachine", doc.Machine, "stateNode", doc.NodeName)
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	}
 	gpus, err = replayState(m, &doc)
 	if err != nil {
 		logger.Error(err, "Partition state does not fit the machine, starting from the machine file", "path", p)
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	}
-	inUse = map[string]bool{}
+	inUse, pending = map[string]bool{}, map[string]ModeChange{}
 	for _, sg := range doc.GPUs {
 		for _, u := range sg.InUse {
 			inUse[u] = true
 		}
+		if sg.ModeChange != nil {
+			pending[sg.UUID] = *sg.ModeChange
+		}
 	}
 	logger.V(2).Info("Restored partition state", "path", p)
-	return gpus, doc.Serial, inUse
+	return gpus, doc.Serial, inUse, pending
 }
 
 // replayState checks the stored partitions against the machine with the
@@ -148,9 +155,38 @@ func replayState(m *Machine, doc *stateDoc) ([]inventory.GPU, error) {
 			g.Partitions = append(g.Partitions, p)
 		}
 		sortPartitions(g.Partitions)
+		if err := replayMode(&g, sg.ModeChange); err != nil {
+			return nil, err
+		}
 		out[i] = g
 	}
 	return out, nil
+}
+
+// replayMode sets the mode of a GPU whose partitions are a mode: the one a
+// change in progress sets (no partitions yet), else its partitions', else
+// the whole mode.
+func replayMode(g *inventory.GPU, c *ModeChange) error {
+	pt := g.Partitioning
+	if pt == nil || !vendors.Capabilities(g.Vendor).PartitionModes {
+		if c != nil {
+			return fmt.Errorf("GPU %s: state has a mode change on a GPU without partition modes", g.UUID)
+		}
+		return nil
+	}
+	switch {
+	case c != nil && (pt.Profile(c.Mode) == nil || len(g.Partitions) > 0):
+		return fmt.Errorf("GPU %s: state has a change to mode %q with partitions %d, or a mode it cannot be set to", g.UUID, c.Mode, len(g.Partitions))
+	case c != nil:
+		pt.Mode = c.Mode
+	case len(g.Partitions) > 0:
+		pt.Mode = g.Partitions[0].Profile
+	case !pt.Enabled && wholeMode(pt) != nil:
+		pt.Mode = wholeMode(pt).Name
+	default:
+		pt.Mode = ""
+	}
+	return nil
 }
 
 // saveState writes the state atomically, so a crash leaves either the old

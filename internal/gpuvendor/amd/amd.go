@@ -27,7 +27,7 @@ func (Vendor) Majors() []string       { return []string{majorDRM, majorKFD} }
 func (Vendor) Capabilities() gpuvendor.Capabilities {
 	// amdgpu registers each device's VRAM with the dmem controller; a
 	// compute partition's memory is the device's (one region per device).
-	return gpuvendor.Capabilities{PartitionKind: inventory.PartitionXCP, PartitionPeerLinks: true, Passthrough: true,
+	return gpuvendor.Capabilities{PartitionKind: inventory.PartitionXCP, DynamicPartitions: true, PartitionModes: true, PartitionPeerLinks: true, Passthrough: true,
 		DmemRegion: "drm/%s/vram0", KernelLimit: "dmem"}
 }
 
