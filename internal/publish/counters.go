@@ -35,6 +35,10 @@ type counterPlan struct {
 	names    []string // in publishing order
 	capacity map[string]int64
 	extras   []candidate // the binding limits beyond memory slices
+	// modes, on a GPU whose partitions are a mode of the whole GPU, is
+	// what each partition takes instead of memory slices, by mode and
+	// placement start (modes.go).
+	modes map[string]map[int]map[string]resourceapi.Counter
 }
 
 // candidate is a limit that may become a counter.
@@ -47,6 +51,9 @@ type candidate struct {
 // consumption returns the counters a placement of pr at pl takes; with pr
 // nil (a profile the table lacks), only its memory slices.
 func (c *counterPlan) consumption(pr *inventory.PartitionProfile, pl inventory.Placement) map[string]resourceapi.Counter {
+	if c.modes != nil {
+		return c.modeConsumption(pr, pl)
+	}
 	out := map[string]resourceapi.Counter{}
 	for k := pl.Start; k < pl.Start+pl.Size; k++ {
 		out[memorySliceCounter(k)] = counter(1)
@@ -87,7 +94,11 @@ func planCounters(g *inventory.GPU) (*counterPlan, error) {
 	if p, ok := plans.Load(key); ok {
 		return p.(*counterPlan), nil
 	}
-	p, err := newCounterPlan(g)
+	newPlan := newCounterPlan
+	if modal(g) {
+		newPlan = newModePlan
+	}
+	p, err := newPlan(g)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +109,7 @@ func planCounters(g *inventory.GPU) (*counterPlan, error) {
 func planKey(g *inventory.GPU) string {
 	var b strings.Builder
 	pt := g.Partitioning
-	fmt.Fprintf(&b, "%s/%d/%d/%v|", pt.Kind, pt.MemorySlices, pt.ComputeSlices, sortedEngines(g.Engines))
+	fmt.Fprintf(&b, "%s/%v/%d/%d/%v|", pt.Kind, modal(g), pt.MemorySlices, pt.ComputeSlices, sortedEngines(g.Engines))
 	for _, pr := range pt.Profiles {
 		fmt.Fprintf(&b, "%s/%d/%d/%d/%v/%v|", pr.Name, pr.MemorySlices, pr.ComputeSlices, pr.MaxInstances, sortedEngines(pr.Engines), pr.Placements)
 	}

@@ -25,6 +25,7 @@ func dynamicGPU(g *inventory.GPU, p Partitioning) (bool, GPUMode) {
 	if pt.Enabled {
 		static.Mode = "partitions"
 	}
+	modeWhy := staticModes(g)
 	switch {
 	case p != Dynamic:
 		static.Reason = "static partitioning"
@@ -34,6 +35,9 @@ func dynamicGPU(g *inventory.GPU, p Partitioning) (bool, GPUMode) {
 		return false, static
 	case len(pt.Profiles) == 0:
 		static.Reason = "no partition profiles reported"
+		return false, static
+	case modeWhy != "":
+		static.Reason = modeWhy
 		return false, static
 	case pt.ModeChangeNeedsReset && !pt.Enabled:
 		static.Reason = "MIG mode is off and turning it on needs a GPU reset; published whole"
@@ -61,11 +65,11 @@ func dynamicDevices(name string, g *inventory.GPU, f fabric.Attrs, rank int, ope
 	}
 	set := resourceapi.CounterSet{Name: name, Counters: plan.all()}
 	withheld := withhold(set.Counters, plan, g, held)
-	avail := free(plan, g)
+	avail := modeFree(plan, g, held)
 	usable := make([]bool, pt.MemorySlices) // slices a placement that fits covers
 	var items []item
 	var leftOut []Entry
-	if !pt.ModeChangeNeedsReset || !pt.Enabled {
+	if wholeOffered(g) {
 		d, err := wholeGPUDevice(name, g, f)
 		if err != nil {
 			return set, nil, nil, nil, nil, fmt.Errorf("device %s (%s): %w", name, g.PCIBusID, err)
@@ -75,8 +79,11 @@ func dynamicDevices(name string, g *inventory.GPU, f fabric.Attrs, rank int, ope
 	}
 	for i := range pt.Profiles {
 		pr := &pt.Profiles[i]
+		if wholeModeProfile(g, pr) {
+			continue // the whole GPU's device is this mode
+		}
 		for _, pl := range pr.Placements {
-			p := inventory.Partition{Kind: pt.Kind, Profile: pr.Name, Placement: pl, MemoryBytes: pr.MemoryBytes, ComputeUnits: pr.ComputeUnits, Engines: pr.Engines}
+			p := inventory.Partition{Kind: pt.Kind, Profile: pr.Name, Placement: pl, MemoryBytes: pr.MemoryBytes, ComputeUnits: pr.ComputeUnits, Engines: pr.Engines, MemoryPartitionMode: pt.MemoryMode}
 			pname := PartitionName(name, p)
 			use := plan.consumption(pr, pl)
 			e := Entry{Name: pname, GPU: g, Carve: &Carve{Profile: pr.Name, Placement: pl}}
@@ -127,7 +134,8 @@ func dynamicDevices(name string, g *inventory.GPU, f fabric.Attrs, rank int, ope
 // only the placements overlapping such a partition (and the whole GPU)
 // become unallocatable until it is gone.
 func withhold(counters map[string]resourceapi.Counter, plan *counterPlan, g *inventory.GPU, held func(string, *inventory.Partition) bool) []string {
-	if held == nil {
+	if held == nil || modal(g) {
+		// A mode's partitions nobody holds are free for the mode's claims.
 		return nil
 	}
 	var uuids []string

@@ -453,10 +453,22 @@ func TestDynamicPublishesByMode(t *testing.T) {
 		t.Errorf("A100 MIG on: mode %+v, want dynamic with a reason", res.Modes[0])
 	}
 
+	// AMD compute partitions are a mode of the whole GPU: a dynamic GPU
+	// publishes its whole device (SPX) and the partitions of every other
+	// mode, never an SPX placement of its own.
 	_, res = alloctest.PublishSimWith(t, "mi300x-8", "n", dynamic)
+	placed := map[string]int{}
 	for _, e := range res.Devices {
 		if e.Carve != nil {
-			t.Fatalf("AMD device %s published as a dynamic placement", e.Name)
+			placed[e.Carve.Profile]++
+		}
+	}
+	if placed["SPX"] != 0 || placed["DPX"] == 0 || placed["QPX"] != 2*placed["DPX"] || placed["CPX"] != 4*placed["DPX"] {
+		t.Errorf("MI300X placements by mode %v, want DPX, QPX and CPX in 1:2:4 and no SPX", placed)
+	}
+	for _, m := range res.Modes {
+		if m.Mode != "dynamic" {
+			t.Errorf("MI300X GPU %s: mode %+v, want dynamic", m.UUID, m)
 		}
 	}
 }

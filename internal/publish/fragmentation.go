@@ -28,6 +28,14 @@ func markSlices(usable []bool, pl inventory.Placement) {
 func memorySlices(g *inventory.GPU, avail map[string]int64, usable []bool) MemorySlices {
 	pt := g.Partitioning
 	s := MemorySlices{Total: pt.MemorySlices}
+	if modal(g) {
+		// A mode's partitions cover the whole GPU: free while there are
+		// none, and no slice is ever stranded by them.
+		if len(g.Partitions) == 0 {
+			s.Free = pt.MemorySlices
+		}
+		return s
+	}
 	whole := len(g.Partitions) == 0 && (!pt.ModeChangeNeedsReset || !pt.Enabled)
 	for k := range pt.MemorySlices {
 		if avail[memorySliceCounter(k)] <= 0 {

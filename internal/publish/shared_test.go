@@ -214,7 +214,7 @@ func TestSharedShape(t *testing.T) {
 						}
 					}
 				}
-				if shared == 0 && !(part == publish.Dynamic && allMIG(profile)) {
+				if shared == 0 && !(part == publish.Dynamic && allDynamic(profile)) {
 					t.Errorf("nothing shared on %s", profile)
 				}
 			})
@@ -222,10 +222,11 @@ func TestSharedShape(t *testing.T) {
 	}
 }
 
-// allMIG: every GPU of the machine is published dynamically when asked.
-func allMIG(profile string) bool {
+// allDynamic: every GPU of the machine is published dynamically when asked
+// (MIG, and AMD compute partition modes).
+func allDynamic(profile string) bool {
 	switch profile {
-	case "dgx-h100", "dgx-h100-mig", "hgx-h200":
+	case "dgx-h100", "dgx-h100-mig", "hgx-h200", "mi300x-8":
 		return true
 	}
 	return false

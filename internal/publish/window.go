@@ -106,7 +106,6 @@ func window(n *inventory.Node, order []int, rank map[int]int, opts Options) ([]W
 			continue
 		}
 		name := names.GPU(pos)
-		pt := g.Partitioning
 		gpus = append(gpus, WindowGPU{
 			Name:      name,
 			UUID:      g.UUID,
@@ -114,7 +113,7 @@ func window(n *inventory.Node, order []int, rank map[int]int, opts Options) ([]W
 			Touched:   len(g.Partitions) > 0,
 			HeldWhole: opts.HeldWhole != nil && opts.HeldWhole(g.UUID),
 			WasOpen:   opts.Open == nil || opts.Open(name),
-			Pinned:    pt.ModeChangeNeedsReset && pt.Enabled,
+			Pinned:    !wholeOffered(g),
 		})
 	}
 	open := OpenGPUs(gpus, opts.Window)
