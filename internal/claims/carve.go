@@ -46,6 +46,12 @@ func (m *Manager) carveAll(ctx context.Context, entry *checkpoint.Claim, devs []
 		if g == nil {
 			return withKind(ErrDeviceNotOnNode, fmt.Errorf("device %s: GPU %s is gone", d.dev.Device, d.dev.GPU.UUID))
 		}
+		if m.modal(g) {
+			if err := m.carveMode(ctx, entry, i, d, g); err != nil {
+				return err
+			}
+			continue
+		}
 		if d.carve == nil {
 			// A whole GPU of a dynamic node: MIG mode must be off for it to
 			// run work. The allocator guarantees no partition is on it.

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/cdi"
@@ -56,6 +57,11 @@ type env struct {
 	releaseLimits func(claimUID string) error
 	// imex is Config.IMEX (unset: none).
 	imex *IMEX
+	// clock, if set, is the simulator's clock and Config.ModeClock: a
+	// test steps it through a partition mode change (modes_test.go).
+	clock *testingclock.FakeClock
+	// machine, if set, edits the machine before the simulator starts.
+	machine func(*sim.Machine)
 }
 
 // TestMain lets the test binary be the MPS control stand-in (standintest).
@@ -89,7 +95,13 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if e.machine != nil {
+		e.machine(m)
+	}
 	opts := []sim.Option{sim.WithBootID(e.bootID)}
+	if e.clock != nil {
+		opts = append(opts, sim.WithClock(e.clock))
+	}
 	if e.mps {
 		opts = append(opts, sim.WithMPS(e.mpsRoot(), standintest.Control(e.t)))
 		e.t.Cleanup(e.stopDaemons)
@@ -128,6 +140,9 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 		Devices: devices, Partitioning: e.partitioning, OrphanDestroyed: e.orphanHook,
 		MPSRestarted: e.mpsRestarted, GetClaim: e.getClaim, Released: e.released,
 		IMEX: e.imex,
+	}
+	if e.clock != nil {
+		cfg.ModeClock = e.clock
 	}
 	if e.releaseLimits != nil {
 		cfg.MemoryLimits = &MemoryLimits{Release: e.releaseLimits}

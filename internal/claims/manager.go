@@ -8,6 +8,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/cdi"
@@ -79,6 +80,11 @@ type Config struct {
 	// IMEX, if set, is what the node offers for claims of IMEX channels
 	// (channel.go); unset, such a claim fails.
 	IMEX *IMEX
+	// ModeClock paces the wait for a new partition mode's partitions to
+	// appear (modes.go); unset, the real clock.
+	ModeClock clock.WithTicker
+	// ModeChangeTimeout bounds that wait; 0 is DefaultModeChangeTimeout.
+	ModeChangeTimeout time.Duration
 }
 
 // MemoryLimits is how shares' memory is held in the kernel.

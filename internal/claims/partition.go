@@ -14,6 +14,9 @@ type PartitionOp string
 const (
 	PartitionCarve   PartitionOp = "carve"
 	PartitionDestroy PartitionOp = "destroy"
+	// PartitionMode is the write of a GPU's partition mode (AMD compute
+	// partitions: modes.go), which makes and removes its partitions.
+	PartitionMode PartitionOp = "mode"
 )
 
 // destroyPartition is the only way the manager destroys a partition, so

@@ -16,9 +16,16 @@ import (
 func (m *Manager) releasePartitions(ctx context.Context, c *checkpoint.Claim) error {
 	var inv *inventory.Node
 	touched := map[string]bool{}
+	modal, err := m.modalGPUs(ctx, c)
+	if err != nil {
+		return err
+	}
 	for _, d := range c.Devices {
 		if d.Placement != nil {
 			touched[d.GPUUUID] = true // its mode may have been switched for this claim
+		}
+		if modal[d.GPUUUID] {
+			continue // a mode's partitions go with the mode (modes.go)
 		}
 		switch {
 		case d.CreatedPartition && d.PartitionUUID != "":
@@ -43,6 +50,9 @@ func (m *Manager) releasePartitions(ctx context.Context, c *checkpoint.Claim) er
 			}
 			touched[d.GPUUUID] = true
 		}
+	}
+	if err := m.releaseModes(ctx, c, modal); err != nil {
+		return err
 	}
 	return m.restoreModes(ctx, touched)
 }
@@ -98,8 +108,8 @@ func (m *Manager) restoreModes(ctx context.Context, gpus map[string]bool) error 
 	}
 	for _, u := range todo {
 		g := findGPU(inv, u)
-		if g != nil && len(g.Partitions) > 0 {
-			continue
+		if g != nil && (len(g.Partitions) > 0 || m.modal(g)) {
+			continue // a GPU of modes goes back to rest in restModes
 		}
 		if g != nil && g.Partitioning != nil && g.Partitioning.Enabled {
 			if err := m.cfg.Backend.SetPartitionMode(ctx, u, false); err != nil {

@@ -53,6 +53,9 @@ func (m *Manager) sweepOrphans(ctx context.Context) (int, error) {
 				logger.Error(err, "Half-made partitions left in place", "gpu", g.UUID)
 			}
 		}
+		if m.modal(g) {
+			continue // its partitions go with its mode: restModes below
+		}
 		for _, p := range g.Partitions {
 			if owned[p.UUID] {
 				continue
@@ -64,6 +67,9 @@ func (m *Manager) sweepOrphans(ctx context.Context) (int, error) {
 			}
 			destroyed(1)
 		}
+	}
+	if err := m.restModes(ctx, inv, nil, ""); err != nil {
+		logger.Error(err, "Partition mode of a GPU no claim holds left as it is")
 	}
 	if err := m.restoreModes(ctx, nil); err != nil {
 		logger.Error(err, "Partition mode left as it is")
