@@ -236,6 +236,9 @@ func buildGPU(r fsRoot, c *card, cpuNodes map[int]bool, warn func(string, ...any
 			MemorySlices: per, ComputeSlices: per,
 		}},
 	}
+	// Deferred: the other modes are added once the current one has its
+	// placements (below); pt is shared with the GPU returned.
+	defer addModes(g.Partitioning, &g, pci, warn)
 	if len(c.Nodes) == 1 {
 		g.Partitioning.Profiles[0].Placements = []inventory.Placement{{Start: 0, Size: per}}
 		return g
