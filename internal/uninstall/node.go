@@ -18,7 +18,9 @@ import (
 	"github.com/tessera-gpu/tessera/internal/cdi"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/handover"
+	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/memlimit"
+	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sim"
 )
 
@@ -113,12 +115,21 @@ func Node(ctx context.Context, c *agent.Config, newBackend NewBackend) (*Report,
 // the agent turned on. With static partitioning the partitions are the
 // operator's and stay.
 func (r *Report) partitions(ctx context.Context, c *agent.Config, b backend.Backend, cp *checkpoint.Checkpoint) error {
+	modal := map[string]bool{}
 	if c.Partitioning == "dynamic" {
 		inv, err := b.Discover(ctx)
 		if err != nil {
 			return fmt.Errorf("discover the node's GPUs: %w", err)
 		}
 		for _, g := range inv.GPUs {
+			if publish.IsModal(&g) {
+				// A mode's partitions go with the mode: back to rest.
+				if err := restMode(ctx, b, &g); err != nil {
+					return err
+				}
+				modal[g.UUID] = true
+				continue
+			}
 			for _, p := range g.Partitions {
 				if err := b.DestroyPartition(ctx, g.UUID, p.UUID); err != nil {
 					return fmt.Errorf("destroy partition %s of GPU %s: %w", p.UUID, g.UUID, err)
@@ -128,6 +139,9 @@ func (r *Report) partitions(ctx context.Context, c *agent.Config, b backend.Back
 		}
 	}
 	for _, gpu := range cp.PartitionModeOn {
+		if modal[gpu] {
+			continue
+		}
 		if err := b.SetPartitionMode(ctx, gpu, false); err != nil {
 			return fmt.Errorf("turn off MIG mode of GPU %s: %w", gpu, err)
 		}
@@ -178,6 +192,24 @@ func removeAll(p string) error {
 		if err := os.RemoveAll(filepath.Join(p, e.Name())); err != nil {
 			return fmt.Errorf("empty %s (a mount point): %w", p, err)
 		}
+	}
+	return nil
+}
+
+// restMode sets g, a GPU whose partitions are a mode (AMD), to its rest
+// mode (SPX, whole) if it is in another: what the agent would have done
+// when its last claim went.
+func restMode(ctx context.Context, b backend.Backend, g *inventory.GPU) error {
+	rest := publish.RestMode(g)
+	if g.Partitioning.Mode == rest {
+		return nil
+	}
+	ms, ok := b.(backend.ModeSwitcher)
+	if !ok {
+		return fmt.Errorf("GPU %s is in partition mode %s and backend %s cannot set it back to %s", g.UUID, g.Partitioning.Mode, b.Name(), rest)
+	}
+	if err := ms.SwitchMode(ctx, g.UUID, rest); err != nil {
+		return fmt.Errorf("set GPU %s back to partition mode %s: %w", g.UUID, rest, err)
 	}
 	return nil
 }

@@ -187,3 +187,46 @@ func TestNodeRefusesPreparedClaims(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeRestsModes: on a dynamic AMD node a GPU the agent left in
+// another compute mode goes back to SPX, its partitions with it; nothing
+// is destroyed one by one.
+func TestNodeRestsModes(t *testing.T) {
+	ctx := context.Background()
+	n := newNode(t, "dynamic")
+	n.cfg.SimProfile = "mi300x-8"
+	b, err := simBackend(ctx, &n.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := b.Discover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := inv.GPUs[3]
+	if err := b.(backend.ModeSwitcher).SwitchMode(ctx, g.UUID, "QPX"); err != nil {
+		t.Fatal(err)
+	}
+	cp := checkpoint.New()
+	cp.PartitionModeOn = []string{g.UUID}
+	if err := checkpoint.NewStore(n.cfg.CheckpointPath).Save(cp); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Node(ctx, &n.cfg, simBackend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Destroyed) != 0 || len(r.ModeOff) != 0 {
+		t.Errorf("destroyed %q, MIG mode off %q; want neither", r.Destroyed, r.ModeOff)
+	}
+	b, err = simBackend(ctx, &n.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv, err = b.Discover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := inv.GPUs[3].Partitioning.Mode; got != "SPX" {
+		t.Errorf("GPU left in %s, want SPX", got)
+	}
+}
