@@ -77,9 +77,10 @@ func modeGPU(device string) string {
 // modeNode is an mi300x-8 node whose mode changes are done at once, and
 // what it publishes as the agent would: after each allocation the
 // hardware is brought where prepare brings it (a GPU with claims in their
-// mode, an idle one at rest) and the node republished with the window.
+// mode, an idle one at rest) and the node republished, with the window.
 type modeNode struct {
-	t     *testing.T
+	t     testing.TB
+	node  string
 	hw    *sim.Backend
 	inv   *inventory.Node
 	every *publish.Result // all devices, for their GPU and carve
@@ -88,19 +89,7 @@ type modeNode struct {
 	held map[string]bool
 }
 
-func newModeNode(t *testing.T) *modeNode {
-	m, err := sim.Profile("mi300x-8", "mi300x-8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.ModeChangeTime = nil
-	n := &modeNode{t: t, hw: alloctest.NewSim(t, m), held: map[string]bool{}}
-	n.discover()
-	if n.every, err = publish.Build("mi300x-8", n.inv, dynamic); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
+func newModeNode(t *testing.T) *modeNode { return newModeNodeTB(t, "mi300x-8") }
 
 func (n *modeNode) discover() {
 	var err error
@@ -109,8 +98,9 @@ func (n *modeNode) discover() {
 	}
 }
 
-// settle brings every GPU to the mode its held devices need, or to rest.
-func (n *modeNode) settle() {
+// settle brings every GPU to the mode its held devices need, or to rest,
+// and returns how many GPUs changed mode.
+func (n *modeNode) settle() int {
 	want := map[string]string{}
 	for d := range n.held {
 		e := n.every.Devices[d]
@@ -123,49 +113,60 @@ func (n *modeNode) settle() {
 		}
 		want[e.GPU.UUID] = mode
 	}
+	changed := 0
 	for _, g := range n.inv.GPUs {
 		mode, ok := want[g.UUID]
 		if !ok {
 			mode = publish.RestMode(&g)
 		}
+		if mode == g.Partitioning.Mode {
+			continue
+		}
 		if err := n.hw.SwitchMode(context.Background(), g.UUID, mode); err != nil {
 			n.t.Fatal(err)
 		}
+		changed++
 	}
 	n.discover()
+	return changed
 }
 
-// publish republishes the node as the agent does, with a window of w.
-func (n *modeNode) publish(w int) *alloctest.Cluster {
-	n.t.Helper()
-	opts := publish.Options{Partitioning: publish.Dynamic, Window: w,
-		Held: func(gpu string, p *inventory.Partition) bool {
-			for d := range n.held {
-				e := n.every.Devices[d]
-				if e.GPU.UUID == gpu && e.Carve != nil && e.Carve.Profile == p.Profile && e.Carve.Placement == p.Placement {
-					return true
-				}
+// options adds to opts what the agent knows of the node: the partitions
+// and whole GPUs claims hold, and the GPUs open before (a window).
+func (n *modeNode) options(opts publish.Options) publish.Options {
+	opts.Held = func(gpu string, p *inventory.Partition) bool {
+		for d := range n.held {
+			e := n.every.Devices[d]
+			if e.GPU.UUID == gpu && e.Carve != nil && e.Carve.Profile == p.Profile && e.Carve.Placement == p.Placement {
+				return true
 			}
-			return false
-		},
-		HeldWhole: func(gpu string) bool {
-			for d := range n.held {
-				if e := n.every.Devices[d]; e.GPU.UUID == gpu && e.Carve == nil {
-					return true
-				}
-			}
-			return false
-		},
+		}
+		return false
 	}
-	if n.win != nil && w > 0 {
+	opts.HeldWhole = func(gpu string) bool {
+		for d := range n.held {
+			if e := n.every.Devices[d]; e.GPU.UUID == gpu && e.Carve == nil {
+				return true
+			}
+		}
+		return false
+	}
+	if n.win != nil && opts.Window > 0 {
 		open := n.win.Open
 		opts.Open = func(gpu string) bool { return open[gpu] }
 	}
-	res, err := publish.Build("mi300x-8", n.inv, opts)
+	return opts
+}
+
+// cluster republishes the node with opts as the agent does and returns
+// the allocator's view of it, the held devices allocated.
+func (n *modeNode) cluster(opts publish.Options) *alloctest.Cluster {
+	n.t.Helper()
+	res, err := publish.Build(n.node, n.inv, n.options(opts))
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	if w > 0 {
+	if opts.Window > 0 {
 		n.win = res
 	}
 	for d := range n.held {
@@ -177,11 +178,16 @@ func (n *modeNode) publish(w int) *alloctest.Cluster {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	c := alloctest.NewCluster(publish.Objects(names.DriverName, "mi300x-8", res.Resources), classes)
+	c := alloctest.NewCluster(publish.Objects(names.DriverName, n.node, res.Resources), classes)
 	for d := range n.held {
-		c.MarkAllocated("mi300x-8", d)
+		c.MarkAllocated(n.node, d)
 	}
 	return c
+}
+
+// publish is cluster with a window of w (0: every GPU's placements).
+func (n *modeNode) publish(w int) *alloctest.Cluster {
+	return n.cluster(publish.Options{Partitioning: publish.Dynamic, Window: w})
 }
 
 // checkNoDoubleBooking: on every GPU the allocated devices are the whole
