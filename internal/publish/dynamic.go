@@ -75,6 +75,7 @@ func dynamicDevices(name string, g *inventory.GPU, f fabric.Attrs, rank int, ope
 			return set, nil, nil, nil, nil, fmt.Errorf("device %s (%s): %w", name, g.PCIBusID, err)
 		}
 		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: plan.all()}}
+		addModeAttributes(&d, g)
 		items = append(items, item{dev: d, entry: Entry{Name: name, GPU: g}, group: groupWhole, parent: rank})
 	}
 	for i := range pt.Profiles {

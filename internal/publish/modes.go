@@ -308,3 +308,23 @@ func modeFree(plan *counterPlan, g *inventory.GPU, held func(string, *inventory.
 	}
 	return avail
 }
+
+// AttrPartitionMode is the compute partition mode a GPU of modes is in now
+// (SPX, DPX, QPX, CPX), on its whole GPU's device where it is published
+// dynamically: what `inventory` shows, and a selector can ask for a GPU
+// already in a mode. A partition's own mode is its profile.
+const AttrPartitionMode = "partitionMode"
+
+// addModeAttributes adds to d, the whole device of g, the GPU's current
+// compute and memory partition modes, where g's partitions are a mode.
+func addModeAttributes(d *resourceapi.Device, g *inventory.GPU) {
+	if !modal(g) {
+		return
+	}
+	if d.Attributes == nil {
+		d.Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
+	}
+	a := attrs(d.Attributes)
+	a.str(AttrPartitionMode, g.Partitioning.Mode)
+	a.str(AttrMemoryPartition, g.Partitioning.MemoryMode)
+}

@@ -77,6 +77,7 @@ func buildGPU(nd *inspect.NodeDevices, g *inspect.GPUGroup, allocs inspect.Alloc
 		out.FabricBandwidthGBps, _ = inspect.AttrInt(w, publish.AttrFabricBandwidth)
 		out.FabricDomain = inspect.AttrString(w, publish.AttrFabricDomain)
 		out.PCIBusID = inspect.AttrString(w, inspect.AttrPCIBusID)
+		out.Mode = inspect.AttrString(w, publish.AttrPartitionMode)
 		out.Shared = inspect.IsShared(w)
 		out.Holders = allocs[inspect.DeviceKey{Pool: g.Pool, Name: w.Name}]
 		out.Taints = inspect.TaintsOf(w)

@@ -22,6 +22,7 @@ func TestInventoryGolden(t *testing.T) {
 		{name: "inventory-dgx-h100", files: []string{"dgx-h100.yaml"}},
 		{name: "inventory-a100-pcie-pairs", files: []string{"a100-pcie-pairs.yaml"}},
 		{name: "inventory-mi300x-8", files: []string{"mi300x-8.yaml"}},
+		{name: "inventory-mi300x-8-dynamic", files: []string{"mi300x-8-dynamic.yaml", "mi300x-8-dynamic-claims.yaml"}},
 		{name: "inventory-mixed-inference", files: []string{"mixed-inference.yaml"}},
 		{name: "inventory-dgx-h100-mig-static", files: []string{"dgx-h100-mig.yaml"}},
 		{name: "inventory-dgx-h100-dynamic", files: []string{"dgx-h100-dynamic.yaml"}},

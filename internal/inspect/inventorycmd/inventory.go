@@ -39,6 +39,9 @@ type GPU struct {
 	Simulated     bool            `json:"simulated,omitempty"`
 	Partitioning  string          `json:"partitioning"`
 	PartitionKind string          `json:"partitionKind,omitempty"`
+	// Mode is the compute partition mode a GPU whose partitions are a
+	// mode (AMD: SPX, DPX, QPX, CPX) is in, as its whole device says.
+	Mode string `json:"mode,omitempty"`
 	Taints        []inspect.Taint `json:"taints,omitempty"`
 	// Shared is true for a device that allows multiple allocations
 	// (--sharing=capacity); SharedMemory is then what its shares consume.

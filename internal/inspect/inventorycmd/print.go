@@ -102,10 +102,14 @@ func memory(b int64) string {
 }
 
 func partitioning(g *GPU) string {
+	out := g.Partitioning
 	if g.Partitioning != names.PartitioningNone && g.PartitionKind != "" {
-		return g.Partitioning + " (" + g.PartitionKind + ")"
+		out += " (" + g.PartitionKind + ")"
 	}
-	return g.Partitioning
+	if g.Mode != "" {
+		out += " " + g.Mode
+	}
+	return out
 }
 
 // health is "ok", or the taints as key=value:Effect.
@@ -122,6 +126,21 @@ func health(ts []inspect.Taint) string {
 
 func gpuUsage(g *GPU) string {
 	switch {
+	case g.Mode != "" && g.MemorySlices != nil && g.MemorySlices.Total == 0:
+		// A GPU of modes: its counters are tokens, not memory slices.
+		used := 0
+		for _, p := range g.Partitions {
+			if len(p.Holders) > 0 {
+				used++
+			}
+		}
+		switch {
+		case len(g.Holders) > 0:
+			return "allocated"
+		case used > 0:
+			return fmt.Sprintf("partitions %d", used)
+		}
+		return "free"
 	case g.MemorySlices != nil:
 		if g.MemorySlices.Used == 0 {
 			return "free"
