@@ -139,8 +139,12 @@ func underMemoryMode(pt *inventory.Partitioning) string {
 	return " under memory mode " + pt.MemoryMode
 }
 
+// ModeTokenPrefix starts the name of every mode token counter, so that
+// tools (kubectl tessera explain) tell a mode conflict from a lack of room.
+const ModeTokenPrefix = "mode-"
+
 // modeToken names token (z, y).
-func modeToken(z, y int) string { return fmt.Sprintf("mode-%d-%d", z, y) }
+func modeToken(z, y int) string { return fmt.Sprintf("%s%d-%d", ModeTokenPrefix, z, y) }
 
 // ModeTokens returns, for GPU g of modes, each mode's partitions' token
 // sets as bit masks over the a·b tokens (bit z·b+y), by mode and

@@ -342,6 +342,12 @@ func counterWords(c CounterReport) string {
 	if len(c.HeldBy) > 0 {
 		held = "held by " + list(c.HeldBy, 6)
 	}
+	if c.ModeConflict {
+		// The counters of a GPU whose partitions are a mode (AMD) are
+		// tokens: short ones mean the GPU is taken in another mode.
+		return fmt.Sprintf("GPU %s (pool %s) is taken in another compute partition mode, or whole, %s: its partitions of one mode exclude the whole GPU and every other mode's, "+
+			"so %d device(s) of it wait until the GPU is idle and can change mode", c.CounterSet, c.Pool, held, c.Devices)
+	}
 	return fmt.Sprintf("counter set %s (pool %s): %s exhausted for %d device(s), %s", c.CounterSet, c.Pool, list(c.Counters, 4), c.Devices, held)
 }
 
@@ -461,8 +467,8 @@ func requestLabel(v *NodeVerdict, r *RequestReport) string {
 // needs more of them than are open waits for the agent to open more. ""
 // when none applies.
 func windowReason(n *inspect.NodeDevices, reqs []RequestReport) string {
-	mig := "mig." + names.DriverName
-	if !slices.ContainsFunc(reqs, func(r RequestReport) bool { return r.Class == mig }) {
+	mig, xcp := "mig."+names.DriverName, "xcp."+names.DriverName
+	if !slices.ContainsFunc(reqs, func(r RequestReport) bool { return r.Class == mig || r.Class == xcp }) {
 		return ""
 	}
 	open := sets.New[inspect.DeviceKey]()

@@ -7,6 +7,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/tessera-gpu/tessera/internal/inspect"
+	"github.com/tessera-gpu/tessera/internal/publish"
 )
 
 // alternativesReason consumes the firstAvailable alternatives of one
@@ -78,5 +79,25 @@ func TestWindowReason(t *testing.T) {
 	node.Devices = append(node.Devices, dev("gpu-0-mig-7g-80gb-0"), dev("gpu-1-mig-1g-10gb-0"), dev("gpu-10-mig-1g-10gb-0"))
 	if got := windowReason(node, claim("mig.gpu.tessera.dev")); got != "" {
 		t.Errorf("every GPU open: %q, want none", got)
+	}
+}
+
+// TestModeConflictWords: a device blocked by a GPU's mode tokens is named
+// a mode conflict, with who holds the GPU; other counters keep their words.
+func TestModeConflictWords(t *testing.T) {
+	tally := newRequestTally(RequestReport{Claim: "c", Request: "r"})
+	short := []counterKey{{pool: "mi300x-0", set: "gpu-2", counter: publish.ModeTokenPrefix + "0-3"}}
+	tally.countersExhausted(short, map[counterKey][]string{short[0]: {"default/notebook"}})
+	rep := tally.report(requestSpec{})
+	if len(rep.Counters) != 1 || !rep.Counters[0].ModeConflict {
+		t.Fatalf("counters %+v, want one mode conflict", rep.Counters)
+	}
+	got := counterWords(rep.Counters[0])
+	if !strings.Contains(got, "GPU gpu-2 (pool mi300x-0) is taken in another compute partition mode, or whole, held by default/notebook") {
+		t.Errorf("mode conflict: %q", got)
+	}
+	slice := CounterReport{Pool: "dyn-0", CounterSet: "gpu-7", Counters: []string{"memory-slice-6"}, Devices: 1}
+	if got := counterWords(slice); strings.Contains(got, "mode") {
+		t.Errorf("memory slices: %q", got)
 	}
 }

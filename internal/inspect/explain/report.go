@@ -98,6 +98,9 @@ type CounterReport struct {
 	Counters   []string `json:"counters"`
 	Devices    int      `json:"devices"`
 	HeldBy     []string `json:"heldBy,omitempty"`
+	// ModeConflict is true where the counters are a GPU's partition mode
+	// tokens (publish.ModeTokenPrefix): the devices need another mode.
+	ModeConflict bool `json:"modeConflict,omitempty"`
 }
 
 // ConstraintReport is one claim constraint checked against the usable

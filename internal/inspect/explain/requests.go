@@ -3,6 +3,7 @@ package explain
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/internal/inspect"
 	"github.com/tessera-gpu/tessera/internal/names"
+	"github.com/tessera-gpu/tessera/internal/publish"
 )
 
 func (e *explainer) indexCounters(n *inspect.NodeDevices) {
@@ -220,6 +222,9 @@ func (t *requestTally) countersExhausted(short []counterKey, holders map[counter
 		}
 		if !slices.Contains(cr.Counters, k.counter) {
 			cr.Counters = append(cr.Counters, k.counter)
+		}
+		if strings.HasPrefix(k.counter, publish.ModeTokenPrefix) {
+			cr.ModeConflict = true
 		}
 		for _, h := range holders[k] {
 			if !slices.Contains(cr.HeldBy, h) {
