@@ -13,7 +13,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/sim"
 )
 
-func dynamicEnv(t *testing.T, profile string) *env {
+func dynamicEnv(t testing.TB, profile string) *env {
 	e := newEnv(t, profile)
 	e.partitioning = publish.Dynamic
 	return e

@@ -28,7 +28,7 @@ const (
 // env is one node's on-disk world: sim state, CDI dir and checkpoint. A new
 // Manager over the same env is what a restarted agent sees.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	profile string
 	bootID  string
@@ -69,7 +69,7 @@ func TestMain(m *testing.M) { standintest.Main(m) }
 
 func (e *env) mpsRoot() string { return filepath.Join(e.dir, "mps") }
 
-func newEnv(t *testing.T, profile string) *env {
+func newEnv(t testing.TB, profile string) *env {
 	return &env{t: t, dir: t.TempDir(), profile: profile, bootID: "boot-1"}
 }
 
@@ -180,4 +180,4 @@ func allocated(name string, devices ...string) *resourceapi.ResourceClaim {
 	return c
 }
 
-func ctxFor(t *testing.T) context.Context { _, ctx := ktesting.NewTestContext(t); return ctx }
+func ctxFor(t testing.TB) context.Context { _, ctx := ktesting.NewTestContext(t); return ctx }

@@ -16,7 +16,7 @@ import (
 
 // modeEnv is an mi300x-8 node partitioned dynamically whose mode changes
 // are done at once (the wait for one is TestModeChangeWaitsForPartitions').
-func modeEnv(t *testing.T) *env {
+func modeEnv(t testing.TB) *env {
 	e := dynamicEnv(t, "mi300x-8")
 	e.machine = func(m *sim.Machine) { m.ModeChangeTime = nil }
 	return e
