@@ -32,17 +32,17 @@ type GPU struct {
 	FabricIsland        string `json:"fabricIsland,omitempty"`
 	FabricBandwidthGBps int64  `json:"fabricBandwidthGBps,omitempty"`
 	// FabricDomain is the GPU's multi-node NVLink domain, where it has one.
-	FabricDomain  string          `json:"fabricDomain,omitempty"`
-	PCIBusID      string          `json:"pciBusID,omitempty"`
-	PCIeRoot      string          `json:"pcieRoot,omitempty"`
-	NUMANode      *int64          `json:"numaNode,omitempty"`
-	Simulated     bool            `json:"simulated,omitempty"`
-	Partitioning  string          `json:"partitioning"`
-	PartitionKind string          `json:"partitionKind,omitempty"`
+	FabricDomain  string `json:"fabricDomain,omitempty"`
+	PCIBusID      string `json:"pciBusID,omitempty"`
+	PCIeRoot      string `json:"pcieRoot,omitempty"`
+	NUMANode      *int64 `json:"numaNode,omitempty"`
+	Simulated     bool   `json:"simulated,omitempty"`
+	Partitioning  string `json:"partitioning"`
+	PartitionKind string `json:"partitionKind,omitempty"`
 	// Mode is the compute partition mode a GPU whose partitions are a
 	// mode (AMD: SPX, DPX, QPX, CPX) is in, as its whole device says.
-	Mode string `json:"mode,omitempty"`
-	Taints        []inspect.Taint `json:"taints,omitempty"`
+	Mode   string          `json:"mode,omitempty"`
+	Taints []inspect.Taint `json:"taints,omitempty"`
 	// Shared is true for a device that allows multiple allocations
 	// (--sharing=capacity); SharedMemory is then what its shares consume.
 	Shared       bool   `json:"shared,omitempty"`
