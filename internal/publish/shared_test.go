@@ -226,7 +226,7 @@ func TestSharedShape(t *testing.T) {
 // (MIG, and AMD compute partition modes).
 func allDynamic(profile string) bool {
 	switch profile {
-	case "dgx-h100", "dgx-h100-mig", "hgx-h200", "mi300x-8":
+	case "dgx-h100", "dgx-h100-mig", "hgx-h200", "mi300x-8", "mi325x-8":
 		return true
 	}
 	return false

@@ -13,7 +13,7 @@ const (
 )
 
 func TestCatalogLoads(t *testing.T) {
-	want := []string{"a100-pcie-pairs", "dgx-a100", "dgx-h100", "dgx-h100-mig", "gb200-nvl72-tray", "gb300-nvl72-tray", "hgx-h200", "l4-4", "l4-4-r615", "mi300x-8", "mixed-inference", "t4-2"}
+	want := []string{"a100-pcie-pairs", "dgx-a100", "dgx-h100", "dgx-h100-mig", "gb200-nvl72-tray", "gb300-nvl72-tray", "hgx-h200", "l4-4", "l4-4-r615", "mi300x-8", "mi325x-8", "mixed-inference", "t4-2"}
 	if got := CatalogNames(); !slices.Equal(got, want) {
 		t.Fatalf("CatalogNames() = %v, want %v", got, want)
 	}
@@ -49,6 +49,8 @@ func TestCatalogMachines(t *testing.T) {
 		{name: "hgx-h200", models: rep("H200", 8), memory: []int64{143771 * mib}, cus: []int64{132},
 			links: map[inventory.LinkKind]int{inventory.LinkNVSwitch: 8}, bandwidth: 450, numa: map[int]int{0: 4, 1: 4}},
 		{name: "mi300x-8", models: rep("MI300X", 8), memory: []int64{192 * gib}, cus: []int64{304},
+			links: map[inventory.LinkKind]int{inventory.LinkXGMI: 28}, bandwidth: 64, numa: map[int]int{0: 4, 1: 4}},
+		{name: "mi325x-8", models: rep("MI325X", 8), memory: []int64{256 * gib}, cus: []int64{304},
 			links: map[inventory.LinkKind]int{inventory.LinkXGMI: 28}, bandwidth: 64, numa: map[int]int{0: 4, 1: 4}},
 		{name: "a100-pcie-pairs", models: rep("A100", 4), memory: []int64{81920 * mib}, cus: []int64{108},
 			links: map[inventory.LinkKind]int{inventory.LinkNVLink: 2}, bandwidth: 300, numa: map[int]int{0: 2, 1: 2}},
