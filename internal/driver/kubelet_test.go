@@ -45,6 +45,8 @@ type node struct {
 	cancel  context.CancelFunc
 	dir     string
 	profile string
+	// machine, if set, edits the machine before the simulator starts.
+	machine func(*sim.Machine)
 	client  *fake.Clientset
 	driver  *Driver
 	backend *sim.Backend
@@ -136,6 +138,9 @@ func (n *node) start() {
 	m, err := sim.Profile(n.profile, "node-1")
 	if err != nil {
 		n.t.Fatal(err)
+	}
+	if n.machine != nil {
+		n.machine(m)
 	}
 	opts := []sim.Option{sim.WithBootID("boot")}
 	if n.mps {
