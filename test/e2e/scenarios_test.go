@@ -82,6 +82,7 @@ var checks = map[string]func(t *testing.T, pods map[string]got){
 		}
 	},
 	"09-dynamic-mig.yaml":        checkDynamicMIG,
+	"20-amd-cpx-on-demand.yaml":  checkAMDModes,
 	"10-time-sliced-t4.yaml":     checkTimeSliced,
 	"11-mps-two-containers.yaml": checkMPS,
 	"15-gpus-at-work.yaml": func(t *testing.T, pods map[string]got) {
@@ -120,6 +121,7 @@ var afterChecks = map[string]func(t *testing.T){
 	"10-time-sliced-t4.yaml":     afterTimeSliced,
 	"11-mps-two-containers.yaml": afterMPS,
 	"14-gpu-shares-l4.yaml":      afterShares,
+	"20-amd-cpx-on-demand.yaml":  checkAMDRest,
 	"09-dynamic-mig.yaml": func(t *testing.T) {
 		// Everything carved for the pods is destroyed and MIG mode is back off.
 		st := simState(t, dynamicNode)

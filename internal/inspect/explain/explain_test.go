@@ -42,6 +42,7 @@ func newExplainFleet(t *testing.T) *explainFleet {
 		{"dgx-h100", "dgx-0", publish.Options{Partitioning: publish.Static}},
 		{"dgx-h100", "dyn-0", publish.Options{Partitioning: publish.Dynamic}},
 		{"mi300x-8", "mi300x-0", publish.Options{Partitioning: publish.Static}},
+		{"mi300x-8", "mi300x-dyn-0", publish.Options{Partitioning: publish.Dynamic}},
 		{"mixed-inference", "mixed-0", publish.Options{Partitioning: publish.Static}},
 		{"l4-4", "l4-0", publish.Options{Partitioning: publish.Static, Sharing: publish.SharingCapacity}},
 		{"gb200-nvl72-tray", "tray-0", publish.Options{Partitioning: publish.Static}},
