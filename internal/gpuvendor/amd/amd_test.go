@@ -73,7 +73,7 @@ func TestCommon(t *testing.T) {
 func TestCapabilities(t *testing.T) {
 	// Fixed time-slice interval, no MPS, shares the scheduler's accounting.
 	// Partitions stay in the GPU's xGMI hive; modes are set by the operator.
-	want := gpuvendor.Capabilities{PartitionKind: inventory.PartitionXCP, PartitionPeerLinks: true, Passthrough: true,
+	want := gpuvendor.Capabilities{PartitionKind: inventory.PartitionXCP, PartitionPeerLinks: true, Passthrough: true, HostDriver: "amdgpu", PCIVendorID: "0x1002",
 		DmemRegion: "drm/%s/vram0", KernelLimit: "dmem"}
 	if got := vendor.Capabilities(); got != want {
 		t.Errorf("capabilities %+v, want %+v", got, want)
