@@ -18,7 +18,7 @@ import (
 // IDs, no carve): the checkpoint's record of it, which prepare fills in,
 // and what its spec records.
 func (d ClaimDevice) Checkpoint() checkpoint.Device {
-	dev := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile}
+	dev := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile, VFIO: d.VFIO}
 	if d.Partition != nil {
 		dev.PartitionUUID = d.Partition.UUID
 	}
@@ -55,6 +55,13 @@ func annotate(ann map[string]string, rec checkpoint.DeviceRecord) error {
 		}
 		ann[annSharing] = string(js)
 	}
+	if rec.VFIO != nil {
+		js, err := json.Marshal(rec.VFIO)
+		if err != nil {
+			return fmt.Errorf("vfio: %w", err)
+		}
+		ann[annVFIO] = string(js)
+	}
 	return nil
 }
 
@@ -80,6 +87,12 @@ func recordOf(ann map[string]string) (rec checkpoint.DeviceRecord, ok bool, err 
 		rec.Sharing = &checkpoint.SharingRecord{}
 		if err := json.Unmarshal([]byte(js), rec.Sharing); err != nil {
 			return rec, true, fmt.Errorf("sharing annotation: %w", err)
+		}
+	}
+	if js, ok := ann[annVFIO]; ok {
+		rec.VFIO = &checkpoint.VFIORecord{}
+		if err := json.Unmarshal([]byte(js), rec.VFIO); err != nil {
+			return rec, true, fmt.Errorf("vfio annotation: %w", err)
 		}
 	}
 	return rec, true, nil
