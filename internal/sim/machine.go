@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/vfio/simfs"
 )
 
 // Machine is a loaded, validated machine file for one node: the hardware as
@@ -20,6 +21,10 @@ type Machine struct {
 	Node inventory.Node
 	// Cgroup is the node's simulated cgroup hierarchy (cgroup.go).
 	Cgroup Cgroup
+	// PCI is the node's PCI side (iommu.go): whether its IOMMU is on, and
+	// every GPU, bridge and listed device as a function with its IOMMU
+	// group and boot driver, from which the backend's sysfs tree is built.
+	PCI simfs.Host
 }
 
 // GPUIndex returns the index of the GPU with uuid in m.Node.GPUs, or -1.
