@@ -140,7 +140,6 @@ func (b *Backend) reachable(g *inventory.GPU) error {
 	return nil
 }
 
-
 // linksAmong are links with their GPUs renumbered by index (the new index
 // of GPU i; -1 for one left out), those of a GPU left out dropped: a GPU
 // the driver cannot reach has no link it can report.
