@@ -7,8 +7,8 @@
 //	(absent) -> PrepareStarted -> PrepareCompleted -> UnprepareStarted -> (absent)
 //
 // and, for a claim that changes the node (a partition to carve, MIG mode to
-// switch, an interval, an MPS daemon), every transition is saved before the
-// work it announces:
+// switch, a GPU to pass through, an interval, an MPS daemon), every
+// transition is saved before the work it announces:
 //
 //	prepare:   save PrepareStarted (devices chosen) -> apply each side
 //	           effect -> write CDI spec -> save PrepareCompleted
@@ -49,6 +49,11 @@
 //	                      destroy at unprepare (release.go), with the MIG
 //	                      mode they need; partitions no claim holds go at
 //	                      start and on the driver's retry (sweep.go)
+//	effect_vfio.go        passthrough: a GPU of the vfio class bound to
+//	                      vfio-pci at prepare, given back to its driver at
+//	                      unprepare (vfio_check.go refuses what cannot be
+//	                      passed; vfio_sweep.go gives back at start what a
+//	                      lost record left on no driver)
 //	effect_interval.go    time-slice intervals: one per GPU, set at prepare
 //	                      and again at start, the default back once no
 //	                      claim holds one

@@ -56,6 +56,8 @@ type env struct {
 	releaseLimits func(claimUID string) error
 	// imex is Config.IMEX (unset: none).
 	imex *IMEX
+	// passthrough is Config.Passthrough.
+	passthrough bool
 }
 
 // TestMain lets the test binary be the MPS control stand-in (standintest).
@@ -105,13 +107,17 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 	}
 	pubOpts := publish.Options{Partitioning: e.partitioning, Sharing: e.sharing}
 	// Like the agent, which republishes when the backend's generation
-	// changes, the manager sees the node as it is now.
+	// changes, the manager sees the node as it is now: the GPUs passed
+	// through (as the manager records them, which the node's sysfs shows)
+	// keep their names and publish no device.
 	devices := func() *publish.Result {
 		inv, err := b.Discover(ctx)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		r, err := publish.Build(nodeName, inv, pubOpts)
+		opts := pubOpts
+		opts.Passed = simPassed(e.t, b)
+		r, err := publish.Build(nodeName, inv, opts)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -127,7 +133,7 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 		Store: checkpoint.NewStore(e.checkpointPath()), BootID: e.bootID,
 		Devices: devices, Partitioning: e.partitioning, OrphanDestroyed: e.orphanHook,
 		MPSRestarted: e.mpsRestarted, GetClaim: e.getClaim, Released: e.released,
-		IMEX: e.imex,
+		IMEX: e.imex, VFIO: b.PCISysfs(), Passthrough: e.passthrough,
 	}
 	if e.releaseLimits != nil {
 		cfg.MemoryLimits = &MemoryLimits{Release: e.releaseLimits}

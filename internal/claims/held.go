@@ -1,6 +1,9 @@
 package claims
 
-import "github.com/tessera-gpu/tessera/internal/checkpoint"
+import (
+	"github.com/tessera-gpu/tessera/internal/checkpoint"
+	"github.com/tessera-gpu/tessera/internal/publish"
+)
 
 // ClaimRef names a claim by namespace and name, as the kubelet's
 // PodResources API does.
@@ -49,4 +52,24 @@ func (m *Manager) HoldsWhole(gpu string) bool {
 		}
 	}
 	return false
+}
+
+// Passed returns the GPUs claims record as passed through to virtual
+// machines and not known to be back on their drivers (being passed, passed,
+// or being given back): publish.Options.Passed, so that none of their
+// devices is published meanwhile and each keeps its name.
+func (m *Manager) Passed() []publish.PassedGPU {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []publish.PassedGPU
+	for _, c := range sortedClaims(m.cp) {
+		for _, d := range c.Devices {
+			v := d.VFIO
+			if v == nil || len(v.Functions) == 0 || (c.State == checkpoint.PrepareCompleted && !v.Bound) {
+				continue
+			}
+			out = append(out, publish.PassedGPU{UUID: d.GPUUUID, PCIBusID: v.Functions[0].Address})
+		}
+	}
+	return out
 }

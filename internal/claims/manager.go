@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/memlimit"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sharing"
+	"github.com/tessera-gpu/tessera/internal/vfio"
 )
 
 // crashStep names a point in prepare or unprepare where a test may stop the agent.
@@ -79,6 +80,14 @@ type Config struct {
 	// IMEX, if set, is what the node offers for claims of IMEX channels
 	// (channel.go); unset, such a claim fails.
 	IMEX *IMEX
+	// VFIO is the node's PCI sysfs, through which GPUs are passed through
+	// to virtual machines and given back (effect_vfio.go, docs/vfio.md).
+	// Set whatever Passthrough says, so that GPUs passed before a restart
+	// with passthrough off still go back to their drivers.
+	VFIO vfio.Sysfs
+	// Passthrough lets claims of the vfio class pass GPUs through
+	// (names.VFIOClass); off, such a claim is refused.
+	Passthrough bool
 }
 
 // MemoryLimits is how shares' memory is held in the kernel.

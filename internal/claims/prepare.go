@@ -52,7 +52,7 @@ func (m *Manager) prepare(ctx context.Context, claim *resourceapi.ResourceClaim,
 	ref := cdi.ClaimRef{UID: string(claim.UID), Namespace: claim.Namespace, Name: claim.Name}
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "uid", claim.UID)
 
-	if c, ok := m.cp.Claims[ref.UID]; ok && c.State == checkpoint.PrepareCompleted && !lostPartitions(c) {
+	if c, ok := m.cp.Claims[ref.UID]; ok && c.State == checkpoint.PrepareCompleted && !lostPartitions(c) && !lostVFIO(c) {
 		if err := m.confirm(ctx, ref, c); err != nil {
 			return nil, nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 		}
@@ -61,7 +61,8 @@ func (m *Manager) prepare(ctx context.Context, claim *resourceapi.ResourceClaim,
 	}
 	if c, ok := m.cp.Claims[ref.UID]; ok {
 		// A half-done prepare or unprepare of this claim from a failed call,
-		// or partitions a reboot took: undo it, then prepare from scratch.
+		// or partitions or a passthrough a reboot took: undo it, then
+		// prepare from scratch.
 		if err := m.rollback(ctx, c); err != nil {
 			return nil, nil, fmt.Errorf("prepare claim %s: clean up earlier attempt: %w", ref, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/cdi"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sharing"
 )
@@ -29,6 +30,9 @@ type planned struct {
 	// device offers all its shares.
 	share  *sharing.Share
 	shared *publish.SharedCapacity
+	// passthrough: the device was allocated through the vfio class, to be
+	// passed through to a virtual machine (effect_vfio.go).
+	passthrough bool
 }
 
 func cdiDevices(ps []planned) []cdi.ClaimDevice {
@@ -63,7 +67,8 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 			missing = append(missing, fmt.Sprintf("%s/%s (request %q)", r.Pool, r.Device, r.Request))
 			continue
 		}
-		p := planned{dev: cdi.ClaimDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, GPU: *e.GPU, Partition: e.Partition}, carve: e.Carve, shared: e.Shared}
+		p := planned{dev: cdi.ClaimDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, GPU: *e.GPU, Partition: e.Partition}, carve: e.Carve, shared: e.Shared,
+			passthrough: requestClass(claim, r.Request) == names.VFIOClass}
 		if r.ShareID != nil {
 			p.dev.ShareID = string(*r.ShareID)
 			p.share = shareOf(p.dev.ShareID, r.ConsumedCapacity, e)
@@ -84,19 +89,42 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 	return out, nil
 }
 
+// requestClass is the DeviceClass of the claim's request (or subrequest,
+// "req/sub") of an allocation result; "" when the spec does not name it.
+func requestClass(claim *resourceapi.ResourceClaim, request string) string {
+	name, sub, _ := strings.Cut(request, "/")
+	for _, r := range claim.Spec.Devices.Requests {
+		if r.Name != name {
+			continue
+		}
+		if r.Exactly != nil && sub == "" {
+			return r.Exactly.DeviceClassName
+		}
+		for _, s := range r.FirstAvailable {
+			if s.Name == sub {
+				return s.DeviceClassName
+			}
+		}
+	}
+	return ""
+}
+
 // resolveRecorded maps a checkpointed claim's devices back to the inventory.
 func (m *Manager) resolveRecorded(c *checkpoint.Claim) ([]cdi.ClaimDevice, error) {
 	pub := m.cfg.Devices()
 	out := make([]cdi.ClaimDevice, 0, len(c.Devices))
 	for _, d := range c.Devices {
 		e, ok := pub.Devices[d.Device]
+		if !ok && d.VFIO != nil {
+			e, ok = pub.Passed[d.Device] // published as passed, no device
+		}
 		if !ok || d.Pool != pub.Pool {
 			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s is no longer on this node", d.Pool, d.Device))
 		}
 		if d.PartitionUUID != "" && (e.Partition == nil || e.Partition.UUID != d.PartitionUUID) {
 			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s: partition %s is gone", d.Pool, d.Device, d.PartitionUUID))
 		}
-		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile})
+		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile, VFIO: d.VFIO})
 	}
 	return out, nil
 }

@@ -47,8 +47,8 @@ func canonical(addr string) (string, error) {
 	return a, nil
 }
 
-// slot is an address's domain, bus and device: the functions of one card.
-func slot(addr string) string {
+// Slot is an address's domain, bus and device: the functions of one card.
+func Slot(addr string) string {
 	if i := strings.LastIndexByte(addr, '.'); i > 0 {
 		return addr[:i]
 	}

@@ -102,7 +102,7 @@ func Plan(s Sysfs, gpus []string) ([]Passage, error) {
 		if err != nil {
 			return nil, err
 		}
-		slots[slot(a)] = true
+		slots[Slot(a)] = true
 	}
 	out := make([]Passage, len(gpus))
 	checked := map[int]bool{}
@@ -122,7 +122,7 @@ func Plan(s Sysfs, gpus []string) ([]Passage, error) {
 			switch {
 			case m.Address == a:
 				gpu = &members[j]
-			case slot(m.Address) == slot(a):
+			case Slot(m.Address) == Slot(a):
 				p.Functions = append(p.Functions, m)
 			}
 		}
@@ -146,7 +146,7 @@ func Plan(s Sysfs, gpus []string) ([]Passage, error) {
 func complete(group int, members []Function, slots map[string]bool) error {
 	var stray []string
 	for _, m := range members {
-		if !slots[slot(m.Address)] && !m.Bridge() {
+		if !slots[Slot(m.Address)] && !m.Bridge() {
 			stray = append(stray, describe(m))
 		}
 	}
