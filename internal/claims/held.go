@@ -73,3 +73,16 @@ func (m *Manager) Passed() []publish.PassedGPU {
 	}
 	return out
 }
+
+// Recorded returns every claim the checkpoint records (in any state), by
+// UID, with its namespace and name: what the driver's start-up sweep of
+// device metadata keeps.
+func (m *Manager) Recorded() map[string]ClaimRef {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]ClaimRef, len(m.cp.Claims))
+	for uid, c := range m.cp.Claims {
+		out[uid] = ClaimRef{c.Namespace, c.Name}
+	}
+	return out
+}

@@ -88,6 +88,8 @@ type Config struct {
 	// Passthrough lets claims of the vfio class pass GPUs through
 	// (names.VFIOClass); off, such a claim is refused.
 	Passthrough bool
+	// DeviceMetadata gives each prepared Device its Metadata (metadata.go).
+	DeviceMetadata bool
 }
 
 // MemoryLimits is how shares' memory is held in the kernel.
@@ -112,6 +114,9 @@ type Device struct {
 	// Isolation is how the share is held, as assessed when its spec was
 	// written (Config.Isolation); set by Prepare for a share only.
 	Isolation *isolation.Assessment
+	// Metadata are the device's attributes for the file the kubelet mounts
+	// into its containers (metadata.go); nil unless Config.DeviceMetadata.
+	Metadata map[string]resourceapi.DeviceAttribute
 }
 
 // Manager prepares and unprepares claims. It is safe for concurrent use:

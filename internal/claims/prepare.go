@@ -57,7 +57,11 @@ func (m *Manager) prepare(ctx context.Context, claim *resourceapi.ResourceClaim,
 			return nil, nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 		}
 		logger.V(4).Info("Claim already prepared")
-		return devicesOf(c), nil, nil
+		out := devicesOf(c)
+		if m.cfg.DeviceMetadata {
+			m.recordedMetadata(c, out)
+		}
+		return out, nil, nil
 	}
 	if c, ok := m.cp.Claims[ref.UID]; ok {
 		// A half-done prepare or unprepare of this claim from a failed call,
@@ -199,6 +203,11 @@ func (m *Manager) complete(ctx context.Context, logger klog.Logger, ref cdi.Clai
 	}
 	if err != nil {
 		return fail(err)
+	}
+	if m.cfg.DeviceMetadata {
+		for i := range out {
+			out[i].Metadata = metadataOf(devs[i].attrs, &devs[i].dev, out[i].Isolation)
+		}
 	}
 	if err := m.crash(stepPrepareCompleted); err != nil {
 		return nil, err

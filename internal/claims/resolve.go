@@ -33,6 +33,9 @@ type planned struct {
 	// passthrough: the device was allocated through the vfio class, to be
 	// passed through to a virtual machine (effect_vfio.go).
 	passthrough bool
+	// attrs are its attributes as published (read only): its metadata's
+	// start (metadata.go).
+	attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 }
 
 func cdiDevices(ps []planned) []cdi.ClaimDevice {
@@ -68,7 +71,7 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 			continue
 		}
 		p := planned{dev: cdi.ClaimDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, GPU: *e.GPU, Partition: e.Partition}, carve: e.Carve, shared: e.Shared,
-			passthrough: requestClass(claim, r.Request) == names.VFIOClass}
+			passthrough: requestClass(claim, r.Request) == names.VFIOClass, attrs: e.Attributes}
 		if r.ShareID != nil {
 			p.dev.ShareID = string(*r.ShareID)
 			p.share = shareOf(p.dev.ShareID, r.ConsumedCapacity, e)

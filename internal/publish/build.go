@@ -185,6 +185,7 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("node %s: %w", nodeName, err)
 	}
 	isolate(items, opts.Isolation)
+	iommu(items, opts.IOMMUGroup)
 	pool, err := paginate(items, counterSets, res)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", nodeName, err)
@@ -262,6 +263,23 @@ func isolate(items []item, assess func(*inventory.GPU, *inventory.Partition) iso
 		if a.Level == isolation.Process {
 			// Only where MPS holds shares: elsewhere no daemon runs.
 			items[i].dev.Attributes[AttrMPSNamespace] = resourceapi.DeviceAttribute{BoolValue: &a.MPSNamespace}
+		}
+	}
+}
+
+// iommu gives each whole GPU published whole and unshared that can be
+// passed through its IOMMU group.
+func iommu(items []item, group func(*inventory.GPU) (int, bool)) {
+	if group == nil {
+		return
+	}
+	for i := range items {
+		e := items[i].entry
+		if items[i].placeholder || e.Partition != nil || e.Carve != nil || e.Shared != nil {
+			continue
+		}
+		if g, ok := group(e.GPU); ok {
+			attrs(items[i].dev.Attributes).integer(AttrIOMMUGroup, int64(g))
 		}
 	}
 }

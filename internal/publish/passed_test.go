@@ -91,3 +91,44 @@ func TestPassedGPUWithheldKeepsNames(t *testing.T) {
 		})
 	}
 }
+
+// TestIOMMUGroupAttribute: the vfio class selects GPUs by iommuGroup,
+// which only a GPU published whole and unshared that can be passed
+// carries; the real allocator then picks only those.
+func TestIOMMUGroupAttribute(t *testing.T) {
+	_, inv := alloctest.DiscoverSim(t, "l4-4", "node-1")
+	passable := map[string]int{inv.GPUs[1].PCIBusID: 7, inv.GPUs[2].PCIBusID: 8}
+	group := func(g *inventory.GPU) (int, bool) { n, ok := passable[g.PCIBusID]; return n, ok }
+	classes, err := alloctest.Classes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sharing publish.Sharing
+		want    int
+	}{{publish.SharingNone, 2}, {publish.SharingCapacity, 0}} {
+		res, err := publish.Build("node-1", inv, publish.Options{IOMMUGroup: group, Sharing: tc.sharing})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := alloctest.NewCluster(publish.Objects(names.DriverName, "node-1", res.Resources), classes)
+		var got []string
+		for range 3 {
+			r, err := c.Allocate(context.Background(), "node-1", alloctest.Claim("vm", alloctest.Request{Name: "gpu", Class: names.VFIOClass}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r == nil {
+				break
+			}
+			d := alloctest.Devices(r[0])[0]
+			if _, ok := res.Devices[d].Attributes[publish.AttrIOMMUGroup]; !ok {
+				t.Errorf("sharing %q: the vfio class took %s, which has no iommuGroup", tc.sharing, d)
+			}
+			got = append(got, d)
+		}
+		if len(got) != tc.want {
+			t.Errorf("sharing %q: the vfio class got %v, want %d GPUs", tc.sharing, got, tc.want)
+		}
+	}
+}

@@ -156,3 +156,41 @@ func complete(group int, members []Function, slots map[string]bool) error {
 	return fmt.Errorf("IOMMU group %d is incomplete: it also holds %s, which would have to be passed with it (a device of a group goes to one virtual machine or none); pass the GPUs of the group together in one claim, or move the card to a slot with a group of its own",
 		group, strings.Join(stray, ", "))
 }
+
+// Passable returns the IOMMU group of each GPU of gpus (addresses) that
+// some claim could pass: its group holds nothing but functions of gpus'
+// slots and bridges (a group of two GPUs is passable, both together).
+// A GPU whose group cannot be read or is incomplete is left out, with why
+// in why (by address). Ready's error when the node can pass nothing.
+func Passable(s Sysfs, gpus []string) (groups map[string]int, why map[string]error, err error) {
+	if err := Ready(s); err != nil {
+		return nil, nil, err
+	}
+	slots := map[string]bool{}
+	for _, g := range gpus {
+		if a, err := canonical(g); err == nil {
+			slots[Slot(a)] = true
+		}
+	}
+	groups, why = map[string]int{}, map[string]error{}
+	for _, g := range gpus {
+		a, err := canonical(g)
+		if err != nil {
+			why[g] = err
+			continue
+		}
+		group, err := GroupOf(s, a)
+		if err == nil {
+			var members []Function
+			if members, err = Members(s, group); err == nil {
+				err = complete(group, members, slots)
+			}
+		}
+		if err != nil {
+			why[a] = err
+			continue
+		}
+		groups[a] = group
+	}
+	return groups, why, nil
+}
