@@ -26,6 +26,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/gpuvendor/nvidia"
 	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/publish"
 )
 
@@ -100,6 +101,9 @@ type allowNode struct {
 	multi        []multiClaim
 	// channel: an IMEX channel of the node's domain is prepared too.
 	channel bool
+	// passthrough: the node's agent passes GPUs through (the multi
+	// claims with a class ask them of it).
+	passthrough bool
 }
 
 // allowConfig is how a single-device claim is configured.
@@ -164,6 +168,8 @@ type multiClaim struct {
 	// ncclTopo: the claim asks for an NCCL topology file (a config of
 	// its own, GpuConfig, for request "gpu").
 	ncclTopo bool
+	// class is the DeviceClass its request names ("" for none).
+	class string
 }
 
 const (
@@ -206,6 +212,10 @@ var allowNodes = []allowNode{
 	}},
 	{name: "dgx-h100-mig, vendor spec by index", profile: "dgx-h100-mig", vendorSpec: byIndex, full: []string{kindStaticMIG}, configs: sharingConfigs[:2]},
 	{name: "dgx-h100 dynamic, vendor spec by index", profile: "dgx-h100", partitioning: publish.Dynamic, vendorSpec: byIndex, full: []string{kindNVIDIA}, configs: sharingConfigs[:2]},
+	{name: "passthrough", profile: "mixed-inference", passthrough: true, configs: sharingConfigs[:1], vendorSpec: byIndex, multi: []multiClaim{
+		{name: "an A100 passed through", devices: []string{"gpu-1"}, class: names.VFIOClass},
+		{name: "an A100 and the MI210 passed through", devices: []string{"gpu-0", "gpu-4"}, class: names.VFIOClass},
+	}},
 }
 
 // allowCheck is the state of one run over the table.
@@ -217,7 +227,7 @@ type allowCheck struct {
 
 func (a *allowCheck) node(t *testing.T, n allowNode) {
 	e := sharingEnv(t, n.profile)
-	e.partitioning, e.sharing = n.partitioning, n.sharing
+	e.partitioning, e.sharing, e.passthrough = n.partitioning, n.sharing, n.passthrough
 	if n.channel {
 		e.imex = (&imexNode{ready: true}).config()
 	}
@@ -243,6 +253,9 @@ func (a *allowCheck) node(t *testing.T, n allowNode) {
 	}
 	for _, mc := range n.multi {
 		claim := a.claim(mc.devices...)
+		if mc.class != "" {
+			claim.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: mc.class}}}
+		}
 		if mc.sharing != "" {
 			withConfig(claim, mc.kind, mc.sharing, false)
 		}
@@ -414,11 +427,17 @@ func (e *env) bindingOf(t *testing.T, m *Manager, uid string) *binding {
 		t.Fatal(err)
 	}
 	b := &binding{uid: uid, minors: map[string]bool{}, caps: map[string]bool{}, cards: map[string]bool{}, renders: map[string]bool{},
-		uuids: map[string]bool{}, amdUUIDs: map[string]bool{}, channels: map[string]bool{}, devRoot: e.sim.DevRoot(), mpsRoot: e.mpsRoot(), cdiDir: e.cdiDir()}
+		uuids: map[string]bool{}, amdUUIDs: map[string]bool{}, channels: map[string]bool{}, groups: map[string]bool{}, devRoot: e.sim.DevRoot(), mpsRoot: e.mpsRoot(), cdiDir: e.cdiDir()}
 	num := strconv.Itoa
 	for _, d := range m.Prepared()[uid].Devices {
 		if ch, ok := channelpool.ChannelOf(d.Device); ok {
 			b.channels[num(ch)] = true
+			continue
+		}
+		if d.VFIO != nil {
+			// Passed through: none of its vendor's nodes (its driver let
+			// it go, and the node no longer lists it), its group's.
+			b.groups[num(d.VFIO.Group)] = true
 			continue
 		}
 		g, p := findDevice(t, inv, d)
