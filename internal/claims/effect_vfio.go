@@ -67,6 +67,7 @@ func (passthrough) apply(ctx context.Context, m *Manager, entry *checkpoint.Clai
 			return withKind(ErrPassthrough, fmt.Errorf("device %s: bound to %s, but its IOMMU group's node is missing: %w", devs[i].dev.Device, vfio.Driver, err))
 		}
 		rec.Bound = true
+		m.passChanges.Add(1)
 		devs[i].dev.VFIO = rec
 		klog.FromContext(ctx).V(2).Info("Passed GPU through", "device", devs[i].dev.Device, "pciBusID", rec.Functions[0].Address, "iommuGroup", rec.Group, "functions", len(rec.Functions))
 	}
@@ -89,6 +90,7 @@ func (passthrough) undo(ctx context.Context, m *Manager, c *checkpoint.Claim) er
 				return withKind(ErrPassthrough, fmt.Errorf("device %s: give back to its driver: %w", d.Device, err))
 			}
 		}
+		m.passChanges.Add(1)
 		klog.FromContext(ctx).V(2).Info("Gave passed GPU back to its driver", "device", d.Device, "pciBusID", fns[0].Address, "driver", fns[0].Driver)
 	}
 	return nil

@@ -86,3 +86,8 @@ func (m *Manager) Recorded() map[string]ClaimRef {
 	}
 	return out
 }
+
+// PassthroughChanges counts the GPUs passed through or given back since
+// the manager started, without the state lock: the driver republishes when
+// it moved (Passed says what to).
+func (m *Manager) PassthroughChanges() uint64 { return m.passChanges.Load() }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -148,6 +149,9 @@ type Manager struct {
 	// claim, up to its entry, with stopping it when idle (imexdaemon.go),
 	// so that a stop never takes the daemon a prepare just started.
 	imexMu sync.Mutex
+	// passChanges counts GPUs passed through or given back
+	// (PassthroughChanges), read without mu.
+	passChanges atomic.Uint64
 	// crashHook, set only by this package's tests (newManager), is called
 	// after each step; a non-nil error stops the operation there as if the
 	// process had died.

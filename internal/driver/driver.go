@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -146,6 +147,9 @@ type Driver struct {
 	healthDone chan struct{}
 	// calls are the kubelet's calls in flight, which Stop drains.
 	calls inflight
+	// passSeen is the claims' PassthroughChanges the node last
+	// republished for (followPassthrough).
+	passSeen atomic.Uint64
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)

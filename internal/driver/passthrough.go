@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 
 	"k8s.io/klog/v2"
 
@@ -85,25 +84,15 @@ func (p *publisher) iommuGroup(g *inventory.GPU) (int, bool) {
 
 // followPassthrough republishes after a prepare or unprepare that passed
 // a GPU through or gave one back: the node's inventory changed (the
-// backend lists the GPU no more, or again) and its devices with it.
+// backend lists the GPU no more, or again) and its devices with it. It
+// looks at a counter, not the claims' state: a call that passed nothing
+// must not wait for the state lock another claim's prepare holds.
 func (d *Driver) followPassthrough(ctx context.Context) {
-	now := uuidsOf(d.claims.Passed())
-	d.pub.mu.Lock()
-	last := d.pub.lastPassed
-	d.pub.mu.Unlock()
-	if slices.Equal(now, last) {
+	n := d.claims.PassthroughChanges()
+	if d.passSeen.Swap(n) == n {
 		return
 	}
 	if err := d.pub.publish(ctx, inventoryChanged); err != nil {
 		klog.FromContext(ctx).Error(err, "Republish after a GPU was passed through or given back")
 	}
-}
-
-func uuidsOf(passed []publish.PassedGPU) []string {
-	out := make([]string, len(passed))
-	for i, g := range passed {
-		out[i] = g.UUID
-	}
-	sort.Strings(out)
-	return out
 }

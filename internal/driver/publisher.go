@@ -71,9 +71,8 @@ type publisher struct {
 	held      func(string, *inventory.Partition) bool
 	heldWhole func(gpu string) bool
 	// passed are the GPUs claims pass through (passthrough.go); nil:
-	// none. lastPassed are their UUIDs as the last build used them.
-	passed     func() []publish.PassedGPU
-	lastPassed []string
+	// none.
+	passed func() []publish.PassedGPU
 
 	// labeler keeps the node's fabric domain label (nodelabel.go); nil
 	// without an API client (the dry run).
@@ -325,9 +324,6 @@ func (p *publisher) build(ctx context.Context, held func(string, *inventory.Part
 		return nil, err
 	}
 	p.open = res.Open
-	p.mu.Lock()
-	p.lastPassed = uuidsOf(o.Passed)
-	p.mu.Unlock()
 	p.resMu.Lock()
 	p.published = res
 	p.resMu.Unlock()
