@@ -173,7 +173,7 @@ func vfioState() *Checkpoint {
 		UID: "uid-vm", Namespace: "vms", Name: "guest", State: PrepareCompleted, Updated: at,
 		Devices: []Device{{Request: "gpu", Pool: "node-1", Device: "gpu-3", GPUUUID: "GPU-3",
 			CDIDeviceIDs: []string{"k8s.gpu.tessera.dev/claim=uid-vm-0-gpu-3", "k8s.gpu.tessera.dev/claim=uid-vm-vfio"},
-			VFIO: &VFIO{Group: 40, Bound: true, Functions: []VFIOFunction{{Address: "0000:41:00.0", Driver: "nvidia"}, {Address: "0000:41:00.1", Driver: "snd_hda_intel"}}}}},
+			VFIO:         &VFIO{Group: 40, Bound: true, Functions: []VFIOFunction{{Address: "0000:41:00.0", Driver: "nvidia"}, {Address: "0000:41:00.1", Driver: "snd_hda_intel"}}}}},
 	}
 	cp.Claims["uid-vm-2"] = &Claim{
 		UID: "uid-vm-2", Namespace: "vms", Name: "starting", State: PrepareStarted, Updated: at.Add(time.Second),
