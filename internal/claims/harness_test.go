@@ -27,7 +27,7 @@ const (
 // env is one node's on-disk world: sim state, CDI dir and checkpoint. A new
 // Manager over the same env is what a restarted agent sees.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	profile string
 	bootID  string
@@ -110,7 +110,18 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 	// changes, the manager sees the node as it is now: the GPUs passed
 	// through (as the manager records them, which the node's sysfs shows)
 	// keep their names and publish no device.
+	// Built again only when the backend's generation moved, as the agent
+	// republishes: a carve, a destroy, a binding.
+	var last *publish.Result
+	var lastGen string
 	devices := func() *publish.Result {
+		gen, err := b.Generation()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if last != nil && gen == lastGen {
+			return last
+		}
 		inv, err := b.Discover(ctx)
 		if err != nil {
 			e.t.Fatal(err)
@@ -121,6 +132,7 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
+		last, lastGen = r, gen
 		return r
 	}
 	res := devices()
@@ -171,4 +183,4 @@ func allocated(name string, devices ...string) *resourceapi.ResourceClaim {
 	return c
 }
 
-func ctxFor(t *testing.T) context.Context { _, ctx := ktesting.NewTestContext(t); return ctx }
+func ctxFor(t testing.TB) context.Context { _, ctx := ktesting.NewTestContext(t); return ctx }

@@ -448,7 +448,7 @@ func (e *env) stopDaemons() {
 	}
 }
 
-func jsonInt(t *testing.T, data []byte, key string) int {
+func jsonInt(t testing.TB, data []byte, key string) int {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(data, &m); err != nil {

@@ -32,7 +32,7 @@ func vfioClaim(name string, devices ...string) *resourceapi.ResourceClaim {
 
 // simPassed is what the agent's publisher gets from the manager's
 // Passed: the GPUs the node's sysfs shows off their host driver.
-func simPassed(t *testing.T, b *sim.Backend) []publish.PassedGPU {
+func simPassed(t testing.TB, b *sim.Backend) []publish.PassedGPU {
 	var out []publish.PassedGPU
 	for _, g := range b.Machine().Node.GPUs {
 		d, err := vfio.DriverOf(b.PCISysfs(), g.PCIBusID)
