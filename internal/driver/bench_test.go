@@ -224,7 +224,9 @@ func BenchmarkPrepareNCCLTopo(b *testing.B) {
 func BenchmarkPrepareUnprepareMetadata(b *testing.B) {
 	for _, gpus := range []int{1, 8} {
 		for _, on := range []bool{false, true} {
-			b.Run(fmt.Sprintf("gpus=%d/metadata=%v", gpus, on), func(b *testing.B) {
+			// Short names: the socket's path under TMPDIR holds them, and
+			// a unix socket's path may be no longer than 108 bytes.
+			b.Run(fmt.Sprintf("gpus=%d/%s", gpus, map[bool]string{false: "plain", true: "metadata"}[on]), func(b *testing.B) {
 				var devices []string
 				for i := 0; i < gpus; i++ {
 					devices = append(devices, fmt.Sprintf("gpu-%d", i))
