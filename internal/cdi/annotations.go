@@ -37,4 +37,8 @@ const (
 	// not passed), so a checkpoint rebuilt from specs still gives it back
 	// to its driver.
 	annVFIO = annotationPrefix + "vfio"
+	// annAdminAccess is "true" on a device allocated for admin access
+	// (absent: it was not), so a checkpoint rebuilt from specs still
+	// counts a monitor's device as holding nothing.
+	annAdminAccess = annotationPrefix + "admin-access"
 )

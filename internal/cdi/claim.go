@@ -34,6 +34,11 @@ type ClaimDevice struct {
 	// vendor's nodes and it joins no vendor's common device; the effect's
 	// edits give it the group's node.
 	VFIO *checkpoint.VFIO
+	// AdminAccess is set on a device allocated for DRA admin access (a
+	// monitor), and recorded in the spec: its CDI device is a holder's
+	// (the vendor's nodes), and a checkpoint rebuilt from the spec still
+	// counts it as holding nothing.
+	AdminAccess bool
 	// Edits are what the device's owners add to its own CDI device, after
 	// its vendor's nodes (edits.go): a memory limit's hooks, a passed
 	// GPU's group node.

@@ -18,7 +18,7 @@ import (
 // IDs, no carve): the checkpoint's record of it, which prepare fills in,
 // and what its spec records.
 func (d ClaimDevice) Checkpoint() checkpoint.Device {
-	dev := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile, VFIO: d.VFIO}
+	dev := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile, VFIO: d.VFIO, AdminAccess: d.AdminAccess}
 	if d.Partition != nil {
 		dev.PartitionUUID = d.Partition.UUID
 	}
@@ -47,6 +47,9 @@ func annotate(ann map[string]string, rec checkpoint.DeviceRecord) error {
 	}
 	if rec.NCCLTopoFile {
 		ann[annNCCLTopoFile] = "true"
+	}
+	if rec.AdminAccess {
+		ann[annAdminAccess] = "true"
 	}
 	if rec.Sharing != nil {
 		js, err := json.Marshal(rec.Sharing)
@@ -79,6 +82,7 @@ func recordOf(ann map[string]string) (rec checkpoint.DeviceRecord, ok bool, err 
 		PartitionUUID: ann[annPartitionUUID],
 		ShareID:       ann[annShareID],
 		NCCLTopoFile:  ann[annNCCLTopoFile] == "true",
+		AdminAccess:   ann[annAdminAccess] == "true",
 	}
 	if s := ann[annCDIDeviceIDs]; s != "" {
 		rec.CDIDeviceIDs = strings.Split(s, ",")

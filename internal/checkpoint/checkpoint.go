@@ -83,6 +83,12 @@ type Device struct {
 	// (internal/vfio): saved with PrepareStarted, before the first sysfs
 	// write, so that rollback gives back whatever was moved.
 	VFIO *VFIO
+	// AdminAccess is set on a device allocated for DRA admin access (a
+	// monitor's claim): the claim gets the device's nodes and nothing
+	// else, and holds nothing of it for the agent (no conflict, share,
+	// stale-claim release or effect counts it), so its holders prepare and
+	// unprepare as if it were not there (internal/claims admin.go).
+	AdminAccess bool
 }
 
 // VFIO is what passing one GPU through moved: its IOMMU group and the PCI

@@ -70,7 +70,7 @@ func RecordOf(d Device) DeviceRecord {
 		Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: d.CDIDeviceIDs,
 		GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID, CreatedPartition: d.CreatedPartition,
 		Profile: d.Profile, Placement: placementRecordOf(d.Placement), Sharing: sharingRecordOf(d.Sharing), ShareID: d.ShareID,
-		NCCLTopoFile: d.NCCLTopoFile, VFIO: vfioRecordOf(d.VFIO),
+		NCCLTopoFile: d.NCCLTopoFile, VFIO: vfioRecordOf(d.VFIO), AdminAccess: d.AdminAccess,
 	}
 }
 
@@ -80,7 +80,7 @@ func DeviceOf(r DeviceRecord) Device {
 		Request: r.Request, Pool: r.Pool, Device: r.Device, CDIDeviceIDs: r.CDIDeviceIDs,
 		GPUUUID: r.GPUUUID, PartitionUUID: r.PartitionUUID, CreatedPartition: r.CreatedPartition,
 		Profile: r.Profile, Placement: r.Placement.placement(), Sharing: r.Sharing.settings(), ShareID: r.ShareID,
-		NCCLTopoFile: r.NCCLTopoFile, VFIO: r.VFIO.vfio(),
+		NCCLTopoFile: r.NCCLTopoFile, VFIO: r.VFIO.vfio(), AdminAccess: r.AdminAccess,
 	}
 }
 

@@ -51,6 +51,11 @@ type DeviceRecord struct {
 	// not give such a GPU back to its driver (docs/vfio.md: before a
 	// downgrade, let passthrough claims go).
 	VFIO *VFIORecord `json:"vfio,omitempty"`
+	// AdminAccess is additive and optional too: absent on every device
+	// not allocated for admin access. An agent from before it would count
+	// such a device as held (refuse its holders' prepares) until the
+	// monitor's pod goes (docs/claims.md: before a downgrade).
+	AdminAccess bool `json:"adminAccess,omitempty"`
 }
 
 // VFIORecord is a VFIO: a GPU passed through to a virtual machine.
