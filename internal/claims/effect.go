@@ -131,6 +131,11 @@ func (m *Manager) plan(entry *checkpoint.Claim, devs []planned) (changes bool) {
 	for i := range devs {
 		d := &devs[i]
 		rec := d.dev.Checkpoint()
+		if d.dev.AdminAccess {
+			// A monitor's device: nothing changes on the node for it.
+			entry.Devices = append(entry.Devices, rec)
+			continue
+		}
 		for _, e := range effects {
 			if e.plan(m, d, &rec) {
 				changes = true

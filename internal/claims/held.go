@@ -32,6 +32,9 @@ func (m *Manager) HeldDevices() map[ClaimRef][]HeldDevice {
 		}
 		ref := ClaimRef{c.Namespace, c.Name}
 		for _, d := range c.Devices {
+			if !holding(d) {
+				continue // a monitor's: its pod uses no GPU
+			}
 			out[ref] = append(out[ref], HeldDevice{Device: d.Device, GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID, Profile: d.Profile, ShareID: d.ShareID})
 		}
 	}
@@ -46,7 +49,7 @@ func (m *Manager) HoldsWhole(gpu string) bool {
 	defer m.mu.Unlock()
 	for _, c := range m.cp.Claims {
 		for _, d := range c.Devices {
-			if d.GPUUUID == gpu && d.PartitionUUID == "" && d.Placement == nil && d.ShareID == "" {
+			if holding(d) && d.GPUUUID == gpu && d.PartitionUUID == "" && d.Placement == nil && d.ShareID == "" {
 				return true
 			}
 		}

@@ -30,6 +30,7 @@ const (
 	metaMPSThreads        = "mpsActiveThreadPercentage"
 	metaMPSPinned         = "mpsPinnedMemoryLimit" // bytes
 	metaPassthrough       = "passthrough"          // the GPU is passed through to a virtual machine
+	metaAdminAccess       = "adminAccess"          // the claim watches the device (admin access) and holds nothing of it
 )
 
 // metadataOf is device d's metadata: attrs, its attributes as published
@@ -71,6 +72,9 @@ func metadataOf(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute,
 	if iso != nil && iso.Level != "" {
 		str(publish.AttrMemoryIsolation, string(iso.Level))
 	}
+	if d.AdminAccess {
+		flag(metaAdminAccess, true)
+	}
 	if v := d.VFIO; v != nil {
 		flag(metaPassthrough, true)
 		num(publish.AttrIOMMUGroup, int64(v.Group))
@@ -93,7 +97,7 @@ func (m *Manager) recordedMetadata(c *checkpoint.Claim, out []Device) {
 		} else if e, ok := pub.Passed[c.Devices[i].Device]; ok {
 			attrs = e.Attributes
 		}
-		d := cdi.ClaimDevice{Device: c.Devices[i].Device, Sharing: c.Devices[i].Sharing, VFIO: c.Devices[i].VFIO}
+		d := cdi.ClaimDevice{Device: c.Devices[i].Device, Sharing: c.Devices[i].Sharing, VFIO: c.Devices[i].VFIO, AdminAccess: c.Devices[i].AdminAccess}
 		if err == nil {
 			d = devs[i]
 		}

@@ -116,10 +116,13 @@ func (m *Manager) confirm(ctx context.Context, ref cdi.ClaimRef, c *checkpoint.C
 // with other prepared claims; look: a refusal for devices prepared claims
 // hold returns those claims too (suspects). m.mu is held.
 func (m *Manager) admit(ctx context.Context, ref cdi.ClaimRef, claim *resourceapi.ResourceClaim, look bool) ([]planned, []suspect, error) {
-	devs, err := m.resolve(claim)
+	all, err := m.resolve(claim)
 	if err != nil {
 		return nil, nil, err
 	}
+	// Only the devices the claim holds are checked against other claims:
+	// an admin-access device is watched, whoever holds it (admin.go).
+	devs := holdingOnly(all)
 	if err := m.yieldUnconfirmed(ctx, ref, devs); err != nil {
 		return nil, nil, err
 	}
@@ -142,7 +145,7 @@ func (m *Manager) admit(ctx context.Context, ref cdi.ClaimRef, claim *resourceap
 		}
 		return nil, nil, err
 	}
-	return devs, nil, nil
+	return all, nil, nil
 }
 
 // startEffects saves entry PrepareStarted, then applies the claim's side

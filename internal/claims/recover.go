@@ -119,9 +119,10 @@ func (m *Manager) rebuild() (*checkpoint.Checkpoint, error) {
 					cd.PartitionUUID = e.Partition.UUID
 				}
 			}
-			if ok && e.Carve != nil && cd.PartitionUUID != "" {
+			if ok && e.Carve != nil && cd.PartitionUUID != "" && !cd.AdminAccess {
 				// A dynamic placement: the agent carved it, so unprepare
-				// must destroy it; and on a GPU whose mode it may switch,
+				// must destroy it (unless a monitor only watches it:
+				// its holder carved it); and on a GPU whose mode it may switch,
 				// it switched MIG mode on for it (the record of that went
 				// with the checkpoint), so it switches it off after.
 				pl := e.Carve.Placement

@@ -33,6 +33,8 @@ type planned struct {
 	// passthrough: the device was allocated through the vfio class, to be
 	// passed through to a virtual machine (effect_vfio.go).
 	passthrough bool
+	// dev.AdminAccess: the device was allocated for admin access, to be
+	// watched and not held (admin.go).
 	// attrs are its attributes as published (read only): its metadata's
 	// start (metadata.go).
 	attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
@@ -55,6 +57,7 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 	pub := m.cfg.Devices()
 	var out []planned
 	var missing []string
+	var refused []error
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != m.cfg.DriverName {
 			continue
@@ -76,6 +79,14 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 			p.dev.ShareID = string(*r.ShareID)
 			p.share = shareOf(p.dev.ShareID, r.ConsumedCapacity, e)
 		}
+		if adminResult(r) {
+			p.dev.AdminAccess = true
+			if err := watch(&p, e); err != nil {
+				refused = append(refused, err)
+			}
+			out = append(out, p)
+			continue
+		}
 		if e.Carve != nil {
 			// Whatever is published at the placement now is not this
 			// claim's: prepare carves its own.
@@ -86,8 +97,26 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 	if len(missing) > 0 {
 		return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("allocated device(s) not on this node (pool %s): %s", pub.Pool, strings.Join(missing, ", ")))
 	}
-	if err := m.resolveSharing(claim, out); err != nil {
+	if err := errors.Join(refused...); err != nil {
+		return nil, err
+	}
+	if err := m.checkAdmin(claim, out); err != nil {
+		return nil, err
+	}
+	// An admin-access device gets no settings: checkAdmin refused every
+	// config that would apply to it.
+	hold := holdingOnly(out)
+	if err := m.resolveSharing(claim, hold); err != nil {
 		return nil, withKind(ErrConfigRejected, err)
+	}
+	if len(hold) < len(out) {
+		k := 0
+		for i := range out {
+			if !out[i].dev.AdminAccess {
+				out[i] = hold[k]
+				k++
+			}
+		}
 	}
 	return out, nil
 }
@@ -127,7 +156,7 @@ func (m *Manager) resolveRecorded(c *checkpoint.Claim) ([]cdi.ClaimDevice, error
 		if d.PartitionUUID != "" && (e.Partition == nil || e.Partition.UUID != d.PartitionUUID) {
 			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s: partition %s is gone", d.Pool, d.Device, d.PartitionUUID))
 		}
-		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile, VFIO: d.VFIO})
+		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile, VFIO: d.VFIO, AdminAccess: d.AdminAccess})
 	}
 	return out, nil
 }
@@ -147,7 +176,9 @@ func (m *Manager) checkConflicts(ctx context.Context, ref cdi.ClaimRef, devs []p
 			continue
 		}
 		for _, d := range c.Devices {
-			holds = append(holds, held{recordedFootprint(d), c.Namespace + "/" + c.Name, d.Device})
+			if holding(d) {
+				holds = append(holds, held{recordedFootprint(d), c.Namespace + "/" + c.Name, d.Device})
+			}
 		}
 	}
 	var conflicts []string
