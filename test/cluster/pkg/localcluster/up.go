@@ -485,8 +485,16 @@ func (c *Config) StartPluginWithKubeconfig(s *State, n Node, kubeconfig string) 
 		"--attribution-poll=" + AttributionPoll,
 		"--telemetry-poll=" + TelemetryPoll,
 		"--v=4",
-	}, c.imexArgs(n.Name)...)...)
+	}, append(n.passthroughArgs(), c.imexArgs(n.Name)...)...)...)
 	return err
+}
+
+// passthroughArgs are the agent's flags for n's passthrough.
+func (n Node) passthroughArgs() []string {
+	if !n.Passthrough {
+		return nil
+	}
+	return []string{"--passthrough"}
 }
 
 func metricsPort(node string) string { return "metrics-" + node }
