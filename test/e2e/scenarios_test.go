@@ -95,6 +95,7 @@ var checks = map[string]func(t *testing.T, pods map[string]got){
 		}
 		expectDevices(t, pods["mi300x-job"], 1, func(d resourceapi.Device) bool { return str(d, "model") == "MI300X" })
 	},
+	"20-gpu-monitor.yaml": checkMonitor,
 }
 
 // outcome is what a scenario's pods and objects ended up as, for checks
@@ -181,6 +182,7 @@ func checkDynamicMIG(t *testing.T, pods map[string]got) {
 // cluster has no node they need.
 var checkedElsewhere = map[string]string{
 	"19-rack-job-one-domain.yaml": "test/e2e/rack (TestDemoRackJob): GB200 trays of one domain",
+	"21-vm-passthrough.yaml":      "TestPassthrough/vm-pods: a passed GPU publishes no device, which runScenario looks its pods' devices up in",
 }
 
 func TestScenarios(t *testing.T) {
