@@ -35,6 +35,10 @@
 // one GET of it from the API server made without the state lock, deleted,
 // replaced or deallocated (stale.go; docs/operating.md#stale-claims).
 //
+// A device allocated with adminAccess (a monitor's claim, admin.go) is
+// watched, not held: it gets its spec and nothing else, no effect plans for
+// it, and none of the checks against other claims counts it.
+//
 // Concurrency: operations on one claim are serialised (by UID); plain
 // claims hold the state lock only to check and record and run in parallel;
 // claims with side effects hold it throughout. Checkpoint writes are group
