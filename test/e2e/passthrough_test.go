@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,10 +33,13 @@ const pciBusIDAttr = "resource.kubernetes.io/pciBusID"
 // file (KEP-5304), under the kubelet's fixed directory.
 const metadataMount = "/var/run/kubernetes.io/dra-device-attributes/"
 
-// vmPod is one VM-shaped pod of demo/21-vm-passthrough.yaml and the host
-// driver its GPU leaves for vfio-pci and comes back to.
+// vmPod is one VM-shaped pod of demo/21-vm-passthrough.yaml, the nodes
+// with passthrough on that have its model, and the host driver its GPU
+// leaves for vfio-pci and comes back to.
 type vmPod struct {
-	pod, node, hostDriver string
+	pod        string
+	nodes      []string
+	hostDriver string
 }
 
 // TestPassthrough: GPUs passed through to virtual machines on the nodes
@@ -55,19 +59,21 @@ func TestPassthrough(t *testing.T) {
 		if err := sc.Apply(ctx, client, ns); err != nil {
 			t.Fatal(err)
 		}
-		vms := []vmPod{{"vm-h100", "gpu-h100", "nvidia"}, {"vm-mi300x", "gpu-mi300x", "amdgpu"}}
+		vms := []vmPod{{"vm-h100", []string{"gpu-h100", dynamicNode}, "nvidia"}, {"vm-mi300x", []string{"gpu-mi300x"}, "amdgpu"}}
 		if err := scenario.WaitRunning(ctx, client, ns, []string{vms[0].pod, vms[1].pod}, 120*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		passed := map[string]string{} // pod -> PCI address
+		ranOn := map[string]string{}  // pod -> node
 		for _, vm := range vms {
 			p, err := client.CoreV1().Pods(ns).Get(ctx, vm.pod, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Spec.NodeName != vm.node {
-				t.Errorf("%s ran on %s, want %s (the only node with its model)", vm.pod, p.Spec.NodeName, vm.node)
+			if !slices.Contains(vm.nodes, p.Spec.NodeName) {
+				t.Errorf("%s ran on %s, want one of %v (the nodes with passthrough and its model)", vm.pod, p.Spec.NodeName, vm.nodes)
 			}
+			ranOn[vm.pod] = p.Spec.NodeName
 			claim := claimOfPod(t, p)
 			dev := allocatedDevice(t, ns, claim)
 			ctr, err := record.Read(cluster.RecordDir(p.Spec.NodeName), ns, vm.pod, "vmm")
@@ -95,15 +101,15 @@ func TestPassthrough(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, vm := range vms {
-			addr := passed[vm.pod]
+			addr, node := passed[vm.pod], ranOn[vm.pod]
 			if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
-				got := driverOn(t, vm.node, addr)
-				return got == vm.hostDriver, fmt.Sprintf("GPU %s on %s is on %q", addr, vm.node, got)
+				got := driverOn(t, node, addr)
+				return got == vm.hostDriver, fmt.Sprintf("GPU %s on %s is on %q", addr, node, got)
 			}); err != nil {
 				t.Errorf("%s's GPU not given back to %s: %v", vm.pod, vm.hostDriver, err)
 			}
 			if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
-				return publishedAt(t, vm.node, addr), "no device of " + addr + " published"
+				return publishedAt(t, node, addr), "no device of " + addr + " published"
 			}); err != nil {
 				t.Errorf("%s's GPU not published again: %v", vm.pod, err)
 			}
