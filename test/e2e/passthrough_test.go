@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,7 +21,9 @@ import (
 	"k8s.io/dynamic-resource-allocation/devicemetadata"
 
 	"github.com/tessera-gpu/tessera/internal/names"
+	"github.com/tessera-gpu/tessera/internal/sim"
 	"github.com/tessera-gpu/tessera/internal/vfio"
+	"github.com/tessera-gpu/tessera/internal/vfio/simfs"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/record"
 	"github.com/tessera-gpu/tessera/test/cluster/pkg/scenario"
 )
@@ -165,6 +168,52 @@ func TestPassthrough(t *testing.T) {
 			t.Errorf("%s (%s) left its driver after a refused passthrough", gpu, addr)
 		}
 	})
+}
+
+// TestPassthroughCutShort: an agent killed between a passthrough's unbind
+// and bind, its record lost with it, leaves the GPU on no driver with
+// vfio-pci as its override; the next agent's start gives it back to its
+// host driver and the node publishes it again. (With the record kept,
+// every crash point is internal/claims' TestPassthroughCrashAtEveryStep.)
+// The cut-short state is written while the agent is down, through the
+// simulated kernel's sysfs, as vfio.Bind leaves it when stopped there.
+func TestPassthroughCutShort(t *testing.T) {
+	ctx := context.Background()
+	node := "gpu-h100"
+	addr := pciOf(t, node, "gpu-6")
+	restartPlugin(t, node, func() {
+		m, err := sim.Profile(nodeByName(t, node).Profile, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree, err := simfs.Open(filepath.Join(simDir(node), "sys"), m.PCI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := errors.New("agent killed")
+		if err := vfio.Bind(tree, addr, func(st vfio.Step) error {
+			if st == vfio.StepUnbound {
+				return stop
+			}
+			return nil
+		}); !errors.Is(err, stop) {
+			t.Fatalf("cut a passthrough of %s short: %v", addr, err)
+		}
+		if d := driverOn(t, node, addr); d != "" {
+			t.Fatalf("cut short between unbind and bind: %s on %q, want no driver", addr, d)
+		}
+	})
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		d := driverOn(t, node, addr)
+		return d == "nvidia", fmt.Sprintf("%s on %q", addr, d)
+	}); err != nil {
+		t.Fatalf("the restarted agent did not give the GPU back: %v", err)
+	}
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		return publishedAt(t, node, addr), "no device of " + addr + " published"
+	}); err != nil {
+		t.Error(err)
+	}
 }
 
 // claimOfPod is the name of the claim generated for the pod's only
