@@ -170,6 +170,9 @@ type multiClaim struct {
 	ncclTopo bool
 	// class is the DeviceClass its request names ("" for none).
 	class string
+	// admin: every device is allocated for admin access (a monitor's
+	// claim): its spec must hold a holder's edits and no more.
+	admin bool
 }
 
 const (
@@ -185,12 +188,14 @@ var allowNodes = []allowNode{
 		{name: "two T4s time-sliced", devices: []string{"gpu-2", "gpu-3"}, kind: gpuConfig, sharing: `{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}`},
 		{name: "every GPU", devices: []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4"}},
 		{name: "two A100s with an NCCL topology file", devices: []string{"gpu-1", "gpu-0"}, ncclTopo: true},
+		{name: "every GPU watched with admin access", devices: []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4"}, admin: true},
 	}},
 	{name: "mi300x-8, NCCL topology file", profile: "mi300x-8", configs: sharingConfigs[:1], multi: []multiClaim{
 		{name: "three MI300X with an NCCL topology file", devices: []string{"gpu-5", "gpu-0", "gpu-2"}, ncclTopo: true},
 	}},
 	{name: "dgx-h100-mig, static MIG", profile: "dgx-h100-mig", full: []string{kindStaticMIG}, configs: sharingConfigs, multi: []multiClaim{
 		{name: "a GPU and a MIG instance", devices: []string{"gpu-0", "gpu-7-mig-3g-40gb-4"}},
+		{name: "a GPU and a MIG instance watched with admin access", devices: []string{"gpu-0", "gpu-7-mig-3g-40gb-4"}, admin: true},
 		{name: "two MIG instances under MPS", devices: []string{"gpu-6-mig-1g-10gb-0", "gpu-6-mig-1g-10gb-1"}, kind: partitionConfig,
 			sharing: `{"strategy":"MPS","mps":{"defaultPinnedDeviceMemoryLimit":"1Gi"}}`},
 	}},
@@ -261,6 +266,12 @@ func (a *allowCheck) node(t *testing.T, n allowNode) {
 		}
 		if mc.ncclTopo {
 			withNCCLTopo(claim)
+		}
+		if mc.admin {
+			yes := true
+			for i := range claim.Status.Allocation.Devices.Results {
+				claim.Status.Allocation.Devices.Results[i].AdminAccess = &yes
+			}
 		}
 		a.prepare(t, e, m, mc.name, claim, false, "")
 	}
