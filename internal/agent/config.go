@@ -23,6 +23,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/podresources"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/telemetry"
+	"github.com/tessera-gpu/tessera/internal/vfio"
 )
 
 // Config holds the agent's flags. Every flag can also be set through an
@@ -94,6 +95,12 @@ type Config struct {
 	// TelemetryPoll is how often the backend's device telemetry is read
 	// (internal/telemetry); 0 turns it off.
 	TelemetryPoll time.Duration
+	// Passthrough lets claims of the vfio class pass GPUs through to
+	// virtual machines (docs/vfio.md).
+	Passthrough bool
+	// DeviceMetadata writes each prepared device's attributes into the
+	// file the kubelet mounts (KEP-5304, docs/claims.md).
+	DeviceMetadata bool
 
 	// Who may read /metrics, and over what (metricsauth.go).
 	MetricsAuth        bool
@@ -122,6 +129,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.SimProfile, "sim-profile", "dgx-h100", "Simulated machine: a built-in catalogue name or a path to a machine YAML file (backend sim).")
 	fs.StringVar(&c.SimStateDir, "sim-state-dir", "", "Directory of the simulated node's state and /dev tree (backend sim). Default /var/run/tessera/sim/<node-name>.")
 	fs.StringVar(&c.SysfsRoot, "sysfs-root", "/", "Root under which /sys is read (backends amd and nvml); a fixture tree in tests.")
+	fs.BoolVar(&c.Passthrough, "passthrough", false, "Pass GPUs allocated through the vfio.gpu.tessera.dev class to virtual machines (KubeVirt, Kata): bind each to vfio-pci at prepare through driver_override, give the container /dev/vfio/vfio and /dev/vfio/<group>, and give the GPU back to its driver at unprepare; publish iommuGroup on the GPUs whose IOMMU group can be passed, which the class selects. Needs the node's IOMMU on, vfio-pci loaded and <sysfs-root>/sys writable (the chart's passthrough.enabled). Off, such claims are refused; GPUs passed before are still given back (docs/vfio.md).")
+	fs.BoolVar(&c.DeviceMetadata, "device-metadata", true, "Write each prepared device's attributes (those it is published with, and what prepare adds: a carved MIG instance's UUID, a share's limits, a passed GPU's IOMMU group) into the file the kubelet mounts into the claim's containers under /var/run/kubernetes.io/dra-device-attributes (KEP-5304 device metadata; KubeVirt reads a passed GPU's PCI address there). The files and their CDI specs go into --plugin-data-dir and --cdi-dir (docs/claims.md).")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "Print the node's ResourceSlices as a YAML stream of resource.k8s.io/v1 objects and exit, without a cluster.")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty means in-cluster configuration.")
 	// The kubelet plugin helper GETs every claim before a prepare, so the
@@ -309,7 +318,19 @@ func (c *Config) driverOptions(b backend.Backend) driver.Options {
 		DrainTimeout:      c.DrainTimeout,
 		IMEXChannels:      c.IMEXChannels,
 		IMEXNamespace:     c.IMEXNamespace,
+		Passthrough:       c.Passthrough,
+		VFIO:              c.pciSysfs(b),
+		DeviceMetadata:    c.DeviceMetadata,
 	}
+}
+
+// pciSysfs is the node's PCI sysfs, where GPUs are passed through: the
+// host's below --sysfs-root, or the simulator's own tree.
+func (c *Config) pciSysfs(b backend.Backend) vfio.Sysfs {
+	if p, ok := b.(backend.PCIHost); ok {
+		return p.PCISysfs()
+	}
+	return vfio.HostSysfs(filepath.Join(c.SysfsRoot, "sys"))
 }
 
 // host is what the node's cgroups offer for device memory limits: the
@@ -350,5 +371,6 @@ func (c *Config) memoryLimitHook(b backend.Backend) memlimit.Hook {
 
 // pluginOptions name the node's kubelet plugin, for a standby.
 func (c *Config) pluginOptions(client kubernetes.Interface) driver.PluginOptions {
-	return driver.PluginOptions{NodeName: c.NodeName, KubeClient: client, PluginDataDir: c.PluginDataDir, RegistrarDir: c.RegistrarDir, PodUID: c.PodUID}
+	return driver.PluginOptions{NodeName: c.NodeName, KubeClient: client, PluginDataDir: c.PluginDataDir, RegistrarDir: c.RegistrarDir, PodUID: c.PodUID,
+		DeviceMetadata: c.DeviceMetadata, CDIDir: c.CDIDir}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/telemetry"
+	"github.com/tessera-gpu/tessera/internal/vfio"
 )
 
 // Backend discovers a node's accelerators, carves and destroys partitions,
@@ -64,6 +65,14 @@ type Generationer interface {
 // not the host's /sys/fs/cgroup: the simulator's tree of its own.
 type CgroupRooter interface {
 	CgroupRoot() string
+}
+
+// PCIHost is implemented by backends whose node's PCI sysfs is not the
+// host's /sys: the simulator's tree, whose driver links move when the
+// agent writes bind and unbind (internal/vfio/simfs). The agent passes
+// GPUs through to virtual machines through it (docs/vfio.md).
+type PCIHost interface {
+	PCISysfs() vfio.Sysfs
 }
 
 // BootIDer is implemented by backends whose node has a boot id of its own

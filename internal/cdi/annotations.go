@@ -33,4 +33,12 @@ const (
 	// NCCL topology file (absent: it did not), so that a checkpoint
 	// rebuilt from specs writes the file again with a rewritten spec.
 	annNCCLTopoFile = annotationPrefix + "nccl-topo-file"
+	// annVFIO is a passed GPU's record as the checkpoint's JSON (absent:
+	// not passed), so a checkpoint rebuilt from specs still gives it back
+	// to its driver.
+	annVFIO = annotationPrefix + "vfio"
+	// annAdminAccess is "true" on a device allocated for admin access
+	// (absent: it was not), so a checkpoint rebuilt from specs still
+	// counts a monitor's device as holding nothing.
+	annAdminAccess = annotationPrefix + "admin-access"
 )

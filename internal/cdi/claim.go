@@ -1,6 +1,7 @@
 package cdi
 
 import (
+	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/sharing"
 )
@@ -27,8 +28,20 @@ type ClaimDevice struct {
 	// (set on every device of such a claim, sharing.ResolveTopology); the
 	// spec mounts it (claimfile.go).
 	NCCLTopoFile bool
+	// VFIO is set on a whole GPU passed through to a virtual machine (the
+	// claims package's VFIO effect), and recorded in the spec: its host
+	// driver no longer holds it, so its CDI device gets none of its
+	// vendor's nodes and it joins no vendor's common device; the effect's
+	// edits give it the group's node.
+	VFIO *checkpoint.VFIO
+	// AdminAccess is set on a device allocated for DRA admin access (a
+	// monitor), and recorded in the spec: its CDI device is a holder's
+	// (the vendor's nodes), and a checkpoint rebuilt from the spec still
+	// counts it as holding nothing.
+	AdminAccess bool
 	// Edits are what the device's owners add to its own CDI device, after
-	// its vendor's nodes (edits.go): a memory limit's hooks.
+	// its vendor's nodes (edits.go): a memory limit's hooks, a passed
+	// GPU's group node.
 	Edits Edits
 }
 

@@ -18,7 +18,7 @@ import (
 // IDs, no carve): the checkpoint's record of it, which prepare fills in,
 // and what its spec records.
 func (d ClaimDevice) Checkpoint() checkpoint.Device {
-	dev := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile}
+	dev := checkpoint.Device{Request: d.Request, Pool: d.Pool, Device: d.Device, GPUUUID: d.GPU.UUID, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile, VFIO: d.VFIO, AdminAccess: d.AdminAccess}
 	if d.Partition != nil {
 		dev.PartitionUUID = d.Partition.UUID
 	}
@@ -48,12 +48,22 @@ func annotate(ann map[string]string, rec checkpoint.DeviceRecord) error {
 	if rec.NCCLTopoFile {
 		ann[annNCCLTopoFile] = "true"
 	}
+	if rec.AdminAccess {
+		ann[annAdminAccess] = "true"
+	}
 	if rec.Sharing != nil {
 		js, err := json.Marshal(rec.Sharing)
 		if err != nil {
 			return fmt.Errorf("sharing: %w", err)
 		}
 		ann[annSharing] = string(js)
+	}
+	if rec.VFIO != nil {
+		js, err := json.Marshal(rec.VFIO)
+		if err != nil {
+			return fmt.Errorf("vfio: %w", err)
+		}
+		ann[annVFIO] = string(js)
 	}
 	return nil
 }
@@ -72,6 +82,7 @@ func recordOf(ann map[string]string) (rec checkpoint.DeviceRecord, ok bool, err 
 		PartitionUUID: ann[annPartitionUUID],
 		ShareID:       ann[annShareID],
 		NCCLTopoFile:  ann[annNCCLTopoFile] == "true",
+		AdminAccess:   ann[annAdminAccess] == "true",
 	}
 	if s := ann[annCDIDeviceIDs]; s != "" {
 		rec.CDIDeviceIDs = strings.Split(s, ",")
@@ -80,6 +91,12 @@ func recordOf(ann map[string]string) (rec checkpoint.DeviceRecord, ok bool, err 
 		rec.Sharing = &checkpoint.SharingRecord{}
 		if err := json.Unmarshal([]byte(js), rec.Sharing); err != nil {
 			return rec, true, fmt.Errorf("sharing annotation: %w", err)
+		}
+	}
+	if js, ok := ann[annVFIO]; ok {
+		rec.VFIO = &checkpoint.VFIORecord{}
+		if err := json.Unmarshal([]byte(js), rec.VFIO); err != nil {
+			return rec, true, fmt.Errorf("vfio annotation: %w", err)
 		}
 	}
 	return rec, true, nil

@@ -20,6 +20,7 @@ func TestRecordAnnotationsRoundTrip(t *testing.T) {
 		{name: "time-slice", rec: checkpoint.DeviceRecord{Device: "gpu-3", CDIDeviceIDs: []string{"x"}, Sharing: &checkpoint.SharingRecord{Strategy: "TimeSlicing", TimeSlice: "Medium"}}},
 		{name: "share", rec: checkpoint.DeviceRecord{Device: "gpu-4", CDIDeviceIDs: []string{"x"}, ShareID: "s",
 			Sharing: &checkpoint.SharingRecord{Share: &checkpoint.ShareRecord{ID: "s", MemoryBytes: 1 << 30, ComputeUnits: 4}}}},
+		{name: "admin access", rec: checkpoint.DeviceRecord{Request: "gpus", Device: "gpu-5", GPUUUID: "GPU-5", CDIDeviceIDs: []string{"x"}, AdminAccess: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -57,6 +57,9 @@ func (w *Writer) buildSpec(s ClaimSpec) (*cdispec.Spec, [][]string, error) {
 	for _, sfx := range suffixes {
 		g := newVendorGroups()
 		for i := range scoped[sfx] {
+			if scoped[sfx][i].VFIO != nil {
+				continue // no vendor's common device (claimDevice)
+			}
 			v, _ := vendors.For(scoped[sfx][i].GPU.Vendor) // known: claimDevice checked
 			g.add(v, &scoped[sfx][i])
 		}
@@ -147,11 +150,17 @@ func (w *Writer) claimDevice(claim ClaimRef, i int, d ClaimDevice, scope string,
 	if !ok {
 		return cdispec.Device{}, nil, fmt.Errorf("device %s/%s: no CDI rules for vendor %q", d.Pool, d.Device, d.GPU.Vendor)
 	}
-	nodes, err := v.DeviceNodes(&d.GPU, d.Partition)
-	if err != nil {
-		return cdispec.Device{}, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
+	var nodes []gpuvendor.Node
+	if d.VFIO == nil {
+		// A passed GPU has none of its vendor's nodes (its driver let it
+		// go) and shares nothing with the vendor's other devices: its
+		// nodes are its effect's edits.
+		var err error
+		if nodes, err = v.DeviceNodes(&d.GPU, d.Partition); err != nil {
+			return cdispec.Device{}, nil, fmt.Errorf("device %s/%s: %w", d.Pool, d.Device, err)
+		}
+		groups.add(v, &d)
 	}
-	groups.add(v, &d)
 
 	name := deviceName(claimUID, i, d.Device)
 	ids := deviceIDs(claimUID, name, scope, d, shared, vendorIx)
@@ -175,10 +184,12 @@ func (w *Writer) claimDevice(claim ClaimRef, i int, d ClaimDevice, scope string,
 // shared it joins; the claim-level ones of scope, its request's ("" for the
 // claim-wide ones).
 func deviceIDs(claimUID, name, scope string, d ClaimDevice, shared []ClaimLevel, vendorIx *vendorIndex) []string {
-	common := qualified(commonDeviceName(claimUID, string(d.GPU.Vendor)) + scope)
-	ids := []string{qualified(name), common}
-	if v := vendorIx.lookup(d); v != "" {
-		ids = append(ids, v)
+	ids := []string{qualified(name)}
+	if d.VFIO == nil {
+		ids = append(ids, qualified(commonDeviceName(claimUID, string(d.GPU.Vendor))+scope))
+		if v := vendorIx.lookup(d); v != "" {
+			ids = append(ids, v)
+		}
 	}
 	for _, l := range shared {
 		if l.Joins(&d) {

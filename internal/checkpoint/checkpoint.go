@@ -79,6 +79,34 @@ type Device struct {
 	// GPUs): the claim's CDI spec mounts the file, and a spec rewritten
 	// from the checkpoint (after a reboot) writes it again.
 	NCCLTopoFile bool
+	// VFIO is set on a whole GPU passed through to a virtual machine
+	// (internal/vfio): saved with PrepareStarted, before the first sysfs
+	// write, so that rollback gives back whatever was moved.
+	VFIO *VFIO
+	// AdminAccess is set on a device allocated for DRA admin access (a
+	// monitor's claim): the claim gets the device's nodes and nothing
+	// else, and holds nothing of it for the agent (no conflict, share,
+	// stale-claim release or effect counts it), so its holders prepare and
+	// unprepare as if it were not there (internal/claims admin.go).
+	AdminAccess bool
+}
+
+// VFIO is what passing one GPU through moved: its IOMMU group and the PCI
+// functions bound to vfio-pci, each with the driver it goes back to.
+type VFIO struct {
+	Group     int
+	Functions []VFIOFunction
+	// Bound is set once every function is on vfio-pci, in the boot the
+	// checkpoint names: a reboot gives them back to their drivers, and
+	// recovery then clears it (the claim is prepared again, like a
+	// partition a reboot took).
+	Bound bool
+}
+
+// VFIOFunction is one PCI function of a passed GPU's slot: its address and
+// the driver it was on ("" for none).
+type VFIOFunction struct {
+	Address, Driver string
 }
 
 // Claim is one claim's entry.
@@ -157,6 +185,11 @@ func (c *Claim) Clone() *Claim {
 					s.Share = &sh
 				}
 				d.Sharing = &s
+			}
+			if d.VFIO != nil {
+				v := *d.VFIO
+				v.Functions = slices.Clone(v.Functions)
+				d.VFIO = &v
 			}
 			out.Devices[i] = d
 		}

@@ -70,7 +70,7 @@ func RecordOf(d Device) DeviceRecord {
 		Request: d.Request, Pool: d.Pool, Device: d.Device, CDIDeviceIDs: d.CDIDeviceIDs,
 		GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID, CreatedPartition: d.CreatedPartition,
 		Profile: d.Profile, Placement: placementRecordOf(d.Placement), Sharing: sharingRecordOf(d.Sharing), ShareID: d.ShareID,
-		NCCLTopoFile: d.NCCLTopoFile,
+		NCCLTopoFile: d.NCCLTopoFile, VFIO: vfioRecordOf(d.VFIO), AdminAccess: d.AdminAccess,
 	}
 }
 
@@ -80,8 +80,30 @@ func DeviceOf(r DeviceRecord) Device {
 		Request: r.Request, Pool: r.Pool, Device: r.Device, CDIDeviceIDs: r.CDIDeviceIDs,
 		GPUUUID: r.GPUUUID, PartitionUUID: r.PartitionUUID, CreatedPartition: r.CreatedPartition,
 		Profile: r.Profile, Placement: r.Placement.placement(), Sharing: r.Sharing.settings(), ShareID: r.ShareID,
-		NCCLTopoFile: r.NCCLTopoFile,
+		NCCLTopoFile: r.NCCLTopoFile, VFIO: r.VFIO.vfio(), AdminAccess: r.AdminAccess,
 	}
+}
+
+func vfioRecordOf(v *VFIO) *VFIORecord {
+	if v == nil {
+		return nil
+	}
+	r := &VFIORecord{Group: v.Group, Bound: v.Bound, Functions: make([]VFIOFunctionRecord, len(v.Functions))}
+	for i, f := range v.Functions {
+		r.Functions[i] = VFIOFunctionRecord{Address: f.Address, Driver: f.Driver}
+	}
+	return r
+}
+
+func (r *VFIORecord) vfio() *VFIO {
+	if r == nil {
+		return nil
+	}
+	v := &VFIO{Group: r.Group, Bound: r.Bound, Functions: make([]VFIOFunction, len(r.Functions))}
+	for i, f := range r.Functions {
+		v.Functions[i] = VFIOFunction{Address: f.Address, Driver: f.Driver}
+	}
+	return v
 }
 
 func placementRecordOf(p *inventory.Placement) *PlacementRecord {

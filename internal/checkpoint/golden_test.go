@@ -162,3 +162,43 @@ func TestGoldenLoad(t *testing.T) {
 		})
 	}
 }
+
+// vfioState is a GPU passed through to a virtual machine, with its audio
+// function, and one whose passthrough was saved before it was done.
+func vfioState() *Checkpoint {
+	at := time.Date(2026, 12, 7, 11, 0, 0, 0, time.UTC)
+	cp := New()
+	cp.BootID = "3f0c2b1a-7d6e-4f58-8a9b-0c1d2e3f4a5b"
+	cp.Claims["uid-vm"] = &Claim{
+		UID: "uid-vm", Namespace: "vms", Name: "guest", State: PrepareCompleted, Updated: at,
+		Devices: []Device{{Request: "gpu", Pool: "node-1", Device: "gpu-3", GPUUUID: "GPU-3",
+			CDIDeviceIDs: []string{"k8s.gpu.tessera.dev/claim=uid-vm-0-gpu-3", "k8s.gpu.tessera.dev/claim=uid-vm-vfio"},
+			VFIO:         &VFIO{Group: 40, Bound: true, Functions: []VFIOFunction{{Address: "0000:41:00.0", Driver: "nvidia"}, {Address: "0000:41:00.1", Driver: "snd_hda_intel"}}}}},
+	}
+	cp.Claims["uid-vm-2"] = &Claim{
+		UID: "uid-vm-2", Namespace: "vms", Name: "starting", State: PrepareStarted, Updated: at.Add(time.Second),
+		Devices: []Device{{Request: "gpu", Pool: "node-1", Device: "gpu-5", GPUUUID: "amd-5",
+			VFIO: &VFIO{Group: 57, Functions: []VFIOFunction{{Address: "0000:5a:00.0", Driver: "amdgpu"}}}}},
+	}
+	return cp
+}
+
+// The passthrough record, byte for byte: an additive field of version 2
+// (record.go), pinned apart from v2.json, which never changes.
+func TestGoldenVFIO(t *testing.T) {
+	path := filepath.Join("testdata", "v2-vfio.json")
+	got, err := encode(vfioState(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Compare(t, path, got)
+	back, _, err := decode(got)
+	if err != nil || !reflect.DeepEqual(back, vfioState()) {
+		t.Errorf("decode = %+v, %v; want %+v", back, err, vfioState())
+	}
+	clone := vfioState().Clone()
+	clone.Claims["uid-vm"].Devices[0].VFIO.Functions[0].Driver = "changed"
+	if vfioState().Claims["uid-vm"].Devices[0].VFIO.Functions[0].Driver != "nvidia" {
+		t.Error("Clone shares the VFIO record")
+	}
+}

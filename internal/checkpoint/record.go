@@ -46,6 +46,29 @@ type DeviceRecord struct {
 	// it (or by an agent that does not know it) decodes as false, and an
 	// older agent ignores it, so it needs no version of its own.
 	NCCLTopoFile bool `json:"ncclTopoFile,omitempty"`
+	// VFIO is additive and optional too: absent on every device that is
+	// not passed through. An agent from before it ignores it and would
+	// not give such a GPU back to its driver (docs/vfio.md: before a
+	// downgrade, let passthrough claims go).
+	VFIO *VFIORecord `json:"vfio,omitempty"`
+	// AdminAccess is additive and optional too: absent on every device
+	// not allocated for admin access. An agent from before it would count
+	// such a device as held (refuse its holders' prepares) until the
+	// monitor's pod goes (docs/claims.md: before a downgrade).
+	AdminAccess bool `json:"adminAccess,omitempty"`
+}
+
+// VFIORecord is a VFIO: a GPU passed through to a virtual machine.
+type VFIORecord struct {
+	Group     int                  `json:"group"`
+	Functions []VFIOFunctionRecord `json:"functions"`
+	Bound     bool                 `json:"bound,omitempty"`
+}
+
+// VFIOFunctionRecord is a VFIOFunction.
+type VFIOFunctionRecord struct {
+	Address string `json:"address"`
+	Driver  string `json:"driver,omitempty"`
 }
 
 // PlacementRecord is an inventory.Placement: the memory slices a partition

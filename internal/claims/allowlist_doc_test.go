@@ -51,6 +51,7 @@ type binding struct {
 	uuids                        map[string]bool // the claim's NVIDIA devices
 	amdUUIDs                     map[string]bool // its whole AMD GPUs, as ROCm names them (GPU-<unique id>)
 	channels                     map[string]bool // its IMEX channels' numbers
+	groups                       map[string]bool // the IOMMU groups of the GPUs it passes through
 	devRoot, mpsRoot, cdiDir     string
 }
 
@@ -74,6 +75,7 @@ var placeholders = map[string]placeholder{
 	"card":      {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.cards })},
 	"render":    {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.renders })},
 	"channel":   {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.channels })},
+	"group":     {re: `[0-9]+`, ok: inSet(func(b *binding) map[string]bool { return b.groups })},
 	"uuids":     {re: `[^,\x00]+(?:,[^,\x00]+)*`, ok: func(b *binding, v string) bool { return uuidList(b.uuids, v) }},
 	"amd-uuids": {re: `[^,\x00]+(?:,[^,\x00]+)*`, ok: func(b *binding, v string) bool { return uuidList(b.amdUUIDs, v) }},
 	"cdi-dir":   {literal: func(b *binding) string { return b.cdiDir }},

@@ -26,6 +26,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/gpuvendor/nvidia"
 	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/publish"
 )
 
@@ -100,6 +101,9 @@ type allowNode struct {
 	multi        []multiClaim
 	// channel: an IMEX channel of the node's domain is prepared too.
 	channel bool
+	// passthrough: the node's agent passes GPUs through (the multi
+	// claims with a class ask them of it).
+	passthrough bool
 }
 
 // allowConfig is how a single-device claim is configured.
@@ -164,6 +168,11 @@ type multiClaim struct {
 	// ncclTopo: the claim asks for an NCCL topology file (a config of
 	// its own, GpuConfig, for request "gpu").
 	ncclTopo bool
+	// class is the DeviceClass its request names ("" for none).
+	class string
+	// admin: every device is allocated for admin access (a monitor's
+	// claim): its spec must hold a holder's edits and no more.
+	admin bool
 }
 
 const (
@@ -179,12 +188,14 @@ var allowNodes = []allowNode{
 		{name: "two T4s time-sliced", devices: []string{"gpu-2", "gpu-3"}, kind: gpuConfig, sharing: `{"strategy":"TimeSlicing","timeSlicing":{"interval":"Long"}}`},
 		{name: "every GPU", devices: []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4"}},
 		{name: "two A100s with an NCCL topology file", devices: []string{"gpu-1", "gpu-0"}, ncclTopo: true},
+		{name: "every GPU watched with admin access", devices: []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4"}, admin: true},
 	}},
 	{name: "mi300x-8, NCCL topology file", profile: "mi300x-8", configs: sharingConfigs[:1], multi: []multiClaim{
 		{name: "three MI300X with an NCCL topology file", devices: []string{"gpu-5", "gpu-0", "gpu-2"}, ncclTopo: true},
 	}},
 	{name: "dgx-h100-mig, static MIG", profile: "dgx-h100-mig", full: []string{kindStaticMIG}, configs: sharingConfigs, multi: []multiClaim{
 		{name: "a GPU and a MIG instance", devices: []string{"gpu-0", "gpu-7-mig-3g-40gb-4"}},
+		{name: "a GPU and a MIG instance watched with admin access", devices: []string{"gpu-0", "gpu-7-mig-3g-40gb-4"}, admin: true},
 		{name: "two MIG instances under MPS", devices: []string{"gpu-6-mig-1g-10gb-0", "gpu-6-mig-1g-10gb-1"}, kind: partitionConfig,
 			sharing: `{"strategy":"MPS","mps":{"defaultPinnedDeviceMemoryLimit":"1Gi"}}`},
 	}},
@@ -206,6 +217,10 @@ var allowNodes = []allowNode{
 	}},
 	{name: "dgx-h100-mig, vendor spec by index", profile: "dgx-h100-mig", vendorSpec: byIndex, full: []string{kindStaticMIG}, configs: sharingConfigs[:2]},
 	{name: "dgx-h100 dynamic, vendor spec by index", profile: "dgx-h100", partitioning: publish.Dynamic, vendorSpec: byIndex, full: []string{kindNVIDIA}, configs: sharingConfigs[:2]},
+	{name: "passthrough", profile: "mixed-inference", passthrough: true, configs: sharingConfigs[:1], vendorSpec: byIndex, multi: []multiClaim{
+		{name: "an A100 passed through", devices: []string{"gpu-1"}, class: names.VFIOClass},
+		{name: "an A100 and the MI210 passed through", devices: []string{"gpu-0", "gpu-4"}, class: names.VFIOClass},
+	}},
 }
 
 // allowCheck is the state of one run over the table.
@@ -217,7 +232,7 @@ type allowCheck struct {
 
 func (a *allowCheck) node(t *testing.T, n allowNode) {
 	e := sharingEnv(t, n.profile)
-	e.partitioning, e.sharing = n.partitioning, n.sharing
+	e.partitioning, e.sharing, e.passthrough = n.partitioning, n.sharing, n.passthrough
 	if n.channel {
 		e.imex = (&imexNode{ready: true}).config()
 	}
@@ -243,11 +258,20 @@ func (a *allowCheck) node(t *testing.T, n allowNode) {
 	}
 	for _, mc := range n.multi {
 		claim := a.claim(mc.devices...)
+		if mc.class != "" {
+			claim.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: mc.class}}}
+		}
 		if mc.sharing != "" {
 			withConfig(claim, mc.kind, mc.sharing, false)
 		}
 		if mc.ncclTopo {
 			withNCCLTopo(claim)
+		}
+		if mc.admin {
+			yes := true
+			for i := range claim.Status.Allocation.Devices.Results {
+				claim.Status.Allocation.Devices.Results[i].AdminAccess = &yes
+			}
 		}
 		a.prepare(t, e, m, mc.name, claim, false, "")
 	}
@@ -414,11 +438,17 @@ func (e *env) bindingOf(t *testing.T, m *Manager, uid string) *binding {
 		t.Fatal(err)
 	}
 	b := &binding{uid: uid, minors: map[string]bool{}, caps: map[string]bool{}, cards: map[string]bool{}, renders: map[string]bool{},
-		uuids: map[string]bool{}, amdUUIDs: map[string]bool{}, channels: map[string]bool{}, devRoot: e.sim.DevRoot(), mpsRoot: e.mpsRoot(), cdiDir: e.cdiDir()}
+		uuids: map[string]bool{}, amdUUIDs: map[string]bool{}, channels: map[string]bool{}, groups: map[string]bool{}, devRoot: e.sim.DevRoot(), mpsRoot: e.mpsRoot(), cdiDir: e.cdiDir()}
 	num := strconv.Itoa
 	for _, d := range m.Prepared()[uid].Devices {
 		if ch, ok := channelpool.ChannelOf(d.Device); ok {
 			b.channels[num(ch)] = true
+			continue
+		}
+		if d.VFIO != nil {
+			// Passed through: none of its vendor's nodes (its driver let
+			// it go, and the node no longer lists it), its group's.
+			b.groups[num(d.VFIO.Group)] = true
 			continue
 		}
 		g, p := findDevice(t, inv, d)

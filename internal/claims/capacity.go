@@ -158,7 +158,7 @@ func (m *Manager) SharedUse() map[string]DeviceUse {
 			continue
 		}
 		for _, d := range c.Devices {
-			if d.ShareID == "" {
+			if d.ShareID == "" || !holding(d) {
 				continue
 			}
 			u := out[d.Device]

@@ -33,6 +33,11 @@ func (m *Manager) carveAll(ctx context.Context, entry *checkpoint.Claim, devs []
 	var inv *inventory.Node
 	for i := range devs {
 		d := &devs[i]
+		if d.dev.AdminAccess {
+			// A monitor's device beside the claim's others: its GPU's MIG
+			// mode is its holders' (admin.go).
+			continue
+		}
 		if d.carve == nil && (d.dev.Partition != nil || !m.dynamic(&d.dev.GPU)) {
 			continue
 		}

@@ -7,8 +7,8 @@
 //	(absent) -> PrepareStarted -> PrepareCompleted -> UnprepareStarted -> (absent)
 //
 // and, for a claim that changes the node (a partition to carve, MIG mode to
-// switch, an interval, an MPS daemon), every transition is saved before the
-// work it announces:
+// switch, a GPU to pass through, an interval, an MPS daemon), every
+// transition is saved before the work it announces:
 //
 //	prepare:   save PrepareStarted (devices chosen) -> apply each side
 //	           effect -> write CDI spec -> save PrepareCompleted
@@ -35,6 +35,10 @@
 // one GET of it from the API server made without the state lock, deleted,
 // replaced or deallocated (stale.go; docs/operating.md#stale-claims).
 //
+// A device allocated with adminAccess (a monitor's claim, admin.go) is
+// watched, not held: it gets its spec and nothing else, no effect plans for
+// it, and none of the checks against other claims counts it.
+//
 // Concurrency: operations on one claim are serialised (by UID); plain
 // claims hold the state lock only to check and record and run in parallel;
 // claims with side effects hold it throughout. Checkpoint writes are group
@@ -49,6 +53,11 @@
 //	                      destroy at unprepare (release.go), with the MIG
 //	                      mode they need; partitions no claim holds go at
 //	                      start and on the driver's retry (sweep.go)
+//	effect_vfio.go        passthrough: a GPU of the vfio class bound to
+//	                      vfio-pci at prepare, given back to its driver at
+//	                      unprepare (vfio_check.go refuses what cannot be
+//	                      passed; vfio_sweep.go gives back at start what a
+//	                      lost record left on no driver)
 //	effect_interval.go    time-slice intervals: one per GPU, set at prepare
 //	                      and again at start, the default back once no
 //	                      claim holds one

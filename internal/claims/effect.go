@@ -57,17 +57,19 @@ type effect interface {
 
 // effects are the side effects in the order prepare applies them:
 // partitions first (an MPS daemon serves the partition's UUID, and a whole
-// GPU's MIG mode goes off before its interval is set), then intervals,
+// GPU's MIG mode goes off before its interval is set, or before it is
+// passed through), then passthroughs (vfio-pci), then intervals,
 // then MPS daemons, then memory limits (set by the hook when a container
 // starts; prepare only writes the hook into the spec). Checks, ensures,
 // sweeps and the spec's edits walk them in this order too.
-var effects = []effect{partitions{}, intervals{}, mpsDaemons{}, memoryLimits{}}
+var effects = []effect{partitions{}, passthrough{}, intervals{}, mpsDaemons{}, memoryLimits{}}
 
-// undoOrder is the order rollback undoes them: an MPS daemon first, as it
+// undoOrder is the order rollback undoes them: a passed GPU first, back to
+// its driver (no other effect holds a passed GPU), then an MPS daemon, as it
 // holds the partitions it serves, then the partitions, whose hardware goes
 // even when an interval cannot be restored, then the intervals, then the
 // memory limits' records, which no container holds any more.
-var undoOrder = []effect{mpsDaemons{}, partitions{}, intervals{}, memoryLimits{}}
+var undoOrder = []effect{passthrough{}, mpsDaemons{}, partitions{}, intervals{}, memoryLimits{}}
 
 // occasion is when ensure or sweep runs.
 type occasion int
@@ -129,6 +131,11 @@ func (m *Manager) plan(entry *checkpoint.Claim, devs []planned) (changes bool) {
 	for i := range devs {
 		d := &devs[i]
 		rec := d.dev.Checkpoint()
+		if d.dev.AdminAccess {
+			// A monitor's device: nothing changes on the node for it.
+			entry.Devices = append(entry.Devices, rec)
+			continue
+		}
 		for _, e := range effects {
 			if e.plan(m, d, &rec) {
 				changes = true

@@ -45,20 +45,26 @@ func TestEffectPlan(t *testing.T) {
 		// plans and holds are, per effect in effects' order, whether it
 		// acts at prepare and whether the record then says it holds
 		// something to undo (a whole GPU's mode switch leaves nothing).
-		plans, holds  [4]bool
+		plans, holds  [5]bool
 		wantPlacement string
 	}{
-		{"static whole GPU", func(t *testing.T) *env { return newEnv(t, "dgx-h100") }, allocated("c", "gpu-2"), [4]bool{}, [4]bool{}, ""},
-		{"dynamic placement", func(t *testing.T) *env { return dynamicEnv(t, "dgx-h100") }, allocated("c", "gpu-7-mig-1g-10gb-6"), [4]bool{true, false, false, false}, [4]bool{true, false, false, false}, "1g.10gb@6"},
-		{"dynamic whole GPU", func(t *testing.T) *env { return dynamicEnv(t, "dgx-h100") }, allocated("c", "gpu-5"), [4]bool{true, false, false, false}, [4]bool{}, ""},
-		{"interval", func(t *testing.T) *env { return sharingEnv(t, "mixed-inference") }, configured("c", longSlice, "gpu-2"), [4]bool{false, true, false, false}, [4]bool{false, true, false, false}, ""},
-		{"MPS", func(t *testing.T) *env { return sharingEnv(t, "mixed-inference") }, configured("c", mpsHalf, "gpu-0"), [4]bool{false, false, true, false}, [4]bool{false, false, true, false}, ""},
-		{"enforced share", func(t *testing.T) *env { return capacityEnv(t, "l4-4") }, shareClaim("c", "gpu-0", "7Gi", 10), [4]bool{false, false, true, false}, [4]bool{false, false, true, false}, ""},
+		{"static whole GPU", func(t *testing.T) *env { return newEnv(t, "dgx-h100") }, allocated("c", "gpu-2"), [5]bool{}, [5]bool{}, ""},
+		{"dynamic placement", func(t *testing.T) *env { return dynamicEnv(t, "dgx-h100") }, allocated("c", "gpu-7-mig-1g-10gb-6"), [5]bool{true, false, false, false, false}, [5]bool{true, false, false, false, false}, "1g.10gb@6"},
+		{"dynamic whole GPU", func(t *testing.T) *env { return dynamicEnv(t, "dgx-h100") }, allocated("c", "gpu-5"), [5]bool{true, false, false, false, false}, [5]bool{}, ""},
+		{"interval", func(t *testing.T) *env { return sharingEnv(t, "mixed-inference") }, configured("c", longSlice, "gpu-2"), [5]bool{false, false, true, false, false}, [5]bool{false, false, true, false, false}, ""},
+		{"MPS", func(t *testing.T) *env { return sharingEnv(t, "mixed-inference") }, configured("c", mpsHalf, "gpu-0"), [5]bool{false, false, false, true, false}, [5]bool{false, false, false, true, false}, ""},
+		{"enforced share", func(t *testing.T) *env { return capacityEnv(t, "l4-4") }, shareClaim("c", "gpu-0", "7Gi", 10), [5]bool{false, false, false, true, false}, [5]bool{false, false, false, true, false}, ""},
+		{"passthrough", func(t *testing.T) *env { return passthroughEnv(t, "dgx-h100") }, vfioClaim("c", "gpu-3"), [5]bool{false, true, false, false, false}, [5]bool{false, true, false, false, false}, ""},
+		{"dynamic passthrough", func(t *testing.T) *env {
+			e := passthroughEnv(t, "dgx-h100")
+			e.partitioning = publish.Dynamic
+			return e
+		}, vfioClaim("c", "gpu-3"), [5]bool{true, true, false, false, false}, [5]bool{false, true, false, false, false}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := tc.env(t).start(nil)
-			devs := mustResolve(t, m, tc.claim)
+			devs := mustAdmit(t, m, tc.claim)
 			entry := &checkpoint.Claim{UID: "uid-c"}
 			if got, want := m.plan(entry, devs), slices.Contains(tc.plans[:], true); got != want {
 				t.Errorf("plan reports changes %v, want %v", got, want)
@@ -157,6 +163,14 @@ func TestEffectApplyUndo(t *testing.T) {
 				}
 				return nil
 			}},
+		{"passthrough", passthrough{}, func(t *testing.T) *env { return passthroughEnv(t, "mi300x-8") },
+			vfioClaim("c", "gpu-5"),
+			func(e *env, m *Manager, entry *checkpoint.Claim) error {
+				return e.driverIs(entry.Devices[0], "vfio-pci", true)
+			},
+			func(e *env, m *Manager, entry *checkpoint.Claim) error {
+				return e.driverIs(entry.Devices[0], "amdgpu", false)
+			}},
 		{"MPS daemons", mpsDaemons{}, func(t *testing.T) *env { return sharingEnv(t, "mixed-inference") },
 			configured("c", mpsHalf, "gpu-0"),
 			func(e *env, m *Manager, entry *checkpoint.Claim) error {
@@ -177,7 +191,7 @@ func TestEffectApplyUndo(t *testing.T) {
 			e := tc.env(t)
 			m, _ := e.start(nil)
 			ctx := ctxFor(t)
-			devs := mustResolve(t, m, tc.claim)
+			devs := mustAdmit(t, m, tc.claim)
 			entry := &checkpoint.Claim{UID: "uid-c", Namespace: "default", Name: "c", State: checkpoint.PrepareStarted}
 			m.mu.Lock()
 			defer m.mu.Unlock()

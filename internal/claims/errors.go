@@ -28,6 +28,10 @@ var (
 	// ErrSharing: setting a time-slice interval or starting or stopping an
 	// MPS daemon failed in the backend.
 	ErrSharing = errors.New("sharing")
+	// ErrPassthrough: a GPU cannot be passed through to a virtual machine
+	// (the node, its IOMMU group, what it holds), or binding it to
+	// vfio-pci or giving it back to its driver failed.
+	ErrPassthrough = errors.New("passthrough")
 )
 
 // kindError marks err as one of the kinds above without changing its

@@ -62,6 +62,8 @@ type env struct {
 	clock *testingclock.FakeClock
 	// machine, if set, edits the machine before the simulator starts.
 	machine func(*sim.Machine)
+	// passthrough is Config.Passthrough.
+	passthrough bool
 }
 
 // TestMain lets the test binary be the MPS control stand-in (standintest).
@@ -117,16 +119,32 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 	}
 	pubOpts := publish.Options{Partitioning: e.partitioning, Sharing: e.sharing}
 	// Like the agent, which republishes when the backend's generation
-	// changes, the manager sees the node as it is now.
+	// changes, the manager sees the node as it is now: the GPUs passed
+	// through (as the manager records them, which the node's sysfs shows)
+	// keep their names and publish no device.
+	// Built again only when the backend's generation moved, as the agent
+	// republishes: a carve, a destroy, a binding.
+	var last *publish.Result
+	var lastGen string
 	devices := func() *publish.Result {
+		gen, err := b.Generation()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if last != nil && gen == lastGen {
+			return last
+		}
 		inv, err := b.Discover(ctx)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		r, err := publish.Build(nodeName, inv, pubOpts)
+		opts := pubOpts
+		opts.Passed = simPassed(e.t, b)
+		r, err := publish.Build(nodeName, inv, opts)
 		if err != nil {
 			e.t.Fatal(err)
 		}
+		last, lastGen = r, gen
 		return r
 	}
 	res := devices()
@@ -139,7 +157,7 @@ func (e *env) start(crash func(crashStep) error) (*Manager, *publish.Result) {
 		Store: checkpoint.NewStore(e.checkpointPath()), BootID: e.bootID,
 		Devices: devices, Partitioning: e.partitioning, OrphanDestroyed: e.orphanHook,
 		MPSRestarted: e.mpsRestarted, GetClaim: e.getClaim, Released: e.released,
-		IMEX: e.imex,
+		IMEX: e.imex, VFIO: b.PCISysfs(), Passthrough: e.passthrough,
 	}
 	if e.clock != nil {
 		cfg.ModeClock = e.clock

@@ -1,6 +1,9 @@
 package claims
 
-import "github.com/tessera-gpu/tessera/internal/checkpoint"
+import (
+	"github.com/tessera-gpu/tessera/internal/checkpoint"
+	"github.com/tessera-gpu/tessera/internal/publish"
+)
 
 // ClaimRef names a claim by namespace and name, as the kubelet's
 // PodResources API does.
@@ -29,6 +32,9 @@ func (m *Manager) HeldDevices() map[ClaimRef][]HeldDevice {
 		}
 		ref := ClaimRef{c.Namespace, c.Name}
 		for _, d := range c.Devices {
+			if !holding(d) {
+				continue // a monitor's: its pod uses no GPU
+			}
 			out[ref] = append(out[ref], HeldDevice{Device: d.Device, GPUUUID: d.GPUUUID, PartitionUUID: d.PartitionUUID, Profile: d.Profile, ShareID: d.ShareID})
 		}
 	}
@@ -43,10 +49,48 @@ func (m *Manager) HoldsWhole(gpu string) bool {
 	defer m.mu.Unlock()
 	for _, c := range m.cp.Claims {
 		for _, d := range c.Devices {
-			if d.GPUUUID == gpu && d.PartitionUUID == "" && d.Placement == nil && d.ShareID == "" {
+			if holding(d) && d.GPUUUID == gpu && d.PartitionUUID == "" && d.Placement == nil && d.ShareID == "" {
 				return true
 			}
 		}
 	}
 	return false
 }
+
+// Passed returns the GPUs claims record as passed through to virtual
+// machines and not known to be back on their drivers (being passed, passed,
+// or being given back): publish.Options.Passed, so that none of their
+// devices is published meanwhile and each keeps its name.
+func (m *Manager) Passed() []publish.PassedGPU {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []publish.PassedGPU
+	for _, c := range sortedClaims(m.cp) {
+		for _, d := range c.Devices {
+			v := d.VFIO
+			if v == nil || len(v.Functions) == 0 || (c.State == checkpoint.PrepareCompleted && !v.Bound) {
+				continue
+			}
+			out = append(out, publish.PassedGPU{UUID: d.GPUUUID, PCIBusID: v.Functions[0].Address})
+		}
+	}
+	return out
+}
+
+// Recorded returns every claim the checkpoint records (in any state), by
+// UID, with its namespace and name: what the driver's start-up sweep of
+// device metadata keeps.
+func (m *Manager) Recorded() map[string]ClaimRef {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]ClaimRef, len(m.cp.Claims))
+	for uid, c := range m.cp.Claims {
+		out[uid] = ClaimRef{c.Namespace, c.Name}
+	}
+	return out
+}
+
+// PassthroughChanges counts the GPUs passed through or given back since
+// the manager started, without the state lock: the driver republishes when
+// it moved (Passed says what to).
+func (m *Manager) PassthroughChanges() uint64 { return m.passChanges.Load() }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/memlimit"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sharing"
+	"github.com/tessera-gpu/tessera/internal/vfio"
 )
 
 // crashStep names a point in prepare or unprepare where a test may stop the agent.
@@ -85,6 +87,16 @@ type Config struct {
 	ModeClock clock.WithTicker
 	// ModeChangeTimeout bounds that wait; 0 is DefaultModeChangeTimeout.
 	ModeChangeTimeout time.Duration
+	// VFIO is the node's PCI sysfs, through which GPUs are passed through
+	// to virtual machines and given back (effect_vfio.go, docs/vfio.md).
+	// Set whatever Passthrough says, so that GPUs passed before a restart
+	// with passthrough off still go back to their drivers.
+	VFIO vfio.Sysfs
+	// Passthrough lets claims of the vfio class pass GPUs through
+	// (names.VFIOClass); off, such a claim is refused.
+	Passthrough bool
+	// DeviceMetadata gives each prepared Device its Metadata (metadata.go).
+	DeviceMetadata bool
 }
 
 // MemoryLimits is how shares' memory is held in the kernel.
@@ -109,6 +121,9 @@ type Device struct {
 	// Isolation is how the share is held, as assessed when its spec was
 	// written (Config.Isolation); set by Prepare for a share only.
 	Isolation *isolation.Assessment
+	// Metadata are the device's attributes for the file the kubelet mounts
+	// into its containers (metadata.go); nil unless Config.DeviceMetadata.
+	Metadata map[string]resourceapi.DeviceAttribute
 }
 
 // Manager prepares and unprepares claims. It is safe for concurrent use:
@@ -140,6 +155,9 @@ type Manager struct {
 	// claim, up to its entry, with stopping it when idle (imexdaemon.go),
 	// so that a stop never takes the daemon a prepare just started.
 	imexMu sync.Mutex
+	// passChanges counts GPUs passed through or given back
+	// (PassthroughChanges), read without mu.
+	passChanges atomic.Uint64
 	// crashHook, set only by this package's tests (newManager), is called
 	// after each step; a non-nil error stops the operation there as if the
 	// process had died.

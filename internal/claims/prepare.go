@@ -52,16 +52,21 @@ func (m *Manager) prepare(ctx context.Context, claim *resourceapi.ResourceClaim,
 	ref := cdi.ClaimRef{UID: string(claim.UID), Namespace: claim.Namespace, Name: claim.Name}
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "uid", claim.UID)
 
-	if c, ok := m.cp.Claims[ref.UID]; ok && c.State == checkpoint.PrepareCompleted && !lostPartitions(c) {
+	if c, ok := m.cp.Claims[ref.UID]; ok && c.State == checkpoint.PrepareCompleted && !lostPartitions(c) && !lostVFIO(c) {
 		if err := m.confirm(ctx, ref, c); err != nil {
 			return nil, nil, fmt.Errorf("prepare claim %s: %w", ref, err)
 		}
 		logger.V(4).Info("Claim already prepared")
-		return devicesOf(c), nil, nil
+		out := devicesOf(c)
+		if m.cfg.DeviceMetadata {
+			m.recordedMetadata(c, out)
+		}
+		return out, nil, nil
 	}
 	if c, ok := m.cp.Claims[ref.UID]; ok {
 		// A half-done prepare or unprepare of this claim from a failed call,
-		// or partitions a reboot took: undo it, then prepare from scratch.
+		// or partitions or a passthrough a reboot took: undo it, then
+		// prepare from scratch.
 		if err := m.rollback(ctx, c); err != nil {
 			return nil, nil, fmt.Errorf("prepare claim %s: clean up earlier attempt: %w", ref, err)
 		}
@@ -111,10 +116,13 @@ func (m *Manager) confirm(ctx context.Context, ref cdi.ClaimRef, c *checkpoint.C
 // with other prepared claims; look: a refusal for devices prepared claims
 // hold returns those claims too (suspects). m.mu is held.
 func (m *Manager) admit(ctx context.Context, ref cdi.ClaimRef, claim *resourceapi.ResourceClaim, look bool) ([]planned, []suspect, error) {
-	devs, err := m.resolve(claim)
+	all, err := m.resolve(claim)
 	if err != nil {
 		return nil, nil, err
 	}
+	// Only the devices the claim holds are checked against other claims:
+	// an admin-access device is watched, whoever holds it (admin.go).
+	devs := holdingOnly(all)
 	if err := m.yieldUnconfirmed(ctx, ref, devs); err != nil {
 		return nil, nil, err
 	}
@@ -137,7 +145,7 @@ func (m *Manager) admit(ctx context.Context, ref cdi.ClaimRef, claim *resourceap
 		}
 		return nil, nil, err
 	}
-	return devs, nil, nil
+	return all, nil, nil
 }
 
 // startEffects saves entry PrepareStarted, then applies the claim's side
@@ -198,6 +206,11 @@ func (m *Manager) complete(ctx context.Context, logger klog.Logger, ref cdi.Clai
 	}
 	if err != nil {
 		return fail(err)
+	}
+	if m.cfg.DeviceMetadata {
+		for i := range out {
+			out[i].Metadata = metadataOf(devs[i].attrs, &devs[i].dev, out[i].Isolation)
+		}
 	}
 	if err := m.crash(stepPrepareCompleted); err != nil {
 		return nil, err

@@ -53,13 +53,18 @@ func (m *Manager) recover(ctx context.Context) error {
 		return fmt.Errorf("load checkpoint: %w", err)
 	}
 	if cp.BootID != "" && m.cfg.BootID != "" && cp.BootID != m.cfg.BootID {
-		// A reboot dropped every partition a claim created; the kubelet
-		// prepares surviving pods again and ensureSpec rewrites their specs.
+		// A reboot dropped every partition a claim created and gave every
+		// passed GPU back to its driver; the kubelet prepares surviving
+		// pods again and ensureSpec rewrites their specs.
 		logger.Info("Node rebooted since the checkpoint was written", "checkpointBootID", cp.BootID, "bootID", m.cfg.BootID)
 		for _, c := range cp.Claims {
 			c.Unconfirmed = true
 			for i := range c.Devices {
 				c.Devices[i].CreatedPartition = false
+				if v := c.Devices[i].VFIO; v != nil {
+					// Every device came up on its default driver.
+					v.Bound = false
+				}
 			}
 		}
 	}
@@ -114,9 +119,10 @@ func (m *Manager) rebuild() (*checkpoint.Checkpoint, error) {
 					cd.PartitionUUID = e.Partition.UUID
 				}
 			}
-			if ok && e.Carve != nil && cd.PartitionUUID != "" {
+			if ok && e.Carve != nil && cd.PartitionUUID != "" && !cd.AdminAccess {
 				// A dynamic placement: the agent carved it, so unprepare
-				// must destroy it; and on a GPU whose mode it may switch,
+				// must destroy it (unless a monitor only watches it:
+				// its holder carved it); and on a GPU whose mode it may switch,
 				// it switched MIG mode on for it (the record of that went
 				// with the checkpoint), so it switches it off after.
 				pl := e.Carve.Placement

@@ -82,7 +82,7 @@ func (m *Manager) ownedPartitions(skipUID string) map[string]bool {
 			continue
 		}
 		for _, d := range c.Devices {
-			if d.PartitionUUID != "" {
+			if holding(d) && d.PartitionUUID != "" {
 				owned[d.PartitionUUID] = true
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/cdi"
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sharing"
 )
@@ -29,6 +30,14 @@ type planned struct {
 	// device offers all its shares.
 	share  *sharing.Share
 	shared *publish.SharedCapacity
+	// passthrough: the device was allocated through the vfio class, to be
+	// passed through to a virtual machine (effect_vfio.go).
+	passthrough bool
+	// dev.AdminAccess: the device was allocated for admin access, to be
+	// watched and not held (admin.go).
+	// attrs are its attributes as published (read only): its metadata's
+	// start (metadata.go).
+	attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 }
 
 func cdiDevices(ps []planned) []cdi.ClaimDevice {
@@ -48,6 +57,7 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 	pub := m.cfg.Devices()
 	var out []planned
 	var missing []string
+	var refused []error
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != m.cfg.DriverName {
 			continue
@@ -63,10 +73,19 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 			missing = append(missing, fmt.Sprintf("%s/%s (request %q)", r.Pool, r.Device, r.Request))
 			continue
 		}
-		p := planned{dev: cdi.ClaimDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, GPU: *e.GPU, Partition: e.Partition}, carve: e.Carve, shared: e.Shared}
+		p := planned{dev: cdi.ClaimDevice{Request: r.Request, Pool: r.Pool, Device: r.Device, GPU: *e.GPU, Partition: e.Partition}, carve: e.Carve, shared: e.Shared,
+			passthrough: requestClass(claim, r.Request) == names.VFIOClass, attrs: e.Attributes}
 		if r.ShareID != nil {
 			p.dev.ShareID = string(*r.ShareID)
 			p.share = shareOf(p.dev.ShareID, r.ConsumedCapacity, e)
+		}
+		if adminResult(r) {
+			p.dev.AdminAccess = true
+			if err := watch(&p, e); err != nil {
+				refused = append(refused, err)
+			}
+			out = append(out, p)
+			continue
 		}
 		if e.Carve != nil {
 			// Whatever is published at the placement now is not this
@@ -78,10 +97,48 @@ func (m *Manager) resolve(claim *resourceapi.ResourceClaim) ([]planned, error) {
 	if len(missing) > 0 {
 		return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("allocated device(s) not on this node (pool %s): %s", pub.Pool, strings.Join(missing, ", ")))
 	}
-	if err := m.resolveSharing(claim, out); err != nil {
+	if err := errors.Join(refused...); err != nil {
+		return nil, err
+	}
+	if err := m.checkAdmin(claim, out); err != nil {
+		return nil, err
+	}
+	// An admin-access device gets no settings: checkAdmin refused every
+	// config that would apply to it.
+	hold := holdingOnly(out)
+	if err := m.resolveSharing(claim, hold); err != nil {
 		return nil, withKind(ErrConfigRejected, err)
 	}
+	if len(hold) < len(out) {
+		k := 0
+		for i := range out {
+			if !out[i].dev.AdminAccess {
+				out[i] = hold[k]
+				k++
+			}
+		}
+	}
 	return out, nil
+}
+
+// requestClass is the DeviceClass of the claim's request (or subrequest,
+// "req/sub") of an allocation result; "" when the spec does not name it.
+func requestClass(claim *resourceapi.ResourceClaim, request string) string {
+	name, sub, _ := strings.Cut(request, "/")
+	for _, r := range claim.Spec.Devices.Requests {
+		if r.Name != name {
+			continue
+		}
+		if r.Exactly != nil && sub == "" {
+			return r.Exactly.DeviceClassName
+		}
+		for _, s := range r.FirstAvailable {
+			if s.Name == sub {
+				return s.DeviceClassName
+			}
+		}
+	}
+	return ""
 }
 
 // resolveRecorded maps a checkpointed claim's devices back to the inventory.
@@ -90,13 +147,16 @@ func (m *Manager) resolveRecorded(c *checkpoint.Claim) ([]cdi.ClaimDevice, error
 	out := make([]cdi.ClaimDevice, 0, len(c.Devices))
 	for _, d := range c.Devices {
 		e, ok := pub.Devices[d.Device]
+		if !ok && d.VFIO != nil {
+			e, ok = pub.Passed[d.Device] // published as passed, no device
+		}
 		if !ok || d.Pool != pub.Pool {
 			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s is no longer on this node", d.Pool, d.Device))
 		}
 		if d.PartitionUUID != "" && (e.Partition == nil || e.Partition.UUID != d.PartitionUUID) {
 			return nil, withKind(ErrDeviceNotOnNode, fmt.Errorf("prepared device %s/%s: partition %s is gone", d.Pool, d.Device, d.PartitionUUID))
 		}
-		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile})
+		out = append(out, cdi.ClaimDevice{Request: d.Request, Pool: d.Pool, Device: d.Device, GPU: *e.GPU, Partition: e.Partition, Sharing: d.Sharing, ShareID: d.ShareID, NCCLTopoFile: d.NCCLTopoFile, VFIO: d.VFIO, AdminAccess: d.AdminAccess})
 	}
 	return out, nil
 }
@@ -116,7 +176,9 @@ func (m *Manager) checkConflicts(ctx context.Context, ref cdi.ClaimRef, devs []p
 			continue
 		}
 		for _, d := range c.Devices {
-			holds = append(holds, held{recordedFootprint(d), c.Namespace + "/" + c.Name, d.Device})
+			if holding(d) {
+				holds = append(holds, held{recordedFootprint(d), c.Namespace + "/" + c.Name, d.Device})
+			}
 		}
 	}
 	var conflicts []string

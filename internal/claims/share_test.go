@@ -302,6 +302,19 @@ func mustResolve(t *testing.T, m *Manager, c *resourceapi.ResourceClaim) []plann
 	return devs
 }
 
+// mustAdmit is mustResolve and every effect's check, as admit runs them:
+// what a check reads (a passthrough's IOMMU group) is in devs after.
+func mustAdmit(t *testing.T, m *Manager, c *resourceapi.ResourceClaim) []planned {
+	t.Helper()
+	devs := mustResolve(t, m, c)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkEffects(ctxFor(t), string(c.UID), devs); err != nil {
+		t.Fatal(err)
+	}
+	return devs
+}
+
 // Every crash point of a shared claim's prepare and unprepare leaves it
 // prepared once (daemon up, interval set) or absent (no daemon, default
 // interval) after a restart.

@@ -228,6 +228,9 @@ func (m *Manager) retire(ctx context.Context, c *checkpoint.Claim) error {
 // holdsAnyOf reports whether c holds what one of devs occupies.
 func holdsAnyOf(c *checkpoint.Claim, devs []planned) bool {
 	return slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool {
+		if !holding(d) {
+			return false
+		}
 		fp := recordedFootprint(d)
 		return slices.ContainsFunc(devs, func(p planned) bool { return plannedFootprint(p).conflicts(fp) })
 	})

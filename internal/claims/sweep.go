@@ -97,6 +97,9 @@ func (m *Manager) Holds(gpu string, p *inventory.Partition) bool {
 	defer m.mu.Unlock()
 	for _, c := range m.cp.Claims {
 		for _, d := range c.Devices {
+			if !holding(d) {
+				continue // a monitor keeps no partition alive
+			}
 			if p.UUID != "" && d.PartitionUUID == p.UUID {
 				return true
 			}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
+	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/publish"
 )
 
@@ -212,6 +213,42 @@ func BenchmarkPrepareNCCLTopo(b *testing.B) {
 			n := launch(b, &node{profile: "dgx-h100"})
 			claim := n.addConfiguredClaim("bench", tc.config, gpus...)
 			benchCycle(b, n, claim)
+		})
+	}
+}
+
+// BenchmarkPrepareUnprepareMetadata is BenchmarkPrepareUnprepare with and
+// without --device-metadata: what writing each prepared device's metadata
+// file and its CDI spec (the helper's) and building its attributes (the
+// agent's) adds to a prepare, and removing them to an unprepare.
+func BenchmarkPrepareUnprepareMetadata(b *testing.B) {
+	for _, gpus := range []int{1, 8} {
+		for _, on := range []bool{false, true} {
+			// Short names: the socket's path under TMPDIR holds them, and
+			// a unix socket's path may be no longer than 108 bytes.
+			b.Run(fmt.Sprintf("gpus=%d/%s", gpus, map[bool]string{false: "plain", true: "metadata"}[on]), func(b *testing.B) {
+				var devices []string
+				for i := 0; i < gpus; i++ {
+					devices = append(devices, fmt.Sprintf("gpu-%d", i))
+				}
+				benchPrepareUnprepare(b, launch(b, &node{profile: "dgx-h100", metadata: on}), devices...)
+			})
+		}
+	}
+}
+
+// BenchmarkPrepareUnprepareVFIO is one claim of a GPU passed through to a
+// virtual machine on the simulator, through the agent's socket: the
+// IOMMU group read and checked, the checkpoint's intent saved, the
+// driver_override, unbind and bind written to the simulated sysfs (whose
+// driver links move as the kernel's would), the spec written and the
+// node's devices built again; then all of it undone. A real kernel's
+// unbind and bind (an H100's re-initialisation by nvidia) is not in it.
+func BenchmarkPrepareUnprepareVFIO(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("metadata=%v", on), func(b *testing.B) {
+			n := launch(b, &node{profile: "dgx-h100", passthrough: true, metadata: on, poll: time.Hour})
+			benchCycle(b, n, n.addClassClaim("bench", names.VFIOClass, "", "gpu-3"))
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -23,6 +24,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/metrics"
 	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/publish"
+	"github.com/tessera-gpu/tessera/internal/vfio"
 )
 
 // The API client's default rate limit (the agent's --kube-api-qps and
@@ -108,6 +110,17 @@ type Options struct {
 	// IMEXAddress, where set, is the address the node's IMEX peers reach
 	// it at, annotated on the node beside its domain label.
 	IMEXAddress string
+	// Passthrough lets claims of the vfio class pass GPUs through to
+	// virtual machines, and publishes iommuGroup on the GPUs that can be
+	// passed (docs/vfio.md).
+	Passthrough bool
+	// VFIO is the node's PCI sysfs (the host's, or the simulator's tree),
+	// set whatever Passthrough says: GPUs passed before a restart with it
+	// off still go back to their drivers.
+	VFIO vfio.Sysfs
+	// DeviceMetadata writes each prepared device's attributes into the
+	// file the kubelet mounts into its containers (KEP-5304; metadata.go).
+	DeviceMetadata bool
 }
 
 // Driver implements kubeletplugin.DRAPlugin.
@@ -134,6 +147,9 @@ type Driver struct {
 	healthDone chan struct{}
 	// calls are the kubelet's calls in flight, which Stop drains.
 	calls inflight
+	// passSeen is the claims' PassthroughChanges the node last
+	// republished for (followPassthrough).
+	passSeen atomic.Uint64
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -184,7 +200,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		ObservePartition: func(op claims.PartitionOp, took time.Duration, err error) {
 			o.Metrics.ObservePartition(string(op), took, err)
 		},
-		IMEX: d.imex(),
+		IMEX: d.imex(), VFIO: o.VFIO, Passthrough: o.Passthrough, DeviceMetadata: o.DeviceMetadata,
 	})
 	if err != nil {
 		return nil, err
@@ -192,10 +208,12 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	if err := d.pub.earlyErr; err != nil {
 		return nil, err
 	}
+	d.sweepMetadata(ctx)
 	// The first build waits for the checkpoint: what claims hold decides
 	// what a dynamic GPU withholds. On a dynamic node recovery may have
 	// destroyed partitions; a static node's changes none.
 	d.pub.setHeld(d.claims.Holds, d.claims.HoldsWhole)
+	d.pub.setPassed(d.claims.Passed)
 	if o.Partitioning == publish.Dynamic && o.DynamicWindow > 0 {
 		d.pub.open = previouslyOpen(ctx, o)
 	}
@@ -259,6 +277,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cs []*resourceapi.Re
 		out[c.UID] = prepareResult(string(c.UID), devs)
 	}
 	d.followWindow(ctx)
+	d.followPassthrough(ctx)
 	return out, nil
 }
 
@@ -273,6 +292,9 @@ func prepareResult(claimUID string, devs []claims.Device) kubeletplugin.PrepareR
 	ids := make([][]string, 0, len(devs))
 	for _, dv := range devs {
 		kd := kubeletplugin.Device{Requests: dv.Requests, PoolName: dv.Pool, DeviceName: dv.Name, CDIDeviceIDs: dv.CDIDeviceIDs}
+		if dv.Metadata != nil {
+			kd.Metadata = &kubeletplugin.DeviceMetadata{Attributes: dv.Metadata}
+		}
 		if dv.ShareID != "" {
 			id := types.UID(dv.ShareID)
 			kd.ShareID = &id
@@ -282,9 +304,12 @@ func prepareResult(claimUID string, devs []claims.Device) kubeletplugin.PrepareR
 	}
 	if whole := cdi.WholeClaimIDs(claimUID, ids); len(whole) > 0 {
 		last := res.Devices[len(res.Devices)-1]
+		// Its metadata is the device's: the helper writes a file for it
+		// too, under the request name cdi.WholeClaimRequest, which only
+		// a container naming the whole claim mounts (docs/claims.md).
 		res.Devices = append(res.Devices, kubeletplugin.Device{
 			Requests: []string{cdi.WholeClaimRequest}, PoolName: last.PoolName, DeviceName: last.DeviceName,
-			ShareID: last.ShareID, CDIDeviceIDs: whole,
+			ShareID: last.ShareID, CDIDeviceIDs: whole, Metadata: last.Metadata,
 		})
 	}
 	return res
@@ -305,6 +330,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, cs []kubeletplugin
 			klog.FromContext(ctx).Error(out[c.UID], "Unprepare failed", "claim", c.NamespacedName)
 		}
 	}
+	d.followPassthrough(ctx)
 	return out, nil
 }
 

@@ -2,6 +2,8 @@ package driver
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -180,6 +182,13 @@ func (h *healthHub) report() (kubeletplugin.DeviceHealthReport, <-chan struct{})
 			Health:      toStatus(hl.State),
 			LastUpdated: now,
 			Message:     hl.Reason,
+		})
+	}
+	// A passed GPU publishes no device, but its claim holds it and its
+	// pod's status shows its health: unknown, and why.
+	for _, name := range slices.Sorted(maps.Keys(res.Passed)) {
+		rep.Devices = append(rep.Devices, kubeletplugin.DeviceHealth{
+			PoolName: res.Pool, DeviceName: name, Health: kubeletplugin.HealthStatusUnknown, LastUpdated: now, Message: PassedThroughMessage,
 		})
 	}
 	if h.extra != nil {

@@ -75,6 +75,9 @@ type node struct {
 	// polls counts the agent's inventory polls (polls_test.go); nil where
 	// wrap hides the simulator's generation, so the agent does not poll.
 	polls *pollCounter
+	// passthrough and metadata are Options.Passthrough and
+	// Options.DeviceMetadata.
+	passthrough, metadata bool
 }
 
 func newNode(t *testing.T, profile string) *node { return newBenchNode(t, profile) }
@@ -163,6 +166,7 @@ func (n *node) start() {
 		CDIDir: n.cdiDir(), BootID: "boot", InventoryPoll: cmp.Or(n.poll, 50*time.Millisecond),
 		Metrics: n.metrics, Partitioning: n.partitioning, Sharing: n.sharing, OrphanRetry: cmp.Or(n.orphanRetry, 50*time.Millisecond),
 		Host: n.host(), DynamicWindow: n.window,
+		Passthrough: n.passthrough, VFIO: n.backend.PCISysfs(), DeviceMetadata: n.metadata,
 	})
 	if err != nil {
 		n.t.Fatal(err)
@@ -255,7 +259,17 @@ func (n *node) addClaim(name string, devices ...string) *drapbv1.Claim {
 // the claim (none when config is empty).
 func (n *node) addConfiguredClaim(name, config string, devices ...string) *drapbv1.Claim {
 	n.t.Helper()
+	return n.addClassClaim(name, "", config, devices...)
+}
+
+// addClassClaim is addConfiguredClaim with its request asked of class
+// (none when class is empty).
+func (n *node) addClassClaim(name, class, config string, devices ...string) *drapbv1.Claim {
+	n.t.Helper()
 	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)}}
+	if class != "" {
+		c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpus", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(len(devices))}}}
+	}
 	c.Status.Allocation = &resourceapi.AllocationResult{}
 	if config != "" {
 		c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{{

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/tessera-gpu/tessera/internal/names"
@@ -24,6 +26,10 @@ type PluginOptions struct {
 	// (the helper's RollingUpdate), so that a new agent's pod registers
 	// beside the old one's during a rolling update with surge.
 	PodUID string
+	// DeviceMetadata has the helper write each prepared device's
+	// metadata (KEP-5304) and its CDI spec, into CDIDir.
+	DeviceMetadata bool
+	CDIDir         string
 }
 
 // startPlugin registers plugin with the kubelet as o names it.
@@ -56,6 +62,12 @@ func helperOptions(o PluginOptions) []kubeletplugin.Option {
 	}
 	if o.PodUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(socketUID(o.PodUID))))
+	}
+	if o.DeviceMetadata {
+		// v1beta1 only, the latest (the helper refuses to start without
+		// it): v1alpha1 readers (KubeVirt before 1.8) are not served.
+		opts = append(opts, kubeletplugin.EnableDeviceMetadata(true, []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}),
+			kubeletplugin.CDIDirectory(o.CDIDir))
 	}
 	return opts
 }

@@ -70,6 +70,9 @@ type publisher struct {
 	// them); nil: none.
 	held      func(string, *inventory.Partition) bool
 	heldWhole func(gpu string) bool
+	// passed are the GPUs claims pass through (passthrough.go); nil:
+	// none.
+	passed func() []publish.PassedGPU
 
 	// labeler keeps the node's fabric domain label (nodelabel.go); nil
 	// without an API client (the dry run).
@@ -90,6 +93,13 @@ type publisher struct {
 	// published (what the window keeps open); nil until known, when every
 	// GPU counts as open (window.go in internal/publish).
 	open map[string]bool
+	// seen is every GPU discovered, by bus ID, as last discovered; groups
+	// the IOMMU group of each that can be passed through, and
+	// passableSaid what was last logged of those that cannot
+	// (passthrough.go).
+	seen         map[string]inventory.GPU
+	groups       map[string]int
+	passableSaid string
 
 	resMu     sync.RWMutex
 	published *publish.Result
@@ -207,7 +217,7 @@ func (p *publisher) publish(ctx context.Context, r reason) error {
 func (p *publisher) drain(ctx context.Context) {
 	for {
 		p.mu.Lock()
-		rd, r, send, held, whole := p.next, p.pending, p.send, p.held, p.heldWhole
+		rd, r, send, held, whole, passed := p.next, p.pending, p.send, p.held, p.heldWhole, p.passed
 		if rd == nil {
 			p.busy = false
 			p.mu.Unlock()
@@ -215,14 +225,14 @@ func (p *publisher) drain(ctx context.Context) {
 		}
 		p.next, p.pending = nil, unchanged
 		p.mu.Unlock()
-		rd.err = p.run(ctx, r, send, held, whole)
+		rd.err = p.run(ctx, r, send, held, whole, passed)
 		close(rd.done)
 	}
 }
 
 // run is one publish: discover if the hardware may have changed, build if
 // anything did, send if the slices differ from those last sent.
-func (p *publisher) run(ctx context.Context, r reason, send func(context.Context, resourceslice.DriverResources) error, held func(string, *inventory.Partition) bool, whole func(string) bool) error {
+func (p *publisher) run(ctx context.Context, r reason, send func(context.Context, resourceslice.DriverResources) error, held func(string, *inventory.Partition) bool, whole func(string) bool, passed func() []publish.PassedGPU) error {
 	if r&inventoryChanged != 0 || p.inv == nil {
 		if err := p.discover(ctx); err != nil {
 			return err
@@ -233,7 +243,7 @@ func (p *publisher) run(ctx context.Context, r reason, send func(context.Context
 		var err error
 		// The first send publishes every slice anyway.
 		deferOpen := p.sent != nil && r&windowOpen == 0
-		if res, err = p.build(ctx, held, whole, deferOpen); err != nil {
+		if res, err = p.build(ctx, held, whole, passed, deferOpen); err != nil {
 			return err
 		}
 	}
@@ -292,15 +302,20 @@ func (p *publisher) discover(ctx context.Context) error {
 	}
 	p.opts.Metrics.SetUnpublished(unpublished)
 	p.opts.Metrics.SetUnknownValues(unknown)
+	p.observe(ctx, inv)
 	p.inv = inv
 	return nil
 }
 
 // build builds the slices of the inventory discovered last and keeps them,
 // with the window opened from what the build before opened.
-func (p *publisher) build(ctx context.Context, held func(string, *inventory.Partition) bool, whole func(string) bool, deferOpen bool) (*publish.Result, error) {
+func (p *publisher) build(ctx context.Context, held func(string, *inventory.Partition) bool, whole func(string) bool, passed func() []publish.PassedGPU, deferOpen bool) (*publish.Result, error) {
 	o := publishOptions(p.opts, p.taints, held)
 	o.HeldWhole, o.DeferOpen = whole, deferOpen
+	o.Passed = p.passedNow(passed)
+	if p.groups != nil {
+		o.IOMMUGroup = p.iommuGroup
+	}
 	if open := p.open; open != nil {
 		o.Open = func(gpu string) bool { return open[gpu] }
 	}

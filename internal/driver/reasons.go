@@ -22,6 +22,7 @@ var reasonKinds = []struct {
 	{claims.ErrCheckpoint, metrics.ReasonCheckpoint},
 	{claims.ErrPartition, metrics.ReasonPartition},
 	{claims.ErrSharing, metrics.ReasonSharing},
+	{claims.ErrPassthrough, metrics.ReasonPassthrough},
 }
 
 // errorReason is the metrics reason for a prepare or unprepare error; ""

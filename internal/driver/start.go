@@ -24,7 +24,7 @@ func (d *Driver) Start(ctx context.Context) error {
 	} else {
 		var err error
 		helper, err = startPlugin(ctx, d, PluginOptions{NodeName: d.opts.NodeName, KubeClient: d.opts.KubeClient,
-			PluginDataDir: d.opts.PluginDataDir, RegistrarDir: d.opts.RegistrarDir})
+			PluginDataDir: d.opts.PluginDataDir, RegistrarDir: d.opts.RegistrarDir, DeviceMetadata: d.opts.DeviceMetadata, CDIDir: d.opts.CDIDir})
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,9 @@
 package driver
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/tessera-gpu/tessera/internal/metrics"
 	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/podresources"
@@ -15,11 +18,15 @@ import (
 // pod. A GPU whose partitions are published, not itself, is named by
 // its GPU name (gpu-3). A sample of a device the agent knows neither way
 // is left out: it has no name to give it.
+//
+// A GPU passed through to a virtual machine has no sample (its driver
+// cannot read it): it is reported passed through, with its holder, and no
+// reading, rather than left out as if it were gone.
 func (d *Driver) Telemetry(samples []telemetry.Sample, allocs []podresources.Allocation) []metrics.DeviceTelemetry {
-	if len(samples) == 0 {
+	pub := d.Published()
+	if len(samples) == 0 && (pub == nil || len(pub.Passed) == 0) {
 		return nil
 	}
-	pub := d.Published()
 	device := map[string]string{} // UUID -> device name
 	if pub != nil {
 		for name, e := range pub.Devices {
@@ -65,6 +72,17 @@ func (d *Driver) Telemetry(samples []telemetry.Sample, allocs []podresources.All
 			}
 		}
 		out = append(out, t)
+	}
+	if pub != nil {
+		for _, name := range slices.Sorted(maps.Keys(pub.Passed)) {
+			t := metrics.DeviceTelemetry{Node: d.opts.NodeName, Device: name, UUID: pub.Passed[name].GPU.UUID, PassedThrough: true}
+			if h := holders[name]; len(h) == 1 {
+				for p := range h {
+					t.Namespace, t.Pod = p[0], p[1]
+				}
+			}
+			out = append(out, t)
+		}
 	}
 	return out
 }

@@ -115,8 +115,17 @@ type Capabilities struct {
 	// fabric island of its own.
 	PartitionPeerLinks bool
 	// Passthrough is true where a whole GPU can be bound to vfio-pci and
-	// handed to a virtual machine.
+	// handed to a virtual machine (internal/vfio).
 	Passthrough bool
+	// HostDriver is the kernel driver that binds the vendor's GPUs on the
+	// host: a GPU is passed through only from it (one bound to another
+	// driver is refused), and goes back to it at unprepare. "" where the
+	// vendor's GPUs cannot be passed.
+	HostDriver string
+	// PCIVendorID is the vendor's PCI vendor ID as sysfs's vendor file
+	// writes it (0x10de): how a GPU is known in sysfs while no driver of
+	// the vendor holds it (the start-up sweep of internal/claims).
+	PCIVendorID string
 	// TimeSliceIntervals is true where a whole GPU's time-slice interval
 	// can be set to something other than the default.
 	TimeSliceIntervals bool

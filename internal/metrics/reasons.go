@@ -12,6 +12,7 @@ const (
 	ReasonCheckpoint      = "checkpoint"
 	ReasonPartition       = "partition"
 	ReasonSharing         = "sharing"
+	ReasonPassthrough     = "passthrough"
 	ReasonOther           = "other"
 	resultSuccess         = "success"
 	resultError           = "error"
@@ -23,7 +24,7 @@ const (
 // that rate() and increase() see the first error.
 var Reasons = []string{
 	ReasonNotAllocated, ReasonDeviceNotOnNode, ReasonDeviceInUse, ReasonConfigRejected,
-	ReasonCDIWrite, ReasonCheckpoint, ReasonPartition, ReasonSharing, ReasonOther,
+	ReasonCDIWrite, ReasonCheckpoint, ReasonPartition, ReasonSharing, ReasonPassthrough, ReasonOther,
 }
 
 // Evidence on which a prepared claim was released for another claim

@@ -17,6 +17,9 @@ type DeviceTelemetry struct {
 	// numbers).
 	Namespace, Pod string
 	Sample         telemetry.Sample
+	// PassedThrough: the device is a GPU passed through to a virtual
+	// machine, which nothing on the host can read; Sample is empty.
+	PassedThrough bool
 }
 
 // TelemetryFunc returns the latest poll's readings, joined with the
@@ -38,6 +41,7 @@ type telemetryGauge struct {
 // scrape reads memory, never the hardware.
 type telemetryCollector struct {
 	gauges []telemetryGauge
+	passed *prometheus.Desc
 
 	mu  sync.Mutex
 	src TelemetryFunc
@@ -47,7 +51,7 @@ func newTelemetryCollector() *telemetryCollector {
 	g := func(f telemetry.Field, mul, div float64, name, help string) telemetryGauge {
 		return telemetryGauge{field: f, mul: mul, div: div, desc: prometheus.NewDesc(namespace+"_gpu_"+name, help, telemetryLabels, nil)}
 	}
-	return &telemetryCollector{gauges: []telemetryGauge{
+	return &telemetryCollector{passed: prometheus.NewDesc(namespace+"_gpu_passed_through", "1 for a GPU passed through to a virtual machine (vfio-pci holds it): its host driver cannot read it, so it has no other tessera_gpu_* series.", telemetryLabels, nil), gauges: []telemetryGauge{
 		g(telemetry.MemoryUsedBytes, 1, 1, "memory_used_bytes", "Memory in use on the device (a GPU, a MIG device, an AMD card), from the backend's last telemetry poll."),
 		g(telemetry.MemoryTotalBytes, 1, 1, "memory_total_bytes", "Memory of the device, from the backend's last telemetry poll."),
 		g(telemetry.UtilizationPercent, 1, 100, "utilization_ratio", "Share of the last sample period the device was busy (0..1), from the backend's last telemetry poll."),
@@ -62,6 +66,7 @@ func (c *telemetryCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, g := range c.gauges {
 		ch <- g.desc
 	}
+	ch <- c.passed
 }
 
 func (c *telemetryCollector) Collect(ch chan<- prometheus.Metric) {
@@ -81,6 +86,9 @@ func (c *telemetryCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		seen[k] = true
+		if d.PassedThrough {
+			ch <- prometheus.MustNewConstMetric(c.passed, prometheus.GaugeValue, 1, d.Node, d.Device, d.UUID, d.Namespace, d.Pod)
+		}
 		for _, g := range c.gauges {
 			v, ok := d.Sample.Get(g.field)
 			if !ok {

@@ -32,6 +32,11 @@ const NodeLabelFabricDomain = DriverName + "/fabric-domain"
 // (--imex-address), where that is not the node's InternalIP.
 const NodeAnnotationIMEXAddress = DriverName + "/imex-address"
 
+// VFIOClass is the DeviceClass of whole GPUs passed through to virtual
+// machines: a device allocated through it is bound to vfio-pci at
+// prepare (docs/vfio.md).
+const VFIOClass = "vfio." + DriverName
+
 // DeviceClasses are the DeviceClasses the chart ships
 // (internal/deviceclasses), the first the class of any whole GPU.
 var DeviceClasses = []string{
@@ -41,6 +46,7 @@ var DeviceClasses = []string{
 	"mig." + DriverName,
 	"xcp." + DriverName,
 	"imex." + DriverName,
+	VFIOClass,
 }
 
 // ForwardedAuthorizationHeader carries a caller's "Bearer <token>" to an

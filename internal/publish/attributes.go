@@ -39,6 +39,7 @@ const (
 	AttrSimulated         = "simulated"
 	AttrMemoryIsolation   = "memoryIsolation"
 	AttrMPSNamespace      = "mpsNamespace"
+	AttrIOMMUGroup        = "iommuGroup"
 	CapMemory             = "memory"
 	CapComputeUnits       = "computeUnits"
 	TypeGPU               = "gpu"

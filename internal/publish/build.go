@@ -41,6 +41,10 @@ type Entry struct {
 	// published whole; empty when it is shared, when the node does not
 	// share, and on a dynamic GPU (counters and shares never mix).
 	Unshared UnsharedReason
+	// Attributes are the device's attributes as published (or, for a
+	// passed GPU, as they would be): what a prepared claim's device
+	// metadata starts from. Shared with the slices: read only.
+	Attributes map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 }
 
 // Result is what Build publishes and how to find a device by name.
@@ -71,8 +75,13 @@ type Result struct {
 	OpenDeferred bool
 	// Node is the inventory the devices were built from (each Entry's GPU
 	// points into it), with the links between its GPUs: what a claim's
-	// NCCL topology file is written from (internal/nccltopo).
+	// NCCL topology file is written from (internal/nccltopo). Passed GPUs
+	// the backend no longer lists are in it (Options.Passed).
 	Node *inventory.Node
+	// Passed are the whole GPUs passed through to virtual machines
+	// (Options.Passed), by device name: none of their devices is
+	// published, and their claims resolve them here.
+	Passed map[string]Entry
 }
 
 // group is a device's place in publishing order (the package doc's rules).
@@ -110,6 +119,7 @@ type item struct {
 // partitions only, since the whole GPU cannot run work while MIG mode is on.
 // With Dynamic, see dynamicGPU.
 func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
+	n, isPassed := withPassed(n, opts.Passed)
 	fabrics, err := fabric.Compute(n)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: topology: %w", nodeName, err)
@@ -126,6 +136,12 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 	for pos, gi := range order {
 		g := &n.GPUs[gi]
 		name := names.GPU(pos)
+		if isPassed[gi] {
+			if err := res.pass(name, g, fabrics[gi]); err != nil {
+				return nil, fmt.Errorf("node %s: %w", nodeName, err)
+			}
+			continue
+		}
 		dyn, mode := dynamicGPU(g, opts.Partitioning)
 		if g.Partitioning != nil {
 			mode.Device, mode.UUID = name, g.UUID
@@ -169,6 +185,7 @@ func Build(nodeName string, n *inventory.Node, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("node %s: %w", nodeName, err)
 	}
 	isolate(items, opts.Isolation)
+	iommu(items, opts.IOMMUGroup)
 	pool, err := paginate(items, counterSets, res)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", nodeName, err)
@@ -250,6 +267,23 @@ func isolate(items []item, assess func(*inventory.GPU, *inventory.Partition) iso
 	}
 }
 
+// iommu gives each whole GPU published whole and unshared that can be
+// passed through its IOMMU group.
+func iommu(items []item, group func(*inventory.GPU) (int, bool)) {
+	if group == nil {
+		return
+	}
+	for i := range items {
+		e := items[i].entry
+		if items[i].placeholder || e.Partition != nil || e.Carve != nil || e.Shared != nil {
+			continue
+		}
+		if g, ok := group(e.GPU); ok {
+			attrs(items[i].dev.Attributes).integer(AttrIOMMUGroup, int64(g))
+		}
+	}
+}
+
 // paginate cuts the devices, in order, into slices of at most
 // MaxDevicesPerSlice, each dynamic GPU's placements starting a slice of
 // their own, then the counter sets into slices of their own, and records
@@ -270,6 +304,7 @@ func paginate(items []item, counterSets []resourceapi.CounterSet, res *Result) (
 			continue
 		}
 		cur.Devices = append(cur.Devices, it.dev)
+		it.entry.Attributes = it.dev.Attributes
 		res.Devices[it.dev.Name] = it.entry
 		res.Order = append(res.Order, it.dev.Name)
 	}

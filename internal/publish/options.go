@@ -85,6 +85,18 @@ type Options struct {
 	// published whole (the agent's --min-share-isolation). Empty shares
 	// every device.
 	MinShareIsolation isolation.Level
+	// IOMMUGroup, where the agent passes GPUs through to virtual machines,
+	// is the IOMMU group of a GPU that can be passed (its group holds
+	// nothing but GPUs and bridges); such a GPU, published whole and
+	// unshared, carries it as iommuGroup, which the vfio class selects on
+	// (docs/vfio.md). Nil publishes none.
+	IOMMUGroup func(g *inventory.GPU) (int, bool)
+	// Passed are the GPUs claims passed through to virtual machines: none
+	// of their devices is published meanwhile (vfio-pci holds them; the
+	// allocator must not see their placements or shares), and each keeps
+	// its place in the gpu-<n> order even where Discover no longer lists
+	// it (Result.Passed).
+	Passed []PassedGPU
 	// WholeLegacyMPS, with SharingCapacity, publishes whole the devices
 	// whose shares would run under MPS without namespaces of their own
 	// (legacy MPS: every share reaches the one daemon's control pipe); the

@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/backend"
 	"github.com/tessera-gpu/tessera/internal/inventory"
 	"github.com/tessera-gpu/tessera/internal/mps"
+	"github.com/tessera-gpu/tessera/internal/vfio/simfs"
 )
 
 var _ backend.Backend = (*Backend)(nil)
@@ -33,6 +34,8 @@ type Backend struct {
 
 	// clock tells when a mode change is done (modes.go).
 	clock clock.PassiveClock
+	// pci is the node's PCI sysfs (pci.go).
+	pci *simfs.Tree
 
 	mu       sync.Mutex
 	node     inventory.Node        // current state; GPUs in machine file order
@@ -132,10 +135,18 @@ func New(m *Machine, stateDir string, opts ...Option) (*Backend, error) {
 	if err := b.save(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	if err := b.openPCI(gpus != nil); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
 	nodes, err := nodeDevices(&b.node)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	vn, err := b.vfioNodes()
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	nodes = append(nodes, vn...)
 	if err := b.devs.reset(b.logger, nodes); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
@@ -153,15 +164,32 @@ func (b *Backend) BootID() string { return b.bootID }
 // Machine returns the machine the backend simulates (do not modify it).
 func (b *Backend) Machine() *Machine { return b.machine }
 
-// Discover implements backend.Backend: a deep copy of the current state.
+// Discover implements backend.Backend: a deep copy of the current state,
+// without the GPUs their host driver does not hold (pci.go), as NVML and
+// amdgpu list them.
 func (b *Backend) Discover(ctx context.Context) (*inventory.Node, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.settle(klog.FromContext(ctx))
 	n := b.node.Clone()
+	index := make([]int, len(n.GPUs)) // new index of GPU i; -1: left out
+	var kept []inventory.GPU
 	for i := range n.GPUs {
-		n.GPUs[i].Simulated = true
+		ok, err := b.onDriver(&n.GPUs[i])
+		if err != nil {
+			return nil, err
+		}
+		index[i] = -1
+		if ok {
+			n.GPUs[i].Simulated = true
+			index[i] = len(kept)
+			kept = append(kept, n.GPUs[i])
+		}
 	}
+	if len(kept) < len(n.GPUs) {
+		n.Links = linksAmong(n.Links, index)
+	}
+	n.GPUs = kept
 	return n, nil
 }
 
@@ -173,6 +201,9 @@ func (b *Backend) DevRoot() string { return b.devs.root }
 // resolve even where the tree holds stand-in files.
 func (b *Backend) DeviceNumbers(devPath string) (major, minor int64, ok bool) {
 	devPath = strings.TrimPrefix(filepath.ToSlash(filepath.Clean(devPath)), "/dev/")
+	if strings.HasPrefix(devPath, "vfio/") {
+		return b.vfioNumbers(devPath)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.settle(b.logger)
@@ -201,6 +232,9 @@ func (b *Backend) CreatePartition(ctx context.Context, gpuUUID, profile string, 
 	defer b.mu.Unlock()
 	g, err := b.gpu(gpuUUID)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.reachable(g); err != nil {
 		return nil, err
 	}
 	p, err := planPartition(g, profile, placement)
@@ -248,6 +282,9 @@ func (b *Backend) DestroyPartition(ctx context.Context, gpuUUID, partitionUUID s
 	if err != nil {
 		return err
 	}
+	if err := b.reachable(g); err != nil {
+		return err
+	}
 	k := slices.IndexFunc(g.Partitions, func(p inventory.Partition) bool { return p.UUID == partitionUUID })
 	if k < 0 {
 		logger.V(4).Info("Partition to destroy does not exist", "gpu", gpuUUID, "uuid", partitionUUID)
@@ -285,6 +322,9 @@ func (b *Backend) SetPartitionMode(ctx context.Context, gpuUUID string, enabled 
 	if err != nil {
 		return err
 	}
+	if err := b.reachable(g); err != nil {
+		return err
+	}
 	pt := g.Partitioning
 	switch {
 	case pt == nil:
@@ -309,12 +349,13 @@ func (b *Backend) SetPartitionMode(ctx context.Context, gpuUUID string, enabled 
 }
 
 // Generation implements backend.Generationer: it changes whenever a
-// partition is created or destroyed, as the inventory does.
+// partition is created or destroyed, or a driver binding moves, as the
+// inventory does.
 func (b *Backend) Generation() (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.settle(b.logger)
-	return fmt.Sprint(b.changes), nil
+	return fmt.Sprintf("%d.%d", b.changes, b.pci.Writes()), nil
 }
 
 // gpu returns the live GPU with uuid; the caller holds mu.

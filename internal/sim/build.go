@@ -31,6 +31,8 @@ type builder struct {
 
 	m        Machine
 	gpuPaths []string // gpuPaths[i] is the gpus[j] entry GPU i came from
+	// gpuGroups[i] is GPU i's iommuGroup as its entry gives it (nil: none).
+	gpuGroups []*int
 }
 
 // gpuTypeSpec is a checked gpuTypes entry.
@@ -82,6 +84,7 @@ func build(f *fileMachine, lines lineIndex, fallbackName, nodeName string) (*Mac
 	b.uniqueness()
 	b.partitionMinors()
 	b.links()
+	b.pci()
 	sort.SliceStable(b.errs, func(i, j int) bool { return b.errs[i].Line < b.errs[j].Line })
 	if len(b.errs) > 0 {
 		return nil, b.errs
@@ -390,6 +393,7 @@ func (b *builder) gpu(path string, e fileGPU, spec *gpuTypeSpec, vendorIndex int
 	}
 	b.m.Node.GPUs = append(b.m.Node.GPUs, g)
 	b.gpuPaths = append(b.gpuPaths, path)
+	b.gpuGroups = append(b.gpuGroups, e.IOMMUGroup)
 	b.initialPartitions(path, e, idx)
 	b.initialMode(path, idx)
 	if spec.modeChange > 0 {

@@ -22,6 +22,25 @@ type fileMachine struct {
 	Links    fileLinks              `yaml:"links"`
 	// Cgroup is the node's cgroup hierarchy; absent: v2 without dmem.
 	Cgroup *fileCgroup `yaml:"cgroup"`
+	// IOMMU says whether the node's IOMMU is on (VT-d, AMD-Vi); absent:
+	// on. Without it nothing can be passed through (iommu.go).
+	IOMMU *bool `yaml:"iommu"`
+	// PCIDevices are PCI functions besides the GPUs and their bridges,
+	// listed where they share a GPU's IOMMU group (a NIC behind the same
+	// switch), which makes that group impossible to pass.
+	PCIDevices []filePCIDevice `yaml:"pciDevices"`
+}
+
+// filePCIDevice is one PCI function that is not a GPU.
+type filePCIDevice struct {
+	PCIBusID string `yaml:"pciBusID"`
+	// Class is the 24-bit PCI class code in hex (0x020000: Ethernet).
+	Class  string `yaml:"class"`
+	Vendor string `yaml:"vendor"` // PCI vendor ID in hex (0x15b3)
+	Driver string `yaml:"driver"` // the driver it is bound to at boot
+	// IOMMUGroup is required: the point of listing the device.
+	IOMMUGroup *int   `yaml:"iommuGroup"`
+	PCIeRoot   string `yaml:"pcieRoot"`
 }
 
 // fileCgroup is what the node's kernel offers for device memory limits.
@@ -95,6 +114,9 @@ type fileGPU struct {
 	Minor         *int     `yaml:"minor"`
 	RenderMinor   *int     `yaml:"renderMinor"`
 	DriverVersion string   `yaml:"driverVersion"`
+	// IOMMUGroup is the GPU's IOMMU group; absent: one of its own.
+	// GPUs given the same number share a group (a switch without ACS).
+	IOMMUGroup *int `yaml:"iommuGroup"`
 	// PartitioningEnabled overrides gpuTypes.*.partitioning.enabled.
 	PartitioningEnabled *bool           `yaml:"partitioningEnabled"`
 	Partitions          []filePartition `yaml:"partitions"`

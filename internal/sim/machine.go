@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/internal/inventory"
+	"github.com/tessera-gpu/tessera/internal/vfio/simfs"
 )
 
 // Machine is a loaded, validated machine file for one node: the hardware as
@@ -25,6 +26,10 @@ type Machine struct {
 	// mode takes to enumerate a new mode's partitions, by UUID (modes.go);
 	// a GPU missing from it changes at once.
 	ModeChangeTime map[string]time.Duration
+	// PCI is the node's PCI side (iommu.go): whether its IOMMU is on, and
+	// every GPU, bridge and listed device as a function with its IOMMU
+	// group and boot driver, from which the backend's sysfs tree is built.
+	PCI simfs.Host
 }
 
 // GPUIndex returns the index of the GPU with uuid in m.Node.GPUs, or -1.

@@ -39,6 +39,9 @@ func (b *Backend) SetTimeSlice(ctx context.Context, gpuUUID string, ts backend.T
 		}
 		return err
 	}
+	if err := b.reachable(g); err != nil {
+		return err
+	}
 	v, err := vendorOf(g)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
@@ -165,6 +168,9 @@ func (b *Backend) checkMPSDevices(spec mps.DaemonSpec) error {
 			if g = b.partitionOwner(uuid); g == nil {
 				return fmt.Errorf("sim: MPS daemon %s: no GPU or partition %s on this node", spec.ID, uuid)
 			}
+		}
+		if err := b.reachable(g); err != nil {
+			return fmt.Errorf("sim: MPS daemon %s: %w", spec.ID, err)
 		}
 		v, err := vendorOf(g)
 		if err != nil {

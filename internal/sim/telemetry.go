@@ -76,6 +76,11 @@ func (b *Backend) ReadTelemetry(ctx context.Context) ([]telemetry.Sample, error)
 			return nil, err
 		}
 		g := &b.node.GPUs[i]
+		if ok, err := b.onDriver(g); err != nil || !ok {
+			// Passed through (pci.go): its driver cannot read it, and an
+			// unknown reading is no sample, not zeros.
+			continue
+		}
 		own := loads[g.UUID]
 		used, util := float64(own.MemoryUsedBytes), own.UtilizationPercent
 		gi := len(out) // the GPU first, its partitions after it

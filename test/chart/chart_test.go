@@ -106,6 +106,7 @@ var allClasses = map[string]string{
 	"mig":    "mig.gpu.tessera.dev",
 	"xcp":    "xcp.gpu.tessera.dev",
 	"imex":   "imex.gpu.tessera.dev",
+	"vfio":   "vfio.gpu.tessera.dev",
 }
 
 func TestLint(t *testing.T) {
@@ -131,6 +132,9 @@ var optionSets = [][]string{
 	{"deviceClasses.amd=false"},
 	{"deviceClasses.mig=false"},
 	{"deviceClasses.xcp=false"},
+	{"deviceClasses.vfio=false"},
+	{"passthrough.enabled=true"},
+	{"passthrough.enabled=true", "backend=amd"},
 	{"serviceMonitor.enabled=true"},
 	{"prometheusRule.enabled=true", "prometheusRule.force=true", "prometheusRule.labels.release=prom"},
 	{"networkPolicy.enabled=true"},
@@ -195,6 +199,7 @@ func TestDefaults(t *testing.T) {
 		"DeviceClass/imex.gpu.tessera.dev",
 		"DeviceClass/mig.gpu.tessera.dev",
 		"DeviceClass/nvidia.gpu.tessera.dev",
+		"DeviceClass/vfio.gpu.tessera.dev",
 		"DeviceClass/xcp.gpu.tessera.dev",
 		"PodDisruptionBudget/tessera-webhook",
 		"Role/tessera-mps-daemons",
@@ -250,6 +255,7 @@ func TestDefaults(t *testing.T) {
 		"TESSERA_MPS_DAEMON_PRIORITY_CLASS":  "system-node-critical",
 		"TESSERA_BACKEND":                    "auto",
 		"TESSERA_SYSFS_ROOT":                 "/",
+		"TESSERA_PASSTHROUGH":                "false",
 		"TESSERA_PARTITIONING":               "static",
 		"TESSERA_SHARING":                    "none",
 		"TESSERA_MIN_SHARE_ISOLATION":        "none",

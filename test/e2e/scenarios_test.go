@@ -82,7 +82,7 @@ var checks = map[string]func(t *testing.T, pods map[string]got){
 		}
 	},
 	"09-dynamic-mig.yaml":        checkDynamicMIG,
-	"20-amd-cpx-on-demand.yaml":  checkAMDModes,
+	"22-amd-cpx-on-demand.yaml":  checkAMDModes,
 	"10-time-sliced-t4.yaml":     checkTimeSliced,
 	"11-mps-two-containers.yaml": checkMPS,
 	"15-gpus-at-work.yaml": func(t *testing.T, pods map[string]got) {
@@ -96,6 +96,7 @@ var checks = map[string]func(t *testing.T, pods map[string]got){
 		}
 		expectDevices(t, pods["mi300x-job"], 1, func(d resourceapi.Device) bool { return str(d, "model") == "MI300X" })
 	},
+	"20-gpu-monitor.yaml": checkMonitor,
 }
 
 // outcome is what a scenario's pods and objects ended up as, for checks
@@ -121,7 +122,7 @@ var afterChecks = map[string]func(t *testing.T){
 	"10-time-sliced-t4.yaml":     afterTimeSliced,
 	"11-mps-two-containers.yaml": afterMPS,
 	"14-gpu-shares-l4.yaml":      afterShares,
-	"20-amd-cpx-on-demand.yaml":  checkAMDRest,
+	"22-amd-cpx-on-demand.yaml":  checkAMDRest,
 	"09-dynamic-mig.yaml": func(t *testing.T) {
 		// Everything carved for the pods is destroyed and MIG mode is back off.
 		st := simState(t, dynamicNode)
@@ -183,6 +184,7 @@ func checkDynamicMIG(t *testing.T, pods map[string]got) {
 // cluster has no node they need.
 var checkedElsewhere = map[string]string{
 	"19-rack-job-one-domain.yaml": "test/e2e/rack (TestDemoRackJob): GB200 trays of one domain",
+	"21-vm-passthrough.yaml":      "TestPassthrough/vm-pods: a passed GPU publishes no device, which runScenario looks its pods' devices up in",
 }
 
 func TestScenarios(t *testing.T) {

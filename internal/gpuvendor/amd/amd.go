@@ -27,7 +27,8 @@ func (Vendor) Majors() []string       { return []string{majorDRM, majorKFD} }
 func (Vendor) Capabilities() gpuvendor.Capabilities {
 	// amdgpu registers each device's VRAM with the dmem controller; a
 	// compute partition's memory is the device's (one region per device).
-	return gpuvendor.Capabilities{PartitionKind: inventory.PartitionXCP, DynamicPartitions: true, PartitionModes: true, PartitionPeerLinks: true, Passthrough: true,
+	return gpuvendor.Capabilities{PartitionKind: inventory.PartitionXCP, DynamicPartitions: true, PartitionModes: true, PartitionPeerLinks: true,
+		Passthrough: true, HostDriver: "amdgpu", PCIVendorID: "0x1002",
 		DmemRegion: "drm/%s/vram0", KernelLimit: "dmem"}
 }
 

@@ -74,7 +74,7 @@ func TestCapabilities(t *testing.T) {
 	// Fixed time-slice interval, no MPS, shares the scheduler's accounting.
 	// Partitions stay in the GPU's xGMI hive; they are a GPU-wide mode, which
 	// the agent sets per claim with --partitioning=dynamic.
-	want := gpuvendor.Capabilities{PartitionKind: inventory.PartitionXCP, DynamicPartitions: true, PartitionModes: true, PartitionPeerLinks: true, Passthrough: true,
+	want := gpuvendor.Capabilities{PartitionKind: inventory.PartitionXCP, DynamicPartitions: true, PartitionModes: true, PartitionPeerLinks: true, Passthrough: true, HostDriver: "amdgpu", PCIVendorID: "0x1002",
 		DmemRegion: "drm/%s/vram0", KernelLimit: "dmem"}
 	if got := vendor.Capabilities(); got != want {
 		t.Errorf("capabilities %+v, want %+v", got, want)

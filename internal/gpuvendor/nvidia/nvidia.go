@@ -33,6 +33,8 @@ func (Vendor) Capabilities() gpuvendor.Capabilities {
 		PartitionKind:      inventory.PartitionMIG,
 		DynamicPartitions:  true,
 		Passthrough:        true,
+		HostDriver:         "nvidia",
+		PCIVendorID:        "0x10de",
 		TimeSliceIntervals: true,
 		MPS:                true,
 		EnforcedShares:     true,

@@ -127,7 +127,7 @@ func TestCommonEnv(t *testing.T) {
 }
 
 func TestCapabilities(t *testing.T) {
-	want := gpuvendor.Capabilities{PartitionKind: inventory.PartitionMIG, DynamicPartitions: true, Passthrough: true,
+	want := gpuvendor.Capabilities{PartitionKind: inventory.PartitionMIG, DynamicPartitions: true, Passthrough: true, HostDriver: "nvidia", PCIVendorID: "0x10de",
 		TimeSliceIntervals: true, MPS: true, EnforcedShares: true,
 		DmemRegion: "nvidia/%s/vidmem", KernelLimit: "nvml", KernelMemoryDriver: "615.0.0", MPSNamespacesDriver: "615.0.0"}
 	if got := vendor.Capabilities(); got != want {

@@ -155,7 +155,7 @@ func TestDoctorBroken(t *testing.T) {
 			edit: func(in *Input) {
 				in.Classes = slices.DeleteFunc(in.Classes, func(c resourceapi.DeviceClass) bool { return c.Name == "mig.gpu.tessera.dev" })
 			},
-			want: []doctorExpect{{StatusFail, "deviceclasses", []string{"missing 1 of 6", "mig.gpu.tessera.dev"}}},
+			want: []doctorExpect{{StatusFail, "deviceclasses", []string{"missing 1 of 7", "mig.gpu.tessera.dev"}}},
 		},
 		{
 			name: "classes unreadable",

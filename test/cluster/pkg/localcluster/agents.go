@@ -70,8 +70,11 @@ func (c *Config) agentValues(s *State, n Node, webhook bool, prod map[string]Pro
 			"image":   map[string]any{"repository": prod[WebhookImage].Repository},
 		},
 		"deviceClasses": map[string]any{
-			"gpu": false, "nvidia": false, "amd": false, "mig": false, "xcp": false, "imex": false,
+			"gpu": false, "nvidia": false, "amd": false, "mig": false, "xcp": false, "imex": false, "vfio": false,
 		},
+	}
+	if n.Passthrough {
+		v["passthrough"] = map[string]any{"enabled": true}
 	}
 	if imex := c.imexValues(n.Name); imex != nil {
 		v["imex"] = imex

@@ -20,14 +20,18 @@ type Node struct {
 	// Sharing is none or capacity (the agent's --sharing); empty is none.
 	// The kubelet labels the node tessera.dev/sharing.
 	Sharing string `json:"sharing,omitempty"`
+	// Passthrough has the node's agent pass GPUs of the vfio class
+	// through to virtual machines (--passthrough, the chart's
+	// passthrough.enabled; docs/vfio.md), through the simulator's sysfs.
+	Passthrough bool `json:"passthrough,omitempty"`
 }
 
 // DefaultNodes are the nodes `make cluster-up` starts unless told otherwise.
 var DefaultNodes = []Node{
-	{Name: "gpu-h100", Profile: "dgx-h100"},
-	{Name: "gpu-mi300x", Profile: "mi300x-8"},
+	{Name: "gpu-h100", Profile: "dgx-h100", Passthrough: true},
+	{Name: "gpu-mi300x", Profile: "mi300x-8", Passthrough: true},
 	{Name: "gpu-mixed", Profile: "mixed-inference"},
-	{Name: "gpu-h100-dynamic", Profile: "dgx-h100", Partitioning: "dynamic"},
+	{Name: "gpu-h100-dynamic", Profile: "dgx-h100", Partitioning: "dynamic", Passthrough: true},
 	{Name: "gpu-l4-shared", Profile: "l4-4", Sharing: "capacity"},
 }
 

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -39,5 +40,29 @@ func TestParseNodes(t *testing.T) {
 	}
 	if p := (Node{}).PartitioningOf(); p != "static" {
 		t.Errorf("default partitioning %q", p)
+	}
+}
+
+// TestGateArgs: every control-plane component gets DRAAdminAccess; the
+// Workload gates and API come only with Workloads.
+func TestGateArgs(t *testing.T) {
+	tests := []struct {
+		name      string
+		workloads bool
+		apiServer bool
+		want      []string
+	}{
+		{"scheduler", false, false, []string{"--feature-gates=DRAAdminAccess=true"}},
+		{"API server", false, true, []string{"--feature-gates=DRAAdminAccess=true"}},
+		{"scheduler with workloads", true, false, []string{"--feature-gates=DRAAdminAccess=true,GenericWorkload=true,DRAWorkloadResourceClaims=true,TopologyAwareWorkloadScheduling=true"}},
+		{"API server with workloads", true, true, []string{"--feature-gates=DRAAdminAccess=true,GenericWorkload=true,DRAWorkloadResourceClaims=true,TopologyAwareWorkloadScheduling=true", "--runtime-config=" + WorkloadAPI + "=true"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Config{Workloads: tt.workloads}
+			if got := c.gateArgs(tt.apiServer); !slices.Equal(got, tt.want) {
+				t.Errorf("gateArgs(%v) = %q, want %q", tt.apiServer, got, tt.want)
+			}
+		})
 	}
 }

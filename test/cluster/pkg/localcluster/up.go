@@ -265,7 +265,7 @@ func (c *Config) startAPIServer(s *State, p *pki) (*Proc, error) {
 		// are called at their pods' addresses: there is no kube-proxy.
 		"--enable-aggregator-routing=true",
 	}
-	args = append(args, c.workloadArgs(true)...)
+	args = append(args, c.gateArgs(true)...)
 	return c.start(s, "kube-apiserver", c.bin("kube-apiserver"), append(args, c.APIServerArgs...)...)
 }
 
@@ -296,7 +296,7 @@ func (c *Config) startControllers(s *State, p *pki) error {
 			"--secure-port=" + strconv.Itoa(s.Ports[comp.name]),
 			"--cert-dir=" + filepath.Join(c.Dir, comp.name+"-certs"),
 		}, comp.extra...)
-		args = append(args, c.workloadArgs(false)...)
+		args = append(args, c.gateArgs(false)...)
 		if _, err := c.start(s, "kube-"+comp.name, c.bin("kube-"+comp.name), args...); err != nil {
 			return err
 		}
@@ -485,8 +485,16 @@ func (c *Config) StartPluginWithKubeconfig(s *State, n Node, kubeconfig string) 
 		"--attribution-poll=" + AttributionPoll,
 		"--telemetry-poll=" + TelemetryPoll,
 		"--v=4",
-	}, c.imexArgs(n.Name)...)...)
+	}, append(n.passthroughArgs(), c.imexArgs(n.Name)...)...)...)
 	return err
+}
+
+// passthroughArgs are the agent's flags for n's passthrough.
+func (n Node) passthroughArgs() []string {
+	if !n.Passthrough {
+		return nil
+	}
+	return []string{"--passthrough"}
 }
 
 func metricsPort(node string) string { return "metrics-" + node }

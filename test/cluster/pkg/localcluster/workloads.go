@@ -18,30 +18,36 @@ var WorkloadGates = []string{"GenericWorkload", "DRAWorkloadResourceClaims", "To
 // --runtime-config as well as the gate.
 const WorkloadAPI = "scheduling.k8s.io/v1beta1"
 
-// workloadGateFlag is --feature-gates turning WorkloadGates on, or ""
-// when c.Workloads is off.
-func (c *Config) workloadGateFlag() string {
-	if !c.Workloads {
-		return ""
+// DRAGates are the feature gates every control-plane component gets,
+// whatever the config: DRAAdminAccess, without which the API server drops
+// a request's adminAccess and the scheduler allocates no device another
+// claim holds, so a monitor's claim (docs/claims.md, admin access) would
+// wait for devices forever. On by default in the releases the cluster
+// runs; named so that a binary with another default still serves it.
+var DRAGates = []string{"DRAAdminAccess"}
+
+// gateFlag is --feature-gates turning DRAGates on, and WorkloadGates when
+// c.Workloads is on.
+func (c *Config) gateFlag() string {
+	gates := append([]string(nil), DRAGates...)
+	if c.Workloads {
+		gates = append(gates, WorkloadGates...)
 	}
-	on := make([]string, len(WorkloadGates))
-	for i, g := range WorkloadGates {
+	on := make([]string, len(gates))
+	for i, g := range gates {
 		on[i] = g + "=true"
 	}
 	return "--feature-gates=" + strings.Join(on, ",")
 }
 
-// workloadArgs are the flags a control-plane component needs for
-// Workloads: the gates, and for the API server the API too.
-func (c *Config) workloadArgs(apiServer bool) []string {
-	f := c.workloadGateFlag()
-	if f == "" {
-		return nil
+// gateArgs are the flags a control-plane component gets for its feature
+// gates: the gates, and for the API server with Workloads on the
+// Workload API too.
+func (c *Config) gateArgs(apiServer bool) []string {
+	if apiServer && c.Workloads {
+		return []string{c.gateFlag(), "--runtime-config=" + WorkloadAPI + "=true"}
 	}
-	if apiServer {
-		return []string{f, "--runtime-config=" + WorkloadAPI + "=true"}
-	}
-	return []string{f}
+	return []string{c.gateFlag()}
 }
 
 // kubeletGates is the KubeletConfiguration featureGates stanza: the

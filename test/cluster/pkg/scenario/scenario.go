@@ -97,8 +97,16 @@ func Load(path string) (*Scenario, error) {
 // Apply creates the scenario's objects in namespace ns. An object
 // annotated to be rejected must be refused by the API server; its message
 // goes into sc.Rejected.
+//
+// A scenario whose claims ask admin access gets ns labelled for it first
+// (AllowAdminAccess).
 func (sc *Scenario) Apply(ctx context.Context, client kubernetes.Interface, ns string) error {
 	sc.Rejected = map[string]string{}
+	if sc.AsksAdminAccess() {
+		if err := AllowAdminAccess(ctx, client, ns); err != nil {
+			return err
+		}
+	}
 	for _, t := range sc.Templates {
 		_, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, t.DeepCopy(), metav1.CreateOptions{})
 		if err := sc.created("ResourceClaimTemplate", t, err); err != nil {
