@@ -55,6 +55,8 @@ func TestPassthrough(t *testing.T) {
 	t.Run("vm-pods", func(t *testing.T) {
 		ctx := context.Background()
 		ns := namespace(t)
+		// Namespaces stay after a test; its pods must not hold GPUs the next tests need.
+		t.Cleanup(func() { deleteAll(t, ns) })
 		sc, err := scenario.Load(filepath.Join(repo, "demo", "21-vm-passthrough.yaml"))
 		if err != nil {
 			t.Fatal(err)
@@ -127,6 +129,8 @@ func TestPassthrough(t *testing.T) {
 	t.Run("refused-beside-mig-slices", func(t *testing.T) {
 		ctx := context.Background()
 		ns := namespace(t)
+		// Namespaces stay after a test; its pods must not hold GPUs the next tests need.
+		t.Cleanup(func() { deleteAll(t, ns) })
 		migPod(t, ns, "slice", dynamicNode, "1g.10gb")
 		if err := scenario.WaitRunning(ctx, client, ns, []string{"slice"}, 120*time.Second); err != nil {
 			t.Fatal(err)
