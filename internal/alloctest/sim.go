@@ -10,6 +10,7 @@ import (
 	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/publish"
 	"github.com/tessera-gpu/tessera/internal/sim"
+	"github.com/tessera-gpu/tessera/internal/vfio"
 )
 
 // PublishSim builds the slices of a simulated catalogue machine exactly as
@@ -24,6 +25,32 @@ func PublishSim(t testing.TB, profile, node string) ([]*resourceapi.ResourceSlic
 func PublishSimWith(t testing.TB, profile, node string, opts publish.Options) ([]*resourceapi.ResourceSlice, *publish.Result) {
 	t.Helper()
 	_, inv := DiscoverSim(t, profile, node)
+	res, err := publish.Build(node, inv, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return publish.Objects(names.DriverName, node, res.Resources), res
+}
+
+// PublishSimPassthrough is PublishSimWith for an agent with --passthrough:
+// each GPU whose IOMMU group can be passed (vfio.Passable on the
+// simulator's PCI tree) carries its iommuGroup, which the class
+// vfio.gpu.tessera.dev selects.
+func PublishSimPassthrough(t testing.TB, profile, node string, opts publish.Options) ([]*resourceapi.ResourceSlice, *publish.Result) {
+	t.Helper()
+	b, inv := DiscoverSim(t, profile, node)
+	var addrs []string
+	for _, g := range inv.GPUs {
+		addrs = append(addrs, g.PCIBusID)
+	}
+	groups, _, err := vfio.Passable(b.PCISysfs(), addrs)
+	if err != nil {
+		t.Fatalf("%s: IOMMU groups: %v", profile, err)
+	}
+	opts.IOMMUGroup = func(g *inventory.GPU) (int, bool) {
+		n, ok := groups[g.PCIBusID]
+		return n, ok
+	}
 	res, err := publish.Build(node, inv, opts)
 	if err != nil {
 		t.Fatal(err)

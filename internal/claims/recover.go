@@ -32,22 +32,8 @@ func (m *Manager) recover(ctx context.Context) error {
 		// some it holds may be gone. As for a rebuild, every claim is
 		// confirmed again by the kubelet or yields its devices.
 		logger.Error(err, "Checkpoint log corrupt, moved aside; recovering the state before the corrupt record, and the prepared claims of the CDI specs")
-		specs, rerr := m.rebuild()
-		if rerr != nil {
-			return fmt.Errorf("rebuild checkpoint from CDI specs: %w", rerr)
-		}
-		for _, c := range cp.Claims {
-			c.Unconfirmed = true
-		}
-		for uid, c := range specs.Claims {
-			if _, ok := cp.Claims[uid]; !ok {
-				cp.Claims[uid] = c
-			}
-		}
-		for _, g := range specs.PartitionModeOn {
-			if !slices.Contains(cp.PartitionModeOn, g) {
-				cp.PartitionModeOn = append(cp.PartitionModeOn, g)
-			}
+		if err := m.joinSpecs(cp); err != nil {
+			return err
 		}
 	case err != nil:
 		return fmt.Errorf("load checkpoint: %w", err)
@@ -171,4 +157,28 @@ func (m *Manager) removeOrphanSpecs(ctx context.Context) error {
 		klog.FromContext(ctx).Info("Removed NCCL topology file of a claim that is not prepared", "uid", uid)
 	}
 	return err
+}
+
+// joinSpecs adds to cp, the state before a corrupt log record, what the
+// CDI specs say is prepared that it lacks, and marks every claim
+// unconfirmed, as a rebuild does.
+func (m *Manager) joinSpecs(cp *checkpoint.Checkpoint) error {
+	specs, err := m.rebuild()
+	if err != nil {
+		return fmt.Errorf("rebuild checkpoint from CDI specs: %w", err)
+	}
+	for _, c := range cp.Claims {
+		c.Unconfirmed = true
+	}
+	for uid, c := range specs.Claims {
+		if _, ok := cp.Claims[uid]; !ok {
+			cp.Claims[uid] = c
+		}
+	}
+	for _, g := range specs.PartitionModeOn {
+		if !slices.Contains(cp.PartitionModeOn, g) {
+			cp.PartitionModeOn = append(cp.PartitionModeOn, g)
+		}
+	}
+	return nil
 }

@@ -210,17 +210,16 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	}
 	d.sweepMetadata(ctx)
 	// The first build waits for the checkpoint: what claims hold decides
-	// what a dynamic GPU withholds. On a dynamic node recovery may have
-	// destroyed partitions; a static node's changes none.
+	// what a dynamic GPU withholds. It discovers the node again, whatever
+	// its partitioning: recovery may have changed it after the manager's
+	// first look (destroyed partitions on a dynamic node, given back a GPU
+	// a passthrough cut short left on no driver on any node).
 	d.pub.setHeld(d.claims.Holds, d.claims.HoldsWhole)
 	d.pub.setPassed(d.claims.Passed)
 	if o.Partitioning == publish.Dynamic && o.DynamicWindow > 0 {
 		d.pub.open = previouslyOpen(ctx, o)
 	}
-	r := heldChanged
-	if o.Partitioning == publish.Dynamic {
-		r |= inventoryChanged
-	}
+	r := heldChanged | inventoryChanged
 	if err := d.pub.publish(ctx, r); err != nil {
 		return nil, err
 	}

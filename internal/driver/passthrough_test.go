@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -96,6 +97,39 @@ func TestPassthroughOffRefuses(t *testing.T) {
 	msg := n.prepare(claim).Claims[claim.Uid].GetError()
 	if !strings.Contains(msg, "passthrough is off on this node") {
 		t.Errorf("prepare: %q, want a refusal naming --passthrough", msg)
+	}
+}
+
+// TestPassthroughCutShortPublishedAgain: a GPU a passthrough cut short
+// left on no driver while the agent was down, its record lost, is given
+// back by the next agent's start-up sweep and is among the devices that
+// agent publishes first (its first build must follow the sweep, which
+// runs after the claim manager first discovered the node).
+func TestPassthroughCutShortPublishedAgain(t *testing.T) {
+	n := launch(t, &node{profile: "dgx-h100", passthrough: true})
+	before := n.driver.Published()
+	addr := before.Devices["gpu-6"].GPU.PCIBusID
+	uuid := before.Devices["gpu-6"].GPU.UUID
+	n.stop()
+	stop := errors.New("agent killed")
+	if err := vfio.Bind(n.backend.PCISysfs(), addr, func(st vfio.Step) error {
+		if st == vfio.StepUnbound {
+			return stop
+		}
+		return nil
+	}); !errors.Is(err, stop) {
+		t.Fatalf("cut a passthrough of %s short: %v", addr, err)
+	}
+	if d := n.gpuDriver(before, "gpu-6"); d != "" {
+		t.Fatalf("%s on %q after the cut, want no driver", addr, d)
+	}
+	n.start()
+	if d := n.gpuDriver(before, "gpu-6"); d != "nvidia" {
+		t.Errorf("%s on %q after the restart, want nvidia", addr, d)
+	}
+	got := n.driver.Published()
+	if e, ok := got.Devices["gpu-6"]; !ok || e.GPU.UUID != uuid {
+		t.Errorf("first publish after the restart: gpu-6 is %+v, want GPU %s (%d devices)", e.GPU, uuid, len(got.Devices))
 	}
 }
 

@@ -29,6 +29,8 @@ func TestAdminAccessMonitor(t *testing.T) {
 	t.Run("sees-every-gpu", func(t *testing.T) {
 		ctx := context.Background()
 		ns := namespace(t)
+		// Namespaces stay after a test; its pods must not hold GPUs the next tests need.
+		t.Cleanup(func() { deleteAll(t, ns) })
 		if err := scenario.AllowAdminAccess(ctx, client, ns); err != nil {
 			t.Fatal(err)
 		}
@@ -111,6 +113,8 @@ func TestAdminAccessMonitor(t *testing.T) {
 	t.Run("refused-outside-admin-namespace", func(t *testing.T) {
 		ctx := context.Background()
 		ns := e2eutil.Namespace(t, client, "plain")
+		// Namespaces stay after a test; its pods must not hold GPUs the next tests need.
+		t.Cleanup(func() { deleteAll(t, ns) })
 		_, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, monitorClaim("monitor"), metav1.CreateOptions{})
 		if err == nil || !strings.Contains(err.Error(), "admin-access") {
 			t.Errorf("an admin-access claim in namespace %s without %s: err %v, want the API server's refusal", ns, scenario.AdminAccessLabel, err)

@@ -55,6 +55,8 @@ func TestPassthrough(t *testing.T) {
 	t.Run("vm-pods", func(t *testing.T) {
 		ctx := context.Background()
 		ns := namespace(t)
+		// Namespaces stay after a test; its pods must not hold GPUs the next tests need.
+		t.Cleanup(func() { deleteAll(t, ns) })
 		sc, err := scenario.Load(filepath.Join(repo, "demo", "21-vm-passthrough.yaml"))
 		if err != nil {
 			t.Fatal(err)
@@ -127,6 +129,8 @@ func TestPassthrough(t *testing.T) {
 	t.Run("refused-beside-mig-slices", func(t *testing.T) {
 		ctx := context.Background()
 		ns := namespace(t)
+		// Namespaces stay after a test; its pods must not hold GPUs the next tests need.
+		t.Cleanup(func() { deleteAll(t, ns) })
 		migPod(t, ns, "slice", dynamicNode, "1g.10gb")
 		if err := scenario.WaitRunning(ctx, client, ns, []string{"slice"}, 120*time.Second); err != nil {
 			t.Fatal(err)
@@ -201,6 +205,13 @@ func TestPassthroughCutShort(t *testing.T) {
 		}
 		if d := driverOn(t, node, addr); d != "" {
 			t.Fatalf("cut short between unbind and bind: %s on %q, want no driver", addr, d)
+		}
+		// The stopped agent's slices still list the GPU; without them the
+		// poll below sees only what the next agent publishes.
+		if err := client.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{
+			FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + names.DriverName,
+		}); err != nil {
+			t.Fatal(err)
 		}
 	})
 	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
@@ -363,6 +374,24 @@ func handAllocatedVFIOPod(t *testing.T, ctx context.Context, ns, name, node, dev
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The pod names its node, so no scheduler takes part (one would
+	// allocate the claim again in its own cache and fail to reserve it),
+	// and the kubelet prepares once the claim is reserved for it.
+	claimName := name
+	pod, err := client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			NodeName:       node,
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claimName}},
+			Containers: []corev1.Container{{
+				Name: "vmm", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}},
+			}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.Status.Allocation = &resourceapi.AllocationResult{
 		Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
 			Request: "gpu", Driver: names.DriverName, Pool: node, Device: dev,
@@ -371,22 +400,8 @@ func handAllocatedVFIOPod(t *testing.T, ctx context.Context, ns, name, node, dev
 			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
 		}}},
 	}
+	c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}}
 	if _, err := client.ResourceV1().ResourceClaims(ns).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("allocate claim %s by hand: %v", name, err)
-	}
-	claimName := name
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PodSpec{
-			NodeSelector:   map[string]string{"kubernetes.io/hostname": node},
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claimName}},
-			Containers: []corev1.Container{{
-				Name: "vmm", Image: "registry.k8s.io/pause:3.10",
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}},
-			}},
-		},
-	}
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -38,17 +38,22 @@ func newExplainFleet(t *testing.T) *explainFleet {
 	for _, m := range []struct {
 		profile, node string
 		opts          publish.Options
+		passthrough   bool // as the local cluster's gpu-h100 and gpu-mi300x (demo 21)
 	}{
-		{"dgx-h100", "dgx-0", publish.Options{Partitioning: publish.Static}},
-		{"dgx-h100", "dyn-0", publish.Options{Partitioning: publish.Dynamic}},
-		{"mi300x-8", "mi300x-0", publish.Options{Partitioning: publish.Static}},
-		{"mi300x-8", "mi300x-dyn-0", publish.Options{Partitioning: publish.Dynamic}},
-		{"mixed-inference", "mixed-0", publish.Options{Partitioning: publish.Static}},
-		{"l4-4", "l4-0", publish.Options{Partitioning: publish.Static, Sharing: publish.SharingCapacity}},
-		{"gb200-nvl72-tray", "tray-0", publish.Options{Partitioning: publish.Static}},
-		{"gb200-nvl72-tray", "tray-1", publish.Options{Partitioning: publish.Static}},
+		{"dgx-h100", "dgx-0", publish.Options{Partitioning: publish.Static}, true},
+		{"dgx-h100", "dyn-0", publish.Options{Partitioning: publish.Dynamic}, false},
+		{"mi300x-8", "mi300x-0", publish.Options{Partitioning: publish.Static}, true},
+		{"mi300x-8", "mi300x-dyn-0", publish.Options{Partitioning: publish.Dynamic}, false},
+		{"mixed-inference", "mixed-0", publish.Options{Partitioning: publish.Static}, false},
+		{"l4-4", "l4-0", publish.Options{Partitioning: publish.Static, Sharing: publish.SharingCapacity}, false},
+		{"gb200-nvl72-tray", "tray-0", publish.Options{Partitioning: publish.Static}, false},
+		{"gb200-nvl72-tray", "tray-1", publish.Options{Partitioning: publish.Static}, false},
 	} {
-		s, _ := alloctest.PublishSimWith(t, m.profile, m.node, m.opts)
+		publishSim := alloctest.PublishSimWith
+		if m.passthrough {
+			publishSim = alloctest.PublishSimPassthrough
+		}
+		s, _ := publishSim(t, m.profile, m.node, m.opts)
 		f.slices = append(f.slices, s...)
 		f.nodes = append(f.nodes, m.node)
 	}
@@ -166,26 +171,30 @@ func demoInput(t *testing.T) *Input {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("demo files: %v %v", files, err)
 	}
+	// Each scenario in a namespace of its own, as the demo and the e2e
+	// apply them: two scenarios may name a pod alike.
 	for _, p := range files {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
+		pods, templates, claims := len(in.Pods), len(in.Templates), len(in.Snapshot.Claims)
 		if err := in.Snapshot.Decode(p, bytes.NewReader(data)); err != nil {
 			t.Fatal(err)
 		}
 		if err := in.decodeExtras(p, bytes.NewReader(data)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	for i := range in.Pods {
-		in.Pods[i].Namespace = "default"
-	}
-	for i := range in.Templates {
-		in.Templates[i].Namespace = "default"
-	}
-	for i := range in.Snapshot.Claims {
-		in.Snapshot.Claims[i].Namespace = "default"
+		ns := strings.TrimSuffix(filepath.Base(p), ".yaml")
+		for i := pods; i < len(in.Pods); i++ {
+			in.Pods[i].Namespace = ns
+		}
+		for i := templates; i < len(in.Templates); i++ {
+			in.Templates[i].Namespace = ns
+		}
+		for i := claims; i < len(in.Snapshot.Claims); i++ {
+			in.Snapshot.Claims[i].Namespace = ns
+		}
 	}
 	return in
 }
@@ -201,7 +210,7 @@ func TestExplainDemo(t *testing.T) {
 			continue // 01 uses an extended resource, 07's postprocessor no GPU
 		}
 		t.Run(p.Name, func(t *testing.T) {
-			_, claims, err := demo.Resolve("default", "pod/"+p.Name)
+			_, claims, err := demo.Resolve(p.Namespace, "pod/"+p.Name)
 			if err != nil {
 				t.Fatal(err)
 			}
