@@ -106,9 +106,11 @@ type item struct {
 	// room for; tier is a placement's rank within its GPU (occupancy.go).
 	blocked bool
 	tier    int
-	// placeholder stands for the placements of a GPU outside the window:
-	// it keeps their slice, empty, and is no device.
+	// placeholder stands for a dynamic GPU's placements, published or not:
+	// it keeps their place in the slices, and is no device.
 	placeholder bool
+	// dynamic is set on the whole device of a dynamic GPU (layout.go).
+	dynamic bool
 }
 
 // Build turns a node's inventory into the node's one pool of
@@ -282,42 +284,6 @@ func iommu(items []item, group func(*inventory.GPU) (int, bool)) {
 			attrs(items[i].dev.Attributes).integer(AttrIOMMUGroup, int64(g))
 		}
 	}
-}
-
-// paginate cuts the devices, in order, into slices of at most
-// MaxDevicesPerSlice, each dynamic GPU's placements starting a slice of
-// their own, then the counter sets into slices of their own, and records
-// each device in res.
-func paginate(items []item, counterSets []resourceapi.CounterSet, res *Result) (resourceslice.Pool, error) {
-	var pool resourceslice.Pool
-	var cur resourceslice.Slice
-	for i, it := range items {
-		if n := len(it.dev.Attributes) + len(it.dev.Capacity); n > MaxAttrsAndCapacity {
-			return pool, fmt.Errorf("device %s has %d attributes and capacities, limit %d", it.dev.Name, n, MaxAttrsAndCapacity)
-		}
-		newGPU := it.group == groupPlacement && i > 0 && (items[i-1].group != groupPlacement || items[i-1].parent != it.parent)
-		if len(cur.Devices) == MaxDevicesPerSlice || (newGPU && (len(cur.Devices) > 0 || items[i-1].placeholder)) {
-			pool.Slices = append(pool.Slices, cur)
-			cur = resourceslice.Slice{}
-		}
-		if it.placeholder {
-			continue
-		}
-		cur.Devices = append(cur.Devices, it.dev)
-		it.entry.Attributes = it.dev.Attributes
-		res.Devices[it.dev.Name] = it.entry
-		res.Order = append(res.Order, it.dev.Name)
-	}
-	// An empty pool still gets one slice: "no devices" differs from "no driver".
-	pool.Slices = append(pool.Slices, cur)
-	// Counter sets go in slices of their own (a slice holds devices or
-	// counters, never both), after the device slices.
-	for len(counterSets) > 0 {
-		k := min(len(counterSets), MaxCounterSetsPerSlice)
-		pool.Slices = append(pool.Slices, resourceslice.Slice{SharedCounters: counterSets[:k]})
-		counterSets = counterSets[k:]
-	}
-	return pool, nil
 }
 
 // sortItems puts devices in allocation priority order (package doc).

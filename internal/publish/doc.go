@@ -22,7 +22,7 @@
 // The scheduler's allocator is first-fit over slices in name order and
 // devices in slice order, so order is allocation priority:
 //
-//  1. Whole GPUs before partitions.
+//  1. Whole GPUs before partitions (dynamic GPUs interleave: rule 6).
 //  2. Whole GPUs by ascending capability (memory, then compute units), so a
 //     claim any GPU satisfies takes the smallest one that fits and large GPUs
 //     stay free for claims that need them; a GPU whose memory or compute
@@ -34,7 +34,8 @@
 //     within a parent smallest profile first, then by placement.
 //
 // Devices are cut into slices of at most MaxDevicesPerSlice in that order; all
-// slices form one pool named after the node.
+// slices form one pool named after the node. Dynamic GPUs interleave the
+// two ends of that order (rule 6).
 //
 // # Dynamic partitioning
 //
@@ -67,10 +68,17 @@
 //     slice 7), and 3g.40gb takes slice 4 first, so 4g.40gb at 0 stays
 //     possible.
 //
-//  6. Each dynamic GPU's placements are a slice of their own (after the
-//     slices of whole GPUs and static partitions), so carving or destroying
-//     a partition changes one slice, and the resourceslice controller
-//     updates that one object without a new pool generation.
+//  6. On a node with dynamic GPUs, slice k holds the k-th dynamic GPU's
+//     whole device in the order of rule 2, followed by the placements of
+//     the k-th dynamic GPU in the order of rule 4 (layout.go); the whole
+//     GPUs and partitions of other GPUs follow in slices of their own. A
+//     whole-GPU claim meets a whole GPU first and a 1g.10gb claim a 1g.10gb
+//     second, not after every whole GPU, and first fit still takes the
+//     whole GPU of rule 2 and the placement of rules 4 and 5: whole claims
+//     fill from one end, partitions from the other. Each GPU's
+//     placements are in one slice, so carving or destroying a partition
+//     changes one slice, and the resourceslice controller updates that one
+//     object without a new pool generation.
 //
 //  7. Within that slice, by what the GPU holds now (occupancy.go): first the
 //     first free placement of each profile in the order of rule 5, then the

@@ -76,7 +76,7 @@ func dynamicDevices(name string, g *inventory.GPU, f fabric.Attrs, rank int, ope
 		}
 		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: name, Counters: plan.all()}}
 		addModeAttributes(&d, g)
-		items = append(items, item{dev: d, entry: Entry{Name: name, GPU: g}, group: groupWhole, parent: rank})
+		items = append(items, item{dev: d, entry: Entry{Name: name, GPU: g}, group: groupWhole, parent: rank, dynamic: true})
 	}
 	for i := range pt.Profiles {
 		pr := &pt.Profiles[i]
@@ -120,11 +120,10 @@ func dynamicDevices(name string, g *inventory.GPU, f fabric.Attrs, rank int, ope
 				blocked: e.Partition != nil})
 		}
 	}
-	if !open {
-		// Its placements' slice stays, empty: the pool keeps its number
-		// of slices, so opening the GPU updates that one slice.
-		items = append(items, item{entry: Entry{Name: name, GPU: g}, group: groupPlacement, parent: rank, placeholder: true})
-	}
+	// Its place among the slices stays while none of its placements is
+	// published (closed, or all left out): the pool keeps its number of
+	// slices, so opening the GPU updates that one slice (layout.go).
+	items = append(items, item{entry: Entry{Name: name, GPU: g}, group: groupPlacement, parent: rank, placeholder: true})
 	ms := memorySlices(g, avail, usable)
 	return set, items, leftOut, withheld, &ms, nil
 }

@@ -76,8 +76,8 @@ func TestDynamicLayoutWithinAPILimits(t *testing.T) {
 			}
 		}
 	}
-	if deviceSlices != 9 || counterSlices != 1 {
-		t.Errorf("%d device slices and %d counter slices, want 9 (the whole GPUs, then each GPU's placements) and 1", deviceSlices, counterSlices)
+	if deviceSlices != 8 || counterSlices != 1 {
+		t.Errorf("%d device slices and %d counter slices, want 8 (a whole GPU and a GPU's placements each) and 1", deviceSlices, counterSlices)
 	}
 	// Memory slices always; of the other H100 limits only the one OFA binds
 	// (two 1g.10gb+me), compute slices never exceed 7 without overlapping.

@@ -104,8 +104,8 @@ func TestOccupancyOrder(t *testing.T) {
 	placementsOf := func(r *publish.Result, pool resourceslice.Pool) []string {
 		var out []string
 		for _, s := range pool.Slices {
-			if len(s.Devices) > 0 && r.Devices[s.Devices[0].Name].Carve != nil && r.Devices[s.Devices[0].Name].GPU.UUID == gpu7 {
-				for _, d := range s.Devices {
+			for _, d := range s.Devices {
+				if e := r.Devices[d.Name]; e.Carve != nil && e.GPU.UUID == gpu7 {
 					out = append(out, d.Name)
 				}
 			}

@@ -94,20 +94,20 @@ func TestWindowFreshNode(t *testing.T) {
 	if len(res.LeftOut) != 6*25 {
 		t.Errorf("%d placements left out, want 150", len(res.LeftOut))
 	}
-	// Closed GPUs keep their counter sets, and their placements' slices,
-	// empty: opening a GPU changes that one slice.
-	var sets, devSlices, empty int
+	// Closed GPUs keep their counter sets, and their placements' place in
+	// a slice, empty: opening a GPU changes that one slice.
+	var sets, devSlices, wholeOnly int
 	for _, s := range res.Resources.Pools["dgx-h100"].Slices {
 		sets += len(s.SharedCounters)
 		if len(s.SharedCounters) == 0 {
 			devSlices++
-			if len(s.Devices) == 0 {
-				empty++
+			if len(s.Devices) == 1 {
+				wholeOnly++
 			}
 		}
 	}
-	if sets != 8 || devSlices != 1+8 || empty != 6 {
-		t.Errorf("%d counter sets, %d device slices (%d empty); want 8 sets, the whole GPUs' slice and one per GPU, the 6 closed ones empty", sets, devSlices, empty)
+	if sets != 8 || devSlices != 8 || wholeOnly != 6 {
+		t.Errorf("%d counter sets, %d device slices (%d with a whole GPU only); want 8 sets, 8 slices, 6 without placements (the closed GPUs')", sets, devSlices, wholeOnly)
 	}
 	every, err := publish.Build("dgx-h100", inv, dynamic)
 	if err != nil {
