@@ -211,7 +211,7 @@ func TestAdminAccessFirst(t *testing.T) {
 			e.getClaim = func(_ context.Context, ns, name string) (*resourceapi.ResourceClaim, error) {
 				return nil, apierrors.NewNotFound(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, name)
 			}
-			e.released = func(Evidence) { released++ }
+			e.released = func(Evidence, string, ClaimRef) { released++ }
 			m, res := e.start(nil)
 			ctx := ctxFor(t)
 			if _, err := m.Prepare(ctx, adminClaim("dcgm", "gpu-6", "gpu-7")); err != nil {

@@ -52,7 +52,7 @@ type env struct {
 	// getClaim is Config.GetClaim (unset: none), released is
 	// Config.Released.
 	getClaim func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error)
-	released func(Evidence)
+	released func(Evidence, string, ClaimRef)
 	// releaseLimits is Config.MemoryLimits.Release (unset: no hook).
 	releaseLimits func(claimUID string) error
 	// imex is Config.IMEX (unset: none).

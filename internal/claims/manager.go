@@ -65,8 +65,10 @@ type Config struct {
 	// gone (stale.go); unset, such a prepare is refused.
 	GetClaim func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error)
 	// Released, if set, is told of each prepared claim released for
-	// another claim allocated its devices, and on what evidence (metrics).
-	Released func(Evidence)
+	// another claim allocated its devices (its UID and name), and on what
+	// evidence: metrics, and files of the claim that are not the manager's
+	// (device metadata), which no unprepare will remove.
+	Released func(ev Evidence, uid string, claim ClaimRef)
 	// Partitioning is how the node publishes MIG GPUs; with Dynamic the
 	// manager carves at prepare, destroys at unprepare and removes
 	// partitions no claim owns at start (effect_partitions.go).

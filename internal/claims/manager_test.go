@@ -310,7 +310,7 @@ func TestUnconfirmedClaimYields(t *testing.T) {
 	}
 	e.bootID = "boot-2"
 	var released []Evidence
-	e.released = func(ev Evidence) { released = append(released, ev) }
+	e.released = func(ev Evidence, _ string, _ ClaimRef) { released = append(released, ev) }
 	m2, _ := e.start(nil)
 	if _, err := m2.Prepare(ctx, allocated("survivor", "gpu-6")); err != nil {
 		t.Fatal(err)

@@ -201,7 +201,7 @@ func (m *Manager) release(ctx context.Context, ref cdi.ClaimRef, c *checkpoint.C
 		return fmt.Errorf("release stale claim %s/%s (%s): %w", c.Namespace, c.Name, ev, err)
 	}
 	if m.cfg.Released != nil {
-		m.cfg.Released(ev)
+		m.cfg.Released(ev, c.UID, ClaimRef{Namespace: c.Namespace, Name: c.Name})
 	}
 	return nil
 }

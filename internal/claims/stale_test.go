@@ -41,7 +41,7 @@ func (e *env) withAPI(objs ...runtime.Object) *staleAPI {
 		}
 		return a.client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	}
-	e.released = func(ev Evidence) {
+	e.released = func(ev Evidence, _ string, _ ClaimRef) {
 		a.mu.Lock()
 		a.evs = append(a.evs, ev)
 		a.mu.Unlock()

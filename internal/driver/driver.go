@@ -196,7 +196,10 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		OrphanDestroyed: o.Metrics.OrphanDestroyed,
 		MPSRestarted:    o.Metrics.MPSRestarted,
 		GetClaim:        getClaim(o.KubeClient),
-		Released:        func(ev claims.Evidence) { o.Metrics.StaleClaimReleased(releasedLabel(ev)) },
+		Released: func(ev claims.Evidence, uid string, c claims.ClaimRef) {
+			o.Metrics.StaleClaimReleased(releasedLabel(ev))
+			d.removeMetadata(klog.FromContext(ctx), uid, c)
+		},
 		ObservePartition: func(op claims.PartitionOp, took time.Duration, err error) {
 			o.Metrics.ObservePartition(string(op), took, err)
 		},

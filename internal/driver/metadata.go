@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/tessera-gpu/tessera/internal/claims"
 	"github.com/tessera-gpu/tessera/internal/names"
 )
 
@@ -73,5 +74,26 @@ func (d *Driver) sweepMetadata(ctx context.Context) {
 			continue
 		}
 		logger.Info("Removed device metadata of a claim that is not prepared", "claim", e.Name())
+	}
+}
+
+// removeMetadata removes the metadata spec and files of one claim the
+// manager released as stale: the kubelet never unprepares it, so the
+// helper never cleans up after it. Called before the prepare that
+// released it returns, so before the helper writes the files of a claim
+// that replaced it under the same name.
+func (d *Driver) removeMetadata(logger klog.Logger, uid string, c claims.ClaimRef) {
+	specs, err := filepath.Glob(filepath.Join(d.opts.CDIDir, names.DriverName+"_metadata_"+uid+"_*.json"))
+	if err != nil {
+		logger.Error(err, "List device metadata CDI specs of a released claim", "uid", uid)
+	}
+	for _, p := range specs {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			logger.Error(err, "Remove device metadata CDI spec of a released claim", "path", p)
+		}
+	}
+	dir := filepath.Join(d.opts.PluginDataDir, metadataDir, c.Namespace+"_"+c.Name)
+	if err := os.RemoveAll(dir); err != nil {
+		logger.Error(err, "Remove device metadata of a released claim", "claim", klog.KRef(c.Namespace, c.Name))
 	}
 }

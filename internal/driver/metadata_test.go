@@ -11,6 +11,7 @@ import (
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/api/metadata"
 	"k8s.io/dynamic-resource-allocation/devicemetadata"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -204,5 +205,39 @@ func TestMetadataSweep(t *testing.T) {
 	specs, _ := filepath.Glob(filepath.Join(n.cdiDir(), names.DriverName+"_metadata_uid-kept_*.json"))
 	if !slices.Equal(specs, []string{filepath.Join(n.cdiDir(), names.DriverName+"_metadata_uid-kept_gpus.json")}) {
 		t.Errorf("the prepared claim's metadata specs: %v", specs)
+	}
+}
+
+// TestMetadataOfReleasedClaim: a claim released as stale (deleted while
+// the kubelet was away, its device allocated to another claim) is never
+// unprepared by the kubelet, so the helper never removes its metadata;
+// the agent removes its spec and files when it releases it.
+func TestMetadataOfReleasedClaim(t *testing.T) {
+	n := launch(t, &node{profile: "dgx-h100", metadata: true})
+	old := n.addClaim("old", "gpu-0")
+	if msg := n.prepare(old).Claims[old.Uid].GetError(); msg != "" {
+		t.Fatal(msg)
+	}
+	spec := filepath.Join(n.cdiDir(), names.DriverName+"_metadata_"+old.Uid+"_gpus.json")
+	dir := filepath.Join(n.dir, "plugin", metadataDir, "default_old")
+	for _, p := range []string{spec, dir} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("the prepared claim's metadata: %v", err)
+		}
+	}
+	if err := n.client.ResourceV1().ResourceClaims("default").Delete(n.ctx, "old", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	next := n.addClaim("next", "gpu-0")
+	if msg := n.prepare(next).Claims[next.Uid].GetError(); msg != "" {
+		t.Fatalf("prepare of the claim allocated a deleted claim's device: %s", msg)
+	}
+	for _, p := range []string{spec, dir} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s of the released claim left: %v", p, err)
+		}
+	}
+	if _, err := n.readMetadata("next", "gpus"); err != nil {
+		t.Errorf("the next claim's metadata: %v", err)
 	}
 }

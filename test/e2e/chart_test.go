@@ -631,10 +631,10 @@ func applyChart(t *testing.T, ctx context.Context, objs []*unstructured.Unstruct
 	// Two service accounts (the agent's, the daemons'), the cluster role
 	// and its binding, the daemons' role and its binding, the IMEX leases'
 	// role and its binding, five policies with their bindings (slices, node
-	// label, MPS daemon pods, IMEX leases, the IMEX daemon pod), six
-	// classes, and the metrics scrapers' cluster role.
-	if n != 25 {
-		t.Fatalf("applied %d objects of the chart, want 25", n)
+	// label, MPS daemon pods, IMEX leases, the IMEX daemon pod), seven
+	// classes (vfio's among them), and the metrics scrapers' cluster role.
+	if n != 26 {
+		t.Fatalf("applied %d objects of the chart, want 26", n)
 	}
 }
 

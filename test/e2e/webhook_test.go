@@ -255,7 +255,7 @@ func TestWebhookChartKeepsCertificate(t *testing.T) {
 	const release = "lookup"
 	ns := namespace(t)
 	t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}) })
-	sets := []string{"deviceClasses.gpu=false", "deviceClasses.nvidia=false", "deviceClasses.amd=false", "deviceClasses.mig=false", "deviceClasses.xcp=false", "deviceClasses.imex=false"}
+	sets := []string{"deviceClasses.gpu=false", "deviceClasses.nvidia=false", "deviceClasses.amd=false", "deviceClasses.mig=false", "deviceClasses.xcp=false", "deviceClasses.imex=false", "deviceClasses.vfio=false"}
 	// render returns the Secret and the PEM certificates of the caBundle
 	// every webhook of the configuration has (they must agree).
 	render := func() (*corev1.Secret, [][]byte) {
