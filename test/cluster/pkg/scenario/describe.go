@@ -224,7 +224,7 @@ func (sc *Scenario) Missing(ctx context.Context, client kubernetes.Interface) (s
 			return "", err
 		}
 		if !found {
-			return fmt.Sprintf("no node publishes a device with %s %q (add a node with static MIG instances, dgx-h100-mig, or dynamic partitioning, e.g. NODES=...,gpu-h100-dynamic=dgx-h100:dynamic)", attr, value), nil
+			return fmt.Sprintf("no node publishes a device with %s %q (the scenario's description names the node that publishes it; add it with NODES=...,<node>=<profile>[:dynamic])", attr, value), nil
 		}
 	}
 	return "", nil
