@@ -73,20 +73,30 @@ func (m *Manager) carveAll(ctx context.Context, entry *checkpoint.Claim, devs []
 			return withKind(ErrPartition, fmt.Errorf("device %s: carve %s at %d: %w", d.dev.Device, d.carve.Profile, d.carve.Placement.Start, err))
 		}
 		g.Partitions = append(g.Partitions, *p)
-		if err := m.crash(stepPartitionCarved); err != nil {
+		if err := m.recordPartition(entry, i, d, p); err != nil {
 			return err
 		}
-		prev := m.keep(entry.UID)
-		entry.Devices[i].PartitionUUID = p.UUID
-		entry.Devices[i].CreatedPartition = true
-		if err := m.save(prev); err != nil {
-			// The record does not name the UUID; rollback finds the
-			// partition by its placement.
-			return err
-		}
-		d.dev.Partition = p
 		logger.V(2).Info("Carved partition", "device", d.dev.Device, "gpu", g.UUID, "profile", p.Profile, "placement", p.Placement.Start, "uuid", p.UUID)
 	}
+	return nil
+}
+
+// recordPartition records the partition p made for device i of entry (a
+// MIG slice carved, an AMD mode's partition taken) once it exists: after
+// the crash point that finds it made but unrecorded. A failed save leaves
+// the record without its UUID; rollback finds the partition by its
+// placement.
+func (m *Manager) recordPartition(entry *checkpoint.Claim, i int, d *planned, p *inventory.Partition) error {
+	if err := m.crash(stepPartitionCarved); err != nil {
+		return err
+	}
+	prev := m.keep(entry.UID)
+	entry.Devices[i].PartitionUUID = p.UUID
+	entry.Devices[i].CreatedPartition = true
+	if err := m.save(prev); err != nil {
+		return err
+	}
+	d.dev.Partition = p
 	return nil
 }
 

@@ -86,16 +86,9 @@ func (m *Manager) carveMode(ctx context.Context, entry *checkpoint.Claim, i int,
 	if err != nil {
 		return withKind(ErrPartition, fmt.Errorf("device %s: %w", d.dev.Device, err))
 	}
-	if err := m.crash(stepPartitionCarved); err != nil {
+	if err := m.recordPartition(entry, i, d, p); err != nil {
 		return err
 	}
-	prev := m.keep(entry.UID)
-	entry.Devices[i].PartitionUUID = p.UUID
-	entry.Devices[i].CreatedPartition = true
-	if err := m.save(prev); err != nil {
-		return err
-	}
-	d.dev.Partition = p
 	logger.V(2).Info("Took partition of mode", "device", d.dev.Device, "gpu", g.UUID, "mode", p.Profile, "placement", p.Placement.Start, "uuid", p.UUID)
 	return nil
 }
