@@ -34,6 +34,7 @@ func run() error {
 	rate := flag.Float64("rate", 20, "pods created per second")
 	timeout := flag.Duration("timeout", 3*time.Minute, "how long a run waits for its pods to be bound")
 	schedQPS := flag.Int("scheduler-qps", 1000, "kube-scheduler's API rate (its default 50 holds it to about 16 pods/s, each pod costing an allocation write, a binding and events); 0 keeps the default")
+	profile := flag.Duration("cpu-profile", 0, "take a CPU profile of the kube-scheduler this long from the first pod of each run, written to _output/bench-scheduler/<layout>-<nodes>.pprof (go tool pprof)")
 	flag.Parse()
 	root, err := filepath.Abs(*repo)
 	if err != nil {
@@ -57,29 +58,41 @@ func run() error {
 			if err != nil || n <= 0 {
 				return fmt.Errorf("--nodes: %q is not a fleet size", s)
 			}
-			r, err := once(ctx, root, *l, n, *pods, *rate, *timeout, *schedQPS)
+			r, err := once(ctx, root, *l, n, runOpts{*pods, *rate, *timeout, *schedQPS, *profile})
 			if err != nil {
 				return fmt.Errorf("%s, %d nodes: %w", ln, n, err)
 			}
 			results = append(results, r)
-			fmt.Printf("%-8s %4d nodes: %d/%d pods bound, %.1f pods/s, time to bind p50 %s p99 %s max %s (setup %s)\n",
-				r.Layout, r.Nodes, r.Scheduled, r.Pods, r.PodsPerSecond, r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.Max.Round(time.Millisecond), r.SetupTook.Round(time.Second))
+			fmt.Printf("%-8s %4d nodes: %d/%d pods bound, %.1f pods/s (created %.1f/s), time to bind p50 %s p99 %s max %s (setup %s)\n",
+				r.Layout, r.Nodes, r.Scheduled, r.Pods, r.PodsPerSecond, r.CreatedPerSecond, r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.Max.Round(time.Millisecond), r.SetupTook.Round(time.Second))
 		}
 	}
-	fmt.Printf("\n| layout | nodes | pods | pods/s | p50 | p99 |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("\n| layout | nodes | pods | pods/s | created/s | p50 | p99 |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Printf("| %s | %d | %d/%d | %.1f | %s | %s |\n", r.Layout, r.Nodes, r.Scheduled, r.Pods, r.PodsPerSecond, r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond))
+		fmt.Printf("| %s | %d | %d/%d | %.1f | %.1f | %s | %s |\n", r.Layout, r.Nodes, r.Scheduled, r.Pods, r.PodsPerSecond, r.CreatedPerSecond, r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond))
 	}
 	return nil
 }
 
+// runOpts is what each layout and size is run with.
+type runOpts struct {
+	pods     int
+	rate     float64
+	timeout  time.Duration
+	schedQPS int
+	profile  time.Duration
+}
+
 // once runs one layout and size on a fresh control plane (no kubelets).
-func once(ctx context.Context, root string, l schedbench.Layout, nodes, pods int, rate float64, timeout time.Duration, schedQPS int) (*schedbench.Result, error) {
+func once(ctx context.Context, root string, l schedbench.Layout, nodes int, o runOpts) (*schedbench.Result, error) {
 	c := localcluster.ForRepo(root)
 	c.Dir = filepath.Join(root, "_output/bench-cluster")
 	c.Nodes = nil
-	if schedQPS > 0 {
-		c.SchedulerArgs = []string{"--kube-api-qps=" + strconv.Itoa(schedQPS), "--kube-api-burst=" + strconv.Itoa(2*schedQPS)}
+	if o.schedQPS > 0 {
+		c.SchedulerArgs = []string{"--kube-api-qps=" + strconv.Itoa(o.schedQPS), "--kube-api-burst=" + strconv.Itoa(2*o.schedQPS)}
+	}
+	if o.profile > 0 {
+		c.SchedulerArgs = append(c.SchedulerArgs, profileArgs...)
 	}
 	if err := c.Up(ctx, os.Stderr); err != nil {
 		return nil, err
@@ -95,5 +108,21 @@ func once(ctx context.Context, root string, l schedbench.Layout, nodes, pods int
 	if err != nil {
 		return nil, err
 	}
-	return schedbench.Run(ctx, client, l, nodes, pods, rate, timeout)
+	var started func()
+	profiled := make(chan error, 1)
+	if o.profile > 0 {
+		s, err := c.LoadState()
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(root, "_output/bench-scheduler", fmt.Sprintf("%s-%d.pprof", l.Name, nodes))
+		started = func() { go func() { profiled <- schedulerProfile(ctx, s.Ports["scheduler"], o.profile, path) }() }
+	} else {
+		profiled <- nil
+	}
+	r, err := schedbench.Run(ctx, client, l, nodes, o.pods, o.rate, o.timeout, started)
+	if err != nil {
+		return nil, err
+	}
+	return r, <-profiled
 }
