@@ -80,17 +80,18 @@
 //     changes one slice, and the resourceslice controller updates that one
 //     object without a new pool generation.
 //
-//  7. Within that slice, by what the GPU holds now (occupancy.go): first the
-//     first free placement of each profile in the order of rule 5, then the
+//  7. Within that slice, by what the GPU holds now (occupancy.go): first
+//     every free placement of the GPU's smallest profile, then the first
+//     free placement of each other profile in the order of rule 5, then the
 //     other free placements, then the placements the partitions that exist
 //     leave no room for (and those partitions). A claim for one profile
-//     gets the device rule 5 gives it, but scans at most one device of each
-//     smaller profile on the way (a 3g.40gb claim on an empty H100: 13
-//     devices scanned instead of 30), and devices that cannot fit are
-//     scanned last. A claim matching several profiles takes the smallest
-//     profile's first placement; a second such claim on the same GPU before
-//     the agent republishes takes the next profile's first placement, not
-//     the smallest profile's second.
+//     gets the device rule 5 gives it; a claim for the smallest profile
+//     (1g.10gb, CPX), which the scheduler may allocate several times on one
+//     GPU before the agent republishes, scans no device of another profile
+//     on the way, and a claim for a larger profile scans the smallest
+//     profile's free placements and at most one device of each other
+//     smaller profile. A claim matching several profiles takes the
+//     smallest profile's placements first.
 //
 //  8. With Options.Window K, a dynamic GPU without partitions publishes its
 //     placements only while it is open: K such GPUs are, the first in the

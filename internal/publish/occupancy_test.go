@@ -1,6 +1,7 @@
 package publish_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/tessera-gpu/tessera/internal/alloctest"
@@ -19,8 +21,9 @@ import (
 // TestOccupancyOrder: each dynamic GPU's placements are a slice of their
 // own, so carving on one GPU changes that slice only (the resourceslice
 // controller then updates one object and keeps the pool's generation);
-// in it, placements the partitions that exist block come last, and the
-// first free placement of every profile comes before the others; the real
+// in it, placements the partitions that exist block come last, every free
+// placement of the smallest profile first, then the first free placement
+// of every other profile before the others; the real
 // allocator still chooses, for a claim of one profile, the device it
 // chooses in the order without occupancy.
 func TestOccupancyOrder(t *testing.T) {
@@ -129,23 +132,27 @@ func TestOccupancyOrder(t *testing.T) {
 			t.Errorf("%s: in LeftOut %v, want %v", n, known, gone)
 		}
 	}
-	seenBlocked, firstDone := false, map[string]bool{}
-	tierTwo := false
+	// Tiers in order: every free placement of the smallest profile, the
+	// first free one of each other profile, the other free ones, blocked.
+	tiers := []string{"", "free of the smallest profile", "first free of its profile", "free", "blocked"}
+	smallest := empty.Devices[empty7[0]].Carve.Profile
+	last, firstDone := 0, map[string]bool{}
 	for _, n := range slice7 {
-		p := occ.Devices[n].Carve.Profile
+		p, tier := occ.Devices[n].Carve.Profile, 0
 		switch {
 		case blocked(n):
-			seenBlocked = true
-		case seenBlocked:
-			t.Errorf("%s is free but follows a blocked placement: %v", n, slice7)
+			tier = 4
+		case p == smallest:
+			tier = 1
 		case !firstDone[p]:
-			firstDone[p] = true
-			if tierTwo {
-				t.Errorf("%s is the first free %s but follows a second placement of another profile: %v", n, p, slice7)
-			}
+			tier, firstDone[p] = 2, true
 		default:
-			tierTwo = true
+			tier = 3
 		}
+		if tier < last {
+			t.Errorf("%s (%s) follows a placement %s: %v", n, tiers[tier], tiers[last], slice7)
+		}
+		last = tier
 	}
 	pos := func(order []string) map[string]int {
 		m := map[string]int{}
@@ -199,5 +206,63 @@ func TestOccupancyOrder(t *testing.T) {
 		if (want == nil) != (got == nil) || (want != nil && alloctest.Devices(want[0])[0] != alloctest.Devices(got[0])[0]) {
 			t.Errorf("%s: %v with occupancy order, %v without", kind, got, want)
 		}
+	}
+}
+
+// TestSmallestProfileBetweenRepublishes: the scheduler allocates many
+// claims of a GPU's smallest profile from one publication, before the
+// agent carves and republishes (a burst of pods). Each of them scans, past
+// what is allocated, only the whole GPU ahead of its slice and its own
+// placement: no first placement of another profile (rule 7). Before, the
+// second 1g.10gb claim on a GPU scanned the six other profiles' first
+// placements, two CEL evaluations each.
+func TestSmallestProfileBetweenRepublishes(t *testing.T) {
+	for _, c := range []struct {
+		machine, class, profile string
+		fits                    int // placements of the profile in the window
+	}{
+		{"dgx-h100", "mig.gpu.tessera.dev", "1g.10gb", 14},
+		{"mi300x-8", "xcp.gpu.tessera.dev", "CPX", 16},
+	} {
+		t.Run(c.machine, func(t *testing.T) {
+			ctx := context.Background()
+			objs, _ := alloctest.PublishSimWith(t, c.machine, "node", publish.Options{Partitioning: publish.Dynamic, Window: 2, Open: func(string) bool { return false }})
+			classes, err := alloctest.Classes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl := alloctest.NewCluster(objs, classes)
+			order := scanOrder(objs)
+			n := 0
+			for ; ; n++ {
+				claim := alloctest.Claim(fmt.Sprint("c-", n), req(c.class, 1, fmt.Sprintf(profileIs, c.profile)))
+				res, err := cl.Allocate(ctx, "node", claim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res == nil {
+					break
+				}
+				got, scanned := alloctest.Devices(res[0])[0], 0
+				for _, d := range order {
+					if d == got {
+						break
+					}
+					if !cl.Allocated.Has(structured.MakeDeviceID(names.DriverName, "node", d)) {
+						scanned++ // devices before it, free when the claim came
+					}
+				}
+				// On the first GPU of the window, past the allocated ones,
+				// only the whole GPU ahead of the slice. (On the second, the
+				// first GPU's other placements too, until a republish
+				// leaves them out.)
+				if n < c.fits/2 && scanned > 1 {
+					t.Errorf("claim %d (%s) scanned %d free devices before %s, want 1 (the whole GPU)", n, c.profile, scanned, got)
+				}
+			}
+			if n != c.fits {
+				t.Errorf("%d %s claims fit the window, want %d", n, c.profile, c.fits)
+			}
+		})
 	}
 }
