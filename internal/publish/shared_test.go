@@ -118,10 +118,11 @@ func TestCapacitySharing(t *testing.T) {
 		}},
 		// A share of any MIG profile takes the first placement of the
 		// smallest; the next, before the agent carves and republishes, the
-		// first free placement of the next profile (occupancy.go).
+		// next placement of the smallest, not a larger profile's
+		// (occupancy.go).
 		{name: "dynamic GPUs are not shared: a share takes a whole placement", sharing: publish.SharingCapacity, part: publish.Dynamic, profile: "dgx-h100", steps: []step{
 			{claim: share("a", "mig.gpu.tessera.dev", "memory", "4Gi"), want: "gpu-7-mig-1g-10gb-5"},
-			{claim: share("b", "mig.gpu.tessera.dev", "memory", "4Gi"), want: "gpu-7-mig-1g-20gb-6"},
+			{claim: share("b", "mig.gpu.tessera.dev", "memory", "4Gi"), want: "gpu-7-mig-1g-10gb-4"},
 		}},
 	}
 	for _, tc := range tests {
