@@ -33,7 +33,8 @@ import (
 //     whole GPU);
 //   - a GPU with partitions is always open: a partition's own placement
 //     stays allocated to its claim until the claim is deallocated, which the
-//     agent does not see.
+//     agent does not see (on a GPU of modes, partitions a claim holds:
+//     touched).
 //
 // Opening is always safe; it happens when fewer than K untouched GPUs are
 // open, in fill order (the last GPU of rule 2 first), so the window is where
