@@ -28,7 +28,11 @@ import (
 //
 // A mode changes only while no other claim holds a device of the GPU (the
 // allocator's counters keep two modes apart, so this refusal means the
-// node and the scheduler disagree: it is said plainly). Releasing destroys
+// node and the scheduler disagree: it is said plainly, naming the holder).
+// Admission refuses it (checkConflicts: a placement's footprint carries its
+// mode), so a holder the API server proves gone is released by the
+// stale-claim release (stale.go) and the prepare goes on, as for a device
+// conflict. Releasing destroys
 // nothing, as a mode's partitions cannot go one by one: when the last
 // claim holding a device of the GPU goes, the GPU returns to its rest mode
 // (publish.RestMode: SPX, whole) and leaves PartitionModeOn. A crash at any
@@ -98,7 +102,7 @@ func (m *Manager) carveMode(ctx context.Context, entry *checkpoint.Claim, i int,
 // crash after the write still finds it to bring back to rest.
 func (m *Manager) switchMode(ctx context.Context, uid string, g *inventory.GPU, mode string) error {
 	if holder := m.gpuHolder(g.UUID, uid); holder != "" {
-		return withKind(ErrDeviceInUse, fmt.Errorf("GPU %s is in partition mode %s and claim %s holds a device of it: the mode cannot change to %s until it is released", g.UUID, g.Partitioning.Mode, holder, mode))
+		return withKind(ErrDeviceInUse, modeRefusal(g.UUID, g.Partitioning.Mode, holder, mode))
 	}
 	ms, ok := m.cfg.Backend.(backend.ModeSwitcher)
 	if !ok {
@@ -120,6 +124,16 @@ func (m *Manager) switchMode(ctx context.Context, uid string, g *inventory.GPU, 
 		return m.recordModeOn(g.UUID, false)
 	}
 	return nil
+}
+
+// modeRefusal is the refusal of mode on gpu, in mode cur, while claim
+// holder holds a device of it. Admission says it (checkConflicts), with the
+// holder a suspect for the stale-claim release like any device's holder;
+// switchMode says it only for a holder admission does not count, a
+// monitor's claim (admin.go). It names the holder by UID, which tells the
+// refused claim's owner nothing of another namespace's claims.
+func modeRefusal(gpu, cur, holder, mode string) error {
+	return fmt.Errorf("GPU %s is in partition mode %s and claim %s holds a device of it: the mode cannot change to %s until it is released", gpu, cur, holder, mode)
 }
 
 // awaitPartition waits until the GPU's partition of mode at pl appears (the

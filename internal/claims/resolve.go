@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -163,21 +164,27 @@ func (m *Manager) resolveRecorded(c *checkpoint.Claim) ([]cdi.ClaimDevice, error
 
 // checkConflicts is the driver's last line of defence against handing one
 // device to two claims: a GPU and anything on it, one partition, or two
-// overlapping placements may belong to only one prepared claim.
+// overlapping placements may belong to only one prepared claim; nor may a
+// GPU of modes be another claim's in a mode other than the one a device
+// needs (modes.go). Each refusal goes the same way: its holders are the
+// suspects the stale-claim release asks the API server about (stale.go).
 func (m *Manager) checkConflicts(ctx context.Context, ref cdi.ClaimRef, devs []planned) error {
 	type held struct {
 		fp     footprint
+		uid    string
 		owner  string
 		device string
 	}
 	var holds []held
-	for uid, c := range m.cp.Claims {
+	// In UID order, so that a refusal names the same holder every time.
+	for _, uid := range slices.Sorted(maps.Keys(m.cp.Claims)) {
+		c := m.cp.Claims[uid]
 		if uid == ref.UID {
 			continue
 		}
 		for _, d := range c.Devices {
 			if holding(d) {
-				holds = append(holds, held{recordedFootprint(d), c.Namespace + "/" + c.Name, d.Device})
+				holds = append(holds, held{recordedFootprint(d), uid, c.Namespace + "/" + c.Name, d.Device})
 			}
 		}
 	}
@@ -185,11 +192,16 @@ func (m *Manager) checkConflicts(ctx context.Context, ref cdi.ClaimRef, devs []p
 	for _, d := range devs {
 		fp := plannedFootprint(d)
 		for _, h := range holds {
-			if fp.conflicts(h.fp) {
-				conflicts = append(conflicts, fmt.Sprintf("device %s is in use by another prepared claim (its device %s)", d.dev.Device, h.device))
-				klog.FromContext(ctx).Info("Refusing a device another prepared claim holds", "claim", ref.Namespace+"/"+ref.Name, "device", d.dev.Device, "heldBy", h.owner, "heldDevice", h.device)
-				break
+			if !fp.conflicts(h.fp) {
+				continue
 			}
+			if fp.overlaps(h.fp) {
+				conflicts = append(conflicts, fmt.Sprintf("device %s is in use by another prepared claim (its device %s)", d.dev.Device, h.device))
+			} else {
+				conflicts = append(conflicts, fmt.Sprintf("device %s: %v", d.dev.Device, modeRefusal(fp.gpu, h.fp.mode, h.uid, fp.mode)))
+			}
+			klog.FromContext(ctx).Info("Refusing a device another prepared claim holds", "claim", ref.Namespace+"/"+ref.Name, "device", d.dev.Device, "heldBy", h.owner, "heldDevice", h.device)
+			break
 		}
 	}
 	if len(conflicts) > 0 {
@@ -208,9 +220,20 @@ type footprint struct {
 	// share: a capacity share, which other shares of the same device may
 	// sit beside (their sum is checkShares').
 	share bool
+	// mode: the partition mode a placement needs its GPU in. Set for a
+	// planned placement on a GPU of modes, and for every recorded
+	// placement (a MIG profile is only ever compared with a planned
+	// device's mode on the same GPU, which a MIG GPU's never has).
+	mode string
 }
 
+// conflicts reports whether a and b cannot be held by two claims at once:
+// they overlap, or they need their GPU in two modes.
 func (a footprint) conflicts(b footprint) bool {
+	return a.overlaps(b) || (a.gpu == b.gpu && a.mode != "" && b.mode != "" && a.mode != b.mode)
+}
+
+func (a footprint) overlaps(b footprint) bool {
 	if a.gpu != b.gpu {
 		return false
 	}
@@ -226,6 +249,7 @@ func recordedFootprint(d checkpoint.Device) footprint {
 	fp := footprint{gpu: d.GPUUUID, partition: d.PartitionUUID, share: d.Sharing.IsShare()}
 	if d.Placement != nil {
 		fp.slots = slotMask(*d.Placement)
+		fp.mode = d.Profile
 	}
 	fp.whole = fp.partition == "" && fp.slots == 0
 	return fp
@@ -236,6 +260,9 @@ func plannedFootprint(d planned) footprint {
 	switch {
 	case d.carve != nil:
 		fp.slots = slotMask(d.carve.Placement)
+		if publish.IsModal(&d.dev.GPU) {
+			fp.mode = d.carve.Profile
+		}
 	case d.dev.Partition != nil:
 		fp.partition = d.dev.Partition.UUID
 	default:

@@ -100,7 +100,7 @@ func dynamicDevices(name string, g *inventory.GPU, f fabric.Attrs, rank int, ope
 			if fit {
 				markSlices(usable, pl)
 			}
-			if (!fit || !open) && e.Partition == nil {
+			if (!fit || !open) && (e.Partition == nil || closedMode(g, open)) {
 				// The partitions that exist leave it no room: no allocation
 				// can take it (their counters are taken), so it is left out
 				// until a destroy republishes it. Never an allocated one: a
@@ -127,6 +127,14 @@ func dynamicDevices(name string, g *inventory.GPU, f fabric.Attrs, rank int, ope
 	ms := memorySlices(g, avail, usable)
 	return set, items, leftOut, withheld, &ms, nil
 }
+
+// closedMode reports whether g is a GPU of modes outside the window: none
+// of its partitions is held (one held would keep it open: touched), so
+// those that exist are the mode it was left in, which prepare changes at
+// will, and they are left out like every other placement of a closed GPU.
+// Published, one could be allocated and then gone with the mode when the
+// GPU rests, unpublishing an allocated device.
+func closedMode(g *inventory.GPU, open bool) bool { return !open && modal(g) }
 
 // withhold takes from counters what each partition of g that held says
 // nobody holds consumes, never going below zero, and returns their UUIDs.

@@ -87,6 +87,9 @@ type modeNode struct {
 	win   *publish.Result // the last windowed publish
 	// held: allocated devices, by name.
 	held map[string]bool
+	// stay: settle leaves an idle GPU in the mode it is in, as a rest that
+	// failed or an operator's mode does, rather than at rest.
+	stay bool
 }
 
 func newModeNode(t *testing.T) *modeNode { return newModeNodeTB(t, "mi300x-8") }
@@ -98,8 +101,8 @@ func (n *modeNode) discover() {
 	}
 }
 
-// settle brings every GPU to the mode its held devices need, or to rest,
-// and returns how many GPUs changed mode.
+// settle brings every GPU to the mode its held devices need, or to rest
+// (unless stay), and returns how many GPUs changed mode.
 func (n *modeNode) settle() int {
 	want := map[string]string{}
 	for d := range n.held {
@@ -116,7 +119,10 @@ func (n *modeNode) settle() int {
 	changed := 0
 	for _, g := range n.inv.GPUs {
 		mode, ok := want[g.UUID]
-		if !ok {
+		switch {
+		case !ok && n.stay:
+			continue
+		case !ok:
 			mode = publish.RestMode(&g)
 		}
 		if mode == g.Partitioning.Mode {
@@ -258,8 +264,16 @@ func (n *modeNode) fits(mode string, count int) bool {
 // dynamic MI300X node republished after each as the agent does (hardware
 // following the claims, a window of 2), and released at random: no GPU is
 // ever double-booked, no allocated device is ever unpublished, and a claim
-// fails only where no GPU could take it.
+// fails only where no GPU could take it. The same holds where idle GPUs
+// stay in the mode their last claim left (stay): they count as idle for the
+// window, and a closed one publishes none of its mode's partitions.
 func TestModeNeverDoubleBooks(t *testing.T) {
+	for _, stay := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stay=%v", stay), func(t *testing.T) { neverDoubleBooks(t, stay) })
+	}
+}
+
+func neverDoubleBooks(t *testing.T, stay bool) {
 	ctx := context.Background()
 	shapes := []struct {
 		mode  string
@@ -269,6 +283,7 @@ func TestModeNeverDoubleBooks(t *testing.T) {
 	for seed := range uint64(6) {
 		rng := rand.New(rand.NewPCG(seed, 47))
 		n := newModeNode(t)
+		n.stay = stay
 		var claims [][]string
 		for step := range 40 {
 			name := fmt.Sprintf("seed %d step %d", seed, step)

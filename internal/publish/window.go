@@ -33,7 +33,8 @@ import (
 //     whole GPU);
 //   - a GPU with partitions is always open: a partition's own placement
 //     stays allocated to its claim until the claim is deallocated, which the
-//     agent does not see.
+//     agent does not see (on a GPU of modes, partitions a claim holds:
+//     touched).
 //
 // Opening is always safe; it happens when fewer than K untouched GPUs are
 // open, in fill order (the last GPU of rule 2 first), so the window is where
@@ -52,7 +53,8 @@ type WindowGPU struct {
 	// place in rule 2.
 	Name, UUID string
 	Rank       int
-	// Touched: partitions exist on it. HeldWhole: a claim holds the whole
+	// Touched: partitions exist on it (on a GPU of modes, held ones:
+	// touched). HeldWhole: a claim holds the whole
 	// GPU. WasOpen: its placements were published before. Pinned: it has
 	// no whole GPU device (MIG mode on for good), so its placements are all
 	// it can offer.
@@ -110,7 +112,7 @@ func window(n *inventory.Node, order []int, rank map[int]int, opts Options) ([]W
 			Name:      name,
 			UUID:      g.UUID,
 			Rank:      rank[gi],
-			Touched:   len(g.Partitions) > 0,
+			Touched:   touched(g, opts.Held),
 			HeldWhole: opts.HeldWhole != nil && opts.HeldWhole(g.UUID),
 			WasOpen:   opts.Open == nil || opts.Open(name),
 			Pinned:    !wholeOffered(g),
@@ -122,6 +124,28 @@ func window(n *inventory.Node, order []int, rank map[int]int, opts Options) ([]W
 	}
 	kept := openGPUs(gpus, opts.Window, false)
 	return gpus, kept, !maps.Equal(kept, open)
+}
+
+// touched reports whether g has partitions that keep it open. On a GPU of
+// modes only held ones do: a partition nobody holds is the mode the GPU
+// rests in or was left in (by an operator, or a rest the agent could not
+// set), which prepare changes at will (modeFree publishes every mode's
+// placements there), so such a GPU is idle, in the window or closed like
+// any other; counted touched it would stay open for good beside the K.
+// Closing it is safe by the rules above: it closes only while held whole,
+// and an open one stays open. held nil (before the checkpoint is read)
+// counts every partition as held. A MIG partition is a carve's, held or
+// about to be swept: it keeps its GPU open.
+func touched(g *inventory.GPU, held func(string, *inventory.Partition) bool) bool {
+	if !modal(g) || held == nil {
+		return len(g.Partitions) > 0
+	}
+	for i := range g.Partitions {
+		if held(g.UUID, &g.Partitions[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // WindowMoved reports whether the window would open other GPUs than res

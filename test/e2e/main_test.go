@@ -28,7 +28,8 @@ var (
 // one whose H100s hold static MIG instances cut in advance, so both ways to
 // serve a MIG claim run, and an MI300X node that sets compute modes per claim.
 var nodes = append(append([]localcluster.Node{}, localcluster.DefaultNodes...), localcluster.Node{Name: "gpu-h100-mig", Profile: "dgx-h100-mig"},
-	// AMD compute partitions carved on demand (demo 20).
+	// AMD compute partitions carved on demand (demo 22; the demo's cluster
+	// declares it the same way).
 	localcluster.Node{Name: amdDynamicNode, Profile: "mi300x-8", Partitioning: "dynamic"})
 
 func TestMain(m *testing.M) {

@@ -47,8 +47,9 @@ func run() error {
 	c.Workloads = true
 	// The rack scenario needs two GB200 trays of one multi-node NVLink
 	// domain, each running the IMEX daemon stand-in, and their agents
-	// offering the domain's channels (docs/rack.md).
-	c.Nodes = append(slices.Clone(localcluster.DefaultNodes), demoTrays...)
+	// offering the domain's channels (docs/rack.md); the AMD one a node
+	// that carves compute partitions on demand.
+	c.Nodes = append(slices.Clone(localcluster.DefaultNodes), demoNodes...)
 	c.IMEXChannels = 4
 	if *nodes != "" {
 		if c.Nodes, err = localcluster.ParseNodes(*nodes); err != nil {
@@ -121,10 +122,16 @@ func run() error {
 	return nil
 }
 
-// demoTrays are the demo cluster's rack: two compute trays of one domain.
-var demoTrays = []localcluster.Node{
+// demoNodes are the nodes the demo adds to the local cluster's defaults,
+// for scenarios no default node serves: the rack, two compute trays of one
+// domain (19-rack-job-one-domain.yaml), and an MI300X node partitioned
+// dynamically (22-amd-cpx-on-demand.yaml), declared as the end-to-end
+// suite's is. They are the demo's alone, so `make cluster-up` keeps its
+// five kubelets.
+var demoNodes = []localcluster.Node{
 	{Name: "gb200-tray-1", Profile: "gb200-nvl72-tray"},
 	{Name: "gb200-tray-2", Profile: "gb200-nvl72-tray"},
+	{Name: "gpu-mi300x-dynamic", Profile: "mi300x-8", Partitioning: "dynamic"},
 }
 
 func prepareNamespace(ctx context.Context, client kubernetes.Interface) error {

@@ -46,7 +46,12 @@ func cel(class, expr string) resourceapi.ExactDeviceRequest {
 // node is compared with for the same claim), dynamic MIG (the same claim)
 // with every placement published (--dynamic-window=0) and with the agent's
 // default window of 2 on a node where it never ran, and capacity shares of
-// L4s (7Gi each).
+// L4s (7Gi each). The AMD ones are an MI300X platform (mi300x-8): whole
+// GPUs as an operator leaves them (the catalogue has no machine an
+// operator set to CPX, so a pod asks a whole MI300X), and compute
+// partitions carved on demand, a pod asking one CPX partition through the
+// xcp class as docs/claims.md writes it, with every mode's partitions
+// published and with the window of 2.
 var Layouts = []Layout{
 	{"static", "dgx-h100", publish.Options{Partitioning: publish.Static}, cel("nvidia.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].model == "H100"`)},
 	{"static-mig", "dgx-h100-mig", publish.Options{Partitioning: publish.Static}, cel("mig.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].profile == "1g.10gb"`)},
@@ -58,7 +63,14 @@ var Layouts = []Layout{
 		r.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("7Gi")}}
 		return r
 	}()},
+	{"amd-static", "mi300x-8", publish.Options{Partitioning: publish.Static}, cel("amd.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].model == "MI300X"`)},
+	{"amd-dynamic", "mi300x-8", publish.Options{Partitioning: publish.Dynamic}, cel("xcp.gpu.tessera.dev", cpxOfMI300X)},
+	{"amd-dynamic-window", "mi300x-8", publish.Options{Partitioning: publish.Dynamic, Window: 2, Open: func(string) bool { return false }},
+		cel("xcp.gpu.tessera.dev", cpxOfMI300X)},
 }
+
+// cpxOfMI300X asks one CPX compute partition of an MI300X (docs/claims.md).
+const cpxOfMI300X = `device.attributes["gpu.tessera.dev"].profile == "CPX" && device.attributes["gpu.tessera.dev"].model == "MI300X"`
 
 // Result is one run's figures.
 type Result struct {

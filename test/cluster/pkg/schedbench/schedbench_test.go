@@ -19,11 +19,14 @@ import (
 // fits nowhere would time out instead of measuring.
 func TestLayoutsFit(t *testing.T) {
 	want := map[string]int{
-		"static":         8,  // whole H100s
-		"static-mig":     9,  // dgx-h100-mig: seven 1g.10gb on GPU 6, two on GPU 7
-		"dynamic":        56, // seven 1g.10gb placements on each of 8 GPUs
-		"dynamic-window": 14, // the window's 2 GPUs, until the agent opens the next
-		"shared":         12, // 7Gi shares: three of each of 4 L4s (24Gi)
+		"static":             8,  // whole H100s
+		"static-mig":         9,  // dgx-h100-mig: seven 1g.10gb on GPU 6, two on GPU 7
+		"dynamic":            56, // seven 1g.10gb placements on each of 8 GPUs
+		"dynamic-window":     14, // the window's 2 GPUs, until the agent opens the next
+		"shared":             12, // 7Gi shares: three of each of 4 L4s (24Gi)
+		"amd-static":         8,  // whole MI300Xs
+		"amd-dynamic":        64, // eight CPX partitions on each of 8 GPUs (the tokens of one mode are disjoint)
+		"amd-dynamic-window": 16, // the window's 2 GPUs, eight CPX each, until the agent opens the next
 	}
 	classes, err := alloctest.Classes()
 	if err != nil {
@@ -38,7 +41,7 @@ func TestLayoutsFit(t *testing.T) {
 			}
 			c := alloctest.NewCluster(objs, classes)
 			n := 0
-			for ; n <= 64; n++ {
+			for ; n <= 80; n++ { // above every count in want
 				req := l.Claim
 				req.AllocationMode, req.Count = resourceapi.DeviceAllocationModeExactCount, 1
 				claim := &resourceapi.ResourceClaim{
