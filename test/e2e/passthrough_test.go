@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/api/metadata"
 	"k8s.io/dynamic-resource-allocation/devicemetadata"
 
+	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/sim"
 	"github.com/tessera-gpu/tessera/internal/vfio"
@@ -224,6 +226,132 @@ func TestPassthroughCutShort(t *testing.T) {
 		return publishedAt(t, node, addr), "no device of " + addr + " published"
 	}); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestPassthroughKilledMidPrepare: an agent SIGKILLed in the middle of a
+// passthrough, after it saved the claim PrepareStarted with what it moves
+// and unbound the GPU from its host driver but before vfio-pci bound it,
+// leaves the GPU on no driver and its record in the checkpoint; the next
+// agent rolls the claim back at start, the kubelet's retried prepare
+// passes the GPU, the pod runs with the VFIO nodes, and once it is deleted
+// the GPU is back on its driver and published. The simulated kernel holds
+// vfio-pci's bind of the GPU while the test's hold file exists
+// (internal/sim hold.go), so the kill lands at that point every run.
+func TestPassthroughKilledMidPrepare(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	// Namespaces stay after a test; its pod must not hold a GPU the next tests need.
+	t.Cleanup(func() { deleteAll(t, ns) })
+	const node, gpu = "gpu-h100", "gpu-5"
+	addr := pciOf(t, node, gpu)
+	hold := holdBind(t, node, addr)
+	uid := claimPod(t, ns, "vm", node, resourceapi.ExactDeviceRequest{
+		DeviceClassName: names.VFIOClass,
+		Selectors:       []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["gpu.tessera.dev"].uuid == "` + str(device(t, node, gpu), "uuid") + `"`}}},
+	})
+	if err := scenario.Poll(ctx, 90*time.Second, func() (bool, string) {
+		rec, st := passRecord(node, uid)
+		d := driverOn(t, node, addr)
+		return rec != nil && st == checkpoint.PrepareStarted && d == "", fmt.Sprintf("claim %s recorded %q (passthrough %+v), %s on %q", uid, st, rec, addr, d)
+	}); err != nil {
+		t.Fatalf("the agent never got between unbind and bind: %v", err)
+	}
+	s, err := cluster.LoadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.KillPlugin(s, node); err != nil {
+		t.Fatal(err)
+	}
+	if d := driverOn(t, node, addr); d != "" {
+		t.Fatalf("after the kill %s is on %q, want no driver", addr, d)
+	}
+	rec, st := passRecord(node, uid)
+	if rec == nil || st != checkpoint.PrepareStarted || rec.Bound || !slices.ContainsFunc(rec.Functions, func(f checkpoint.VFIOFunction) bool { return f.Address == addr && f.Driver == "nvidia" }) {
+		t.Fatalf("after the kill the checkpoint has claim %s %q with passthrough %+v, want PrepareStarted, not bound, %s from nvidia", uid, st, rec, addr)
+	}
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StartPlugin(s, nodeByName(t, node)); err != nil {
+		t.Fatal(err)
+	}
+	if err := scenario.WaitRunning(ctx, client, ns, []string{"vm"}, 120*time.Second); err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+	checkPassedAfterCrash(t, ns, node, gpu, addr, uid)
+
+	deleteAll(t, ns)
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		d := driverOn(t, node, addr)
+		return d == "nvidia", fmt.Sprintf("%s on %q", addr, d)
+	}); err != nil {
+		t.Errorf("the GPU was not given back after the pod: %v", err)
+	}
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		return publishedAt(t, node, addr), "no device of " + addr + " published"
+	}); err != nil {
+		t.Error(err)
+	}
+}
+
+// holdBind makes the node's simulated kernel hold vfio-pci's bind of the
+// function at addr until the returned file is removed; the test's end
+// removes it in any case, so no later test finds the node's binds held.
+func holdBind(t *testing.T, node, addr string) string {
+	t.Helper()
+	hold := sim.HoldBindPath(simDir(node), addr)
+	if err := os.MkdirAll(filepath.Dir(hold), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(hold); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Error(err)
+		}
+	})
+	return hold
+}
+
+// passRecord is the passthrough the node's checkpoint records for claim
+// uid, and the claim's state; nil and "" while it has none (or the file
+// is caught between write and rename).
+func passRecord(node, uid string) (*checkpoint.VFIO, checkpoint.State) {
+	cp, err := checkpoint.Read(cluster.CheckpointPath(node))
+	if err != nil || cp.Claims[uid] == nil {
+		return nil, ""
+	}
+	c := cp.Claims[uid]
+	for _, d := range c.Devices {
+		if d.VFIO != nil {
+			return d.VFIO, c.State
+		}
+	}
+	return nil, c.State
+}
+
+// checkPassedAfterCrash: the claim the restarted agent prepared again
+// holds gpu (at addr) on vfio-pci, recorded bound, and the pod's
+// container has the VFIO nodes and the metadata file with its address.
+func checkPassedAfterCrash(t *testing.T, ns, node, gpu, addr, uid string) {
+	t.Helper()
+	rec, st := passRecord(node, uid)
+	if rec == nil || st != checkpoint.PrepareCompleted || !rec.Bound {
+		t.Fatalf("claim %s is %q with passthrough %+v after the restart, want PrepareCompleted and bound", uid, st, rec)
+	}
+	if d := driverOn(t, node, addr); d != vfio.Driver {
+		t.Errorf("%s (%s) is on %q while the pod runs, want %s", gpu, addr, d, vfio.Driver)
+	}
+	ctr, err := record.Read(cluster.RecordDir(node), ns, "vm", "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkVFIONodes(t, ctr, strconv.Itoa(rec.Group))
+	if got := attrString(metadataAttrs(t, containerMetadata(t, ctr), gpu)[pciBusIDAttr]); got != addr {
+		t.Errorf("container %s: metadata of %s says %s %q, want %q", ctr.ContainerName, gpu, pciBusIDAttr, got, addr)
 	}
 }
 
