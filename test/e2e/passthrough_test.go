@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,7 +17,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/api/metadata"
-	"k8s.io/dynamic-resource-allocation/devicemetadata"
 
 	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/names"
@@ -33,10 +30,6 @@ import (
 // pciBusIDAttr is the standard attribute KubeVirt reads a passed GPU's
 // address from in the device metadata file.
 const pciBusIDAttr = "resource.kubernetes.io/pciBusID"
-
-// metadataMount is where a container finds its claim's device metadata
-// file (KEP-5304), under the kubelet's fixed directory.
-const metadataMount = "/var/run/kubernetes.io/dra-device-attributes/"
 
 // vmPod is one VM-shaped pod of demo/21-vm-passthrough.yaml, the nodes
 // with passthrough on that have its model, and the host driver its GPU
@@ -89,10 +82,10 @@ func TestPassthrough(t *testing.T) {
 			}
 			md := containerMetadata(t, ctr)
 			attrs := metadataAttrs(t, md, dev)
-			addr := attrString(attrs[pciBusIDAttr])
-			group := attrString(attrs["iommuGroup"])
-			if addr == "" || group == "" || attrString(attrs["passthrough"]) != "true" {
-				t.Fatalf("%s: metadata of %s says pciBusID %q, iommuGroup %q, passthrough %q", vm.pod, dev, addr, group, attrString(attrs["passthrough"]))
+			addr := scenario.AttrString(attrs[pciBusIDAttr])
+			group := scenario.AttrString(attrs["iommuGroup"])
+			if addr == "" || group == "" || scenario.AttrString(attrs["passthrough"]) != "true" {
+				t.Fatalf("%s: metadata of %s says pciBusID %q, iommuGroup %q, passthrough %q", vm.pod, dev, addr, group, scenario.AttrString(attrs["passthrough"]))
 			}
 			passed[vm.pod] = addr
 			checkVFIONodes(t, ctr, group)
@@ -350,7 +343,7 @@ func checkPassedAfterCrash(t *testing.T, ns, node, gpu, addr, uid string) {
 		t.Fatal(err)
 	}
 	checkVFIONodes(t, ctr, strconv.Itoa(rec.Group))
-	if got := attrString(metadataAttrs(t, containerMetadata(t, ctr), gpu)[pciBusIDAttr]); got != addr {
+	if got := scenario.AttrString(metadataAttrs(t, containerMetadata(t, ctr), gpu)[pciBusIDAttr]); got != addr {
 		t.Errorf("container %s: metadata of %s says %s %q, want %q", ctr.ContainerName, gpu, pciBusIDAttr, got, addr)
 	}
 }
@@ -370,22 +363,22 @@ func claimOfPod(t *testing.T, p *corev1.Pod) string {
 
 // containerMetadata decodes the device metadata file the container
 // mounts, from its source on the host, with the library a reader in the
-// container would use.
+// container would use (scenario.DecodeMetadata).
 func containerMetadata(t *testing.T, ctr *record.Container) *metadata.DeviceMetadata {
 	t.Helper()
 	for _, m := range ctr.Mounts {
-		if !strings.HasPrefix(m.Destination, metadataMount) || !strings.HasSuffix(m.Destination, names.DriverName+"-metadata.json") {
+		if !scenario.IsMetadataFile(m.Destination) {
 			continue
 		}
 		data, err := os.ReadFile(m.Source)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var md metadata.DeviceMetadata
-		if err := devicemetadata.DecodeMetadataFromStream(json.NewDecoder(bytes.NewReader(data)), &md); err != nil {
+		md, err := scenario.DecodeMetadata(data)
+		if err != nil {
 			t.Fatalf("decode %s: %v", m.Source, err)
 		}
-		return &md
+		return md
 	}
 	t.Fatalf("container %s mounts no device metadata file (mounts %+v)", ctr.ContainerName, ctr.Mounts)
 	return nil
@@ -403,20 +396,6 @@ func metadataAttrs(t *testing.T, md *metadata.DeviceMetadata, dev string) map[re
 	}
 	t.Fatalf("metadata of claim %s has no device %s: %+v", md.Name, dev, md.Requests)
 	return nil
-}
-
-func attrString(a resourceapi.DeviceAttribute) string {
-	switch {
-	case a.StringValue != nil:
-		return *a.StringValue
-	case a.IntValue != nil:
-		return strconv.FormatInt(*a.IntValue, 10)
-	case a.BoolValue != nil:
-		return strconv.FormatBool(*a.BoolValue)
-	case a.VersionValue != nil:
-		return *a.VersionValue
-	}
-	return ""
 }
 
 // checkVFIONodes: the container has the VFIO container node and its
@@ -470,7 +449,7 @@ func publishedAt(t *testing.T, node, addr string) bool {
 	t.Helper()
 	for _, s := range nodeSlices(t, node) {
 		for _, d := range s.Spec.Devices {
-			if str(d, "type") == "gpu" && attrString(d.Attributes[pciBusIDAttr]) == addr {
+			if str(d, "type") == "gpu" && scenario.AttrString(d.Attributes[pciBusIDAttr]) == addr {
 				return true
 			}
 		}
@@ -481,7 +460,7 @@ func publishedAt(t *testing.T, node, addr string) bool {
 // pciOf is the PCI address of a published whole GPU.
 func pciOf(t *testing.T, node, dev string) string {
 	t.Helper()
-	addr := attrString(device(t, node, dev).Attributes[pciBusIDAttr])
+	addr := scenario.AttrString(device(t, node, dev).Attributes[pciBusIDAttr])
 	if addr == "" {
 		t.Fatalf("%s/%s publishes no %s", node, dev, pciBusIDAttr)
 	}
