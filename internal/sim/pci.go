@@ -40,8 +40,11 @@ func init() {
 	}
 }
 
-// PCISysfs implements backend.PCIHost.
-func (b *Backend) PCISysfs() vfio.Sysfs { return b.pci }
+// PCISysfs implements backend.PCIHost: the tree, behind the tests' holds
+// (hold.go).
+func (b *Backend) PCISysfs() vfio.Sysfs {
+	return heldSysfs{Tree: b.pci, stateDir: b.stateDir, logger: b.logger}
+}
 
 // openPCI takes over the node's sysfs tree if it is from this boot
 // (restored: the state file was), else builds it as the node boots.

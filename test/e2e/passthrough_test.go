@@ -1,11 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,8 +17,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/api/metadata"
-	"k8s.io/dynamic-resource-allocation/devicemetadata"
 
+	"github.com/tessera-gpu/tessera/internal/checkpoint"
 	"github.com/tessera-gpu/tessera/internal/names"
 	"github.com/tessera-gpu/tessera/internal/sim"
 	"github.com/tessera-gpu/tessera/internal/vfio"
@@ -31,10 +30,6 @@ import (
 // pciBusIDAttr is the standard attribute KubeVirt reads a passed GPU's
 // address from in the device metadata file.
 const pciBusIDAttr = "resource.kubernetes.io/pciBusID"
-
-// metadataMount is where a container finds its claim's device metadata
-// file (KEP-5304), under the kubelet's fixed directory.
-const metadataMount = "/var/run/kubernetes.io/dra-device-attributes/"
 
 // vmPod is one VM-shaped pod of demo/21-vm-passthrough.yaml, the nodes
 // with passthrough on that have its model, and the host driver its GPU
@@ -87,10 +82,10 @@ func TestPassthrough(t *testing.T) {
 			}
 			md := containerMetadata(t, ctr)
 			attrs := metadataAttrs(t, md, dev)
-			addr := attrString(attrs[pciBusIDAttr])
-			group := attrString(attrs["iommuGroup"])
-			if addr == "" || group == "" || attrString(attrs["passthrough"]) != "true" {
-				t.Fatalf("%s: metadata of %s says pciBusID %q, iommuGroup %q, passthrough %q", vm.pod, dev, addr, group, attrString(attrs["passthrough"]))
+			addr := scenario.AttrString(attrs[pciBusIDAttr])
+			group := scenario.AttrString(attrs["iommuGroup"])
+			if addr == "" || group == "" || scenario.AttrString(attrs["passthrough"]) != "true" {
+				t.Fatalf("%s: metadata of %s says pciBusID %q, iommuGroup %q, passthrough %q", vm.pod, dev, addr, group, scenario.AttrString(attrs["passthrough"]))
 			}
 			passed[vm.pod] = addr
 			checkVFIONodes(t, ctr, group)
@@ -227,6 +222,132 @@ func TestPassthroughCutShort(t *testing.T) {
 	}
 }
 
+// TestPassthroughKilledMidPrepare: an agent SIGKILLed in the middle of a
+// passthrough, after it saved the claim PrepareStarted with what it moves
+// and unbound the GPU from its host driver but before vfio-pci bound it,
+// leaves the GPU on no driver and its record in the checkpoint; the next
+// agent rolls the claim back at start, the kubelet's retried prepare
+// passes the GPU, the pod runs with the VFIO nodes, and once it is deleted
+// the GPU is back on its driver and published. The simulated kernel holds
+// vfio-pci's bind of the GPU while the test's hold file exists
+// (internal/sim hold.go), so the kill lands at that point every run.
+func TestPassthroughKilledMidPrepare(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	// Namespaces stay after a test; its pod must not hold a GPU the next tests need.
+	t.Cleanup(func() { deleteAll(t, ns) })
+	const node, gpu = "gpu-h100", "gpu-5"
+	addr := pciOf(t, node, gpu)
+	hold := holdBind(t, node, addr)
+	uid := claimPod(t, ns, "vm", node, resourceapi.ExactDeviceRequest{
+		DeviceClassName: names.VFIOClass,
+		Selectors:       []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["gpu.tessera.dev"].uuid == "` + str(device(t, node, gpu), "uuid") + `"`}}},
+	})
+	if err := scenario.Poll(ctx, 90*time.Second, func() (bool, string) {
+		rec, st := passRecord(node, uid)
+		d := driverOn(t, node, addr)
+		return rec != nil && st == checkpoint.PrepareStarted && d == "", fmt.Sprintf("claim %s recorded %q (passthrough %+v), %s on %q", uid, st, rec, addr, d)
+	}); err != nil {
+		t.Fatalf("the agent never got between unbind and bind: %v", err)
+	}
+	s, err := cluster.LoadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.KillPlugin(s, node); err != nil {
+		t.Fatal(err)
+	}
+	if d := driverOn(t, node, addr); d != "" {
+		t.Fatalf("after the kill %s is on %q, want no driver", addr, d)
+	}
+	rec, st := passRecord(node, uid)
+	if rec == nil || st != checkpoint.PrepareStarted || rec.Bound || !slices.ContainsFunc(rec.Functions, func(f checkpoint.VFIOFunction) bool { return f.Address == addr && f.Driver == "nvidia" }) {
+		t.Fatalf("after the kill the checkpoint has claim %s %q with passthrough %+v, want PrepareStarted, not bound, %s from nvidia", uid, st, rec, addr)
+	}
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StartPlugin(s, nodeByName(t, node)); err != nil {
+		t.Fatal(err)
+	}
+	if err := scenario.WaitRunning(ctx, client, ns, []string{"vm"}, 120*time.Second); err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+	checkPassedAfterCrash(t, ns, node, gpu, addr, uid)
+
+	deleteAll(t, ns)
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		d := driverOn(t, node, addr)
+		return d == "nvidia", fmt.Sprintf("%s on %q", addr, d)
+	}); err != nil {
+		t.Errorf("the GPU was not given back after the pod: %v", err)
+	}
+	if err := scenario.Poll(ctx, 60*time.Second, func() (bool, string) {
+		return publishedAt(t, node, addr), "no device of " + addr + " published"
+	}); err != nil {
+		t.Error(err)
+	}
+}
+
+// holdBind makes the node's simulated kernel hold vfio-pci's bind of the
+// function at addr until the returned file is removed; the test's end
+// removes it in any case, so no later test finds the node's binds held.
+func holdBind(t *testing.T, node, addr string) string {
+	t.Helper()
+	hold := sim.HoldBindPath(simDir(node), addr)
+	if err := os.MkdirAll(filepath.Dir(hold), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(hold); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Error(err)
+		}
+	})
+	return hold
+}
+
+// passRecord is the passthrough the node's checkpoint records for claim
+// uid, and the claim's state; nil and "" while it has none (or the file
+// is caught between write and rename).
+func passRecord(node, uid string) (*checkpoint.VFIO, checkpoint.State) {
+	cp, err := checkpoint.Read(cluster.CheckpointPath(node))
+	if err != nil || cp.Claims[uid] == nil {
+		return nil, ""
+	}
+	c := cp.Claims[uid]
+	for _, d := range c.Devices {
+		if d.VFIO != nil {
+			return d.VFIO, c.State
+		}
+	}
+	return nil, c.State
+}
+
+// checkPassedAfterCrash: the claim the restarted agent prepared again
+// holds gpu (at addr) on vfio-pci, recorded bound, and the pod's
+// container has the VFIO nodes and the metadata file with its address.
+func checkPassedAfterCrash(t *testing.T, ns, node, gpu, addr, uid string) {
+	t.Helper()
+	rec, st := passRecord(node, uid)
+	if rec == nil || st != checkpoint.PrepareCompleted || !rec.Bound {
+		t.Fatalf("claim %s is %q with passthrough %+v after the restart, want PrepareCompleted and bound", uid, st, rec)
+	}
+	if d := driverOn(t, node, addr); d != vfio.Driver {
+		t.Errorf("%s (%s) is on %q while the pod runs, want %s", gpu, addr, d, vfio.Driver)
+	}
+	ctr, err := record.Read(cluster.RecordDir(node), ns, "vm", "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkVFIONodes(t, ctr, strconv.Itoa(rec.Group))
+	if got := scenario.AttrString(metadataAttrs(t, containerMetadata(t, ctr), gpu)[pciBusIDAttr]); got != addr {
+		t.Errorf("container %s: metadata of %s says %s %q, want %q", ctr.ContainerName, gpu, pciBusIDAttr, got, addr)
+	}
+}
+
 // claimOfPod is the name of the claim generated for the pod's only
 // template claim.
 func claimOfPod(t *testing.T, p *corev1.Pod) string {
@@ -242,22 +363,22 @@ func claimOfPod(t *testing.T, p *corev1.Pod) string {
 
 // containerMetadata decodes the device metadata file the container
 // mounts, from its source on the host, with the library a reader in the
-// container would use.
+// container would use (scenario.DecodeMetadata).
 func containerMetadata(t *testing.T, ctr *record.Container) *metadata.DeviceMetadata {
 	t.Helper()
 	for _, m := range ctr.Mounts {
-		if !strings.HasPrefix(m.Destination, metadataMount) || !strings.HasSuffix(m.Destination, names.DriverName+"-metadata.json") {
+		if !scenario.IsMetadataFile(m.Destination) {
 			continue
 		}
 		data, err := os.ReadFile(m.Source)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var md metadata.DeviceMetadata
-		if err := devicemetadata.DecodeMetadataFromStream(json.NewDecoder(bytes.NewReader(data)), &md); err != nil {
+		md, err := scenario.DecodeMetadata(data)
+		if err != nil {
 			t.Fatalf("decode %s: %v", m.Source, err)
 		}
-		return &md
+		return md
 	}
 	t.Fatalf("container %s mounts no device metadata file (mounts %+v)", ctr.ContainerName, ctr.Mounts)
 	return nil
@@ -275,20 +396,6 @@ func metadataAttrs(t *testing.T, md *metadata.DeviceMetadata, dev string) map[re
 	}
 	t.Fatalf("metadata of claim %s has no device %s: %+v", md.Name, dev, md.Requests)
 	return nil
-}
-
-func attrString(a resourceapi.DeviceAttribute) string {
-	switch {
-	case a.StringValue != nil:
-		return *a.StringValue
-	case a.IntValue != nil:
-		return strconv.FormatInt(*a.IntValue, 10)
-	case a.BoolValue != nil:
-		return strconv.FormatBool(*a.BoolValue)
-	case a.VersionValue != nil:
-		return *a.VersionValue
-	}
-	return ""
 }
 
 // checkVFIONodes: the container has the VFIO container node and its
@@ -342,7 +449,7 @@ func publishedAt(t *testing.T, node, addr string) bool {
 	t.Helper()
 	for _, s := range nodeSlices(t, node) {
 		for _, d := range s.Spec.Devices {
-			if str(d, "type") == "gpu" && attrString(d.Attributes[pciBusIDAttr]) == addr {
+			if str(d, "type") == "gpu" && scenario.AttrString(d.Attributes[pciBusIDAttr]) == addr {
 				return true
 			}
 		}
@@ -353,7 +460,7 @@ func publishedAt(t *testing.T, node, addr string) bool {
 // pciOf is the PCI address of a published whole GPU.
 func pciOf(t *testing.T, node, dev string) string {
 	t.Helper()
-	addr := attrString(device(t, node, dev).Attributes[pciBusIDAttr])
+	addr := scenario.AttrString(device(t, node, dev).Attributes[pciBusIDAttr])
 	if addr == "" {
 		t.Fatalf("%s/%s publishes no %s", node, dev, pciBusIDAttr)
 	}

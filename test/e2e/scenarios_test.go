@@ -112,9 +112,10 @@ type outcome struct {
 
 // outcomeChecks are checks of scenarios where something is meant to be refused.
 var outcomeChecks = map[string]func(t *testing.T, o outcome){
-	"12-mps-on-mi300x.yaml":      checkMPSOnAMD,
-	"13-bad-config-refused.yaml": checkRefused,
-	"14-gpu-shares-l4.yaml":      checkShares,
+	"12-mps-on-mi300x.yaml":                  checkMPSOnAMD,
+	"13-bad-config-refused.yaml":             checkRefused,
+	"14-gpu-shares-l4.yaml":                  checkShares,
+	"23-passthrough-beside-mig-refused.yaml": checkPassthroughRefused,
 }
 
 // afterChecks run once a scenario's pods are gone and their claims unprepared.

@@ -33,6 +33,9 @@ type seen struct {
 	mps      []string
 	// topo is the NCCL topology file the container read, as it read it.
 	topo string
+	// metadata is each device metadata file the container read, by its
+	// path in the container, as it read it.
+	metadata map[string]string
 }
 
 // probeLog waits until the container's probe has printed everything
@@ -58,7 +61,7 @@ func probeLog(t *testing.T, ns, pod, container string) seen {
 
 // parseProbe parses a probe's log.
 func parseProbe(log string) seen {
-	s := seen{devices: map[string]string{}, opened: map[string]string{}, env: map[string]string{}, mounts: map[string]bool{}}
+	s := seen{devices: map[string]string{}, opened: map[string]string{}, env: map[string]string{}, mounts: map[string]bool{}, metadata: map[string]string{}}
 	sc := bufio.NewScanner(strings.NewReader(log))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -75,6 +78,10 @@ func parseProbe(log string) seen {
 			s.mpsFiles = append(s.mpsFiles, f[1])
 		case len(f) >= 1 && f[0] == "topo":
 			s.topo += strings.TrimPrefix(strings.TrimPrefix(sc.Text(), "topo"), " ") + "\n"
+		case len(f) >= 2 && f[0] == "metadata":
+			// "metadata <path> <line>": the line keeps its own spacing.
+			line := strings.TrimPrefix(strings.TrimPrefix(sc.Text(), "metadata "+f[1]), " ")
+			s.metadata[f[1]] += line + "\n"
 		case len(f) >= 2 && (f[0] == "mps" || f[0] == "mps:"):
 			s.mps = append(s.mps, sc.Text())
 		}

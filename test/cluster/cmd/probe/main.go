@@ -17,6 +17,10 @@
 // A container given an NCCL topology file (NCCL_TOPO_FILE) prints it, each
 // line prefixed "topo ", or "topo error ..." when it cannot read it.
 //
+// Each device metadata file the kubelet mounted (KEP-5304, under
+// /var/run/kubernetes.io/dra-device-attributes) is printed, each line
+// prefixed "metadata <path> ", as a workload or a VMM would read it.
+//
 // A container given an MPS pipe directory (CUDA_MPS_PIPE_DIRECTORY) also
 // lists what it can see there ("mpsfile control"), and holds a client
 // session with the daemon behind it as a CUDA process would (the MPS
@@ -58,6 +62,9 @@ func main() {
 		for _, l := range fileLines("topo", topo) {
 			fmt.Println(l)
 		}
+	}
+	for _, l := range metadataFiles(metadataRoot) {
+		fmt.Println(l)
 	}
 	if pipe := os.Getenv("CUDA_MPS_PIPE_DIRECTORY"); pipe != "" {
 		for _, l := range mpsFiles(pipe) {
@@ -174,5 +181,24 @@ func fileLines(prefix, path string) []string {
 	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
 		out = append(out, prefix+" "+l)
 	}
+	return out
+}
+
+// metadataRoot is the kubelet's fixed directory of device metadata files
+// in a container.
+const metadataRoot = "/var/run/kubernetes.io/dra-device-attributes"
+
+// metadataFiles is every metadata file under root, line by line, each
+// line prefixed "metadata <path>"; nothing where root is absent (a
+// container without claims).
+func metadataFiles(root string) []string {
+	var out []string
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		out = append(out, fileLines("metadata "+p, p)...)
+		return nil
+	})
 	return out
 }

@@ -166,6 +166,7 @@ func (p *Placement) Print(w io.Writer) {
 				fmt.Fprintf(w, "    mount  %s <- %s\n", m.Destination, m.Source)
 			}
 		}
+		printMetadata(w, ctr)
 	}
 }
 

@@ -134,7 +134,11 @@ func (sc *Scenario) Apply(ctx context.Context, client kubernetes.Interface, ns s
 		}
 	}
 	var later []*corev1.Pod
+	hand := sc.handAllocated()
 	for _, p := range sc.Pods {
+		if namesClaim(p, hand) != "" {
+			continue // created with its claim's allocation (applyHandAllocated)
+		}
 		if after[GroupOf(p)] != "" {
 			later = append(later, p)
 			continue
@@ -158,7 +162,7 @@ func (sc *Scenario) Apply(ctx context.Context, client kubernetes.Interface, ns s
 			return fmt.Errorf("create Pod %s: %w", p.Name, err)
 		}
 	}
-	return nil
+	return sc.applyHandAllocated(ctx, client, ns)
 }
 
 // GroupOf is the PodGroup a pod belongs to, "" for none.
