@@ -20,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/tessera-gpu/tessera/internal/alloctest"
@@ -107,7 +109,7 @@ func Run(ctx context.Context, client kubernetes.Interface, l Layout, nodes, pods
 	}
 	res := &Result{Layout: l.Name, Nodes: nodes, Pods: pods, SetupTook: time.Since(setup)}
 
-	w, err := client.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{})
+	w, err := watchPods(ctx, client)
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +179,21 @@ func Run(ctx context.Context, client kubernetes.Interface, l Layout, nodes, pods
 	res.P50, res.P99, res.Max = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)], lat[len(lat)-1]
 	res.PodsPerSecond = float64(len(lat)) / last.Sub(start).Seconds()
 	return res, nil
+}
+
+// watchPods watches the benchmark's pods from now on, watching again where
+// the server ends a watch: under a burst of creates on this machine the API
+// server closed the plain watch within seconds, and the run counted only
+// the pods bound before.
+func watchPods(ctx context.Context, client kubernetes.Interface) (watch.Interface, error) {
+	list, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("pods: %w", err)
+	}
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return client.CoreV1().Pods(namespace).Watch(ctx, o)
+	}}
+	return watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, lw)
 }
 
 // template builds one node's slices for l exactly as the agent would.
