@@ -83,8 +83,8 @@ type Result struct {
 	// CreatedPerSecond is the rate pods were really created at: pods/s
 	// close to it says the scheduler kept up.
 	CreatedPerSecond float64
-	P50, P99, Max time.Duration
-	SetupTook     time.Duration
+	P50, P99, Max    time.Duration
+	SetupTook        time.Duration
 }
 
 const namespace = "schedbench"
