@@ -29,7 +29,7 @@ func main() {
 func run() error {
 	repo := flag.String("repo", ".", "repository root")
 	sizes := flag.String("nodes", "100,500", "fleet sizes, comma-separated")
-	layouts := flag.String("layouts", "static,static-mig,dynamic,dynamic-window,shared", "layouts: static (whole H100s), static-mig (1g.10gb instances an operator cut beforehand), dynamic (MIG 1g.10gb carved on demand, every placement published), dynamic-window (the same with the agent's default window of 2), shared (7Gi of an L4); not run by default: amd-static (whole MI300Xs), amd-dynamic (one CPX partition of an MI300X carved on demand, every mode's partitions published), amd-dynamic-window (the same with the window of 2)")
+	layouts := flag.String("layouts", "static,static-mig,dynamic,dynamic-window,shared", "layouts: static (whole H100s), static-mig (1g.10gb instances an operator cut beforehand), dynamic (MIG 1g.10gb carved on demand, every placement published), dynamic-window (the same with the agent's default window of 2), nvidia-dynamic (the same claim on what the NVIDIA DRA driver publishes with DynamicMIG), shared (7Gi of an L4); not run by default: amd-static (whole MI300Xs), amd-dynamic (one CPX partition of an MI300X carved on demand, every mode's partitions published), amd-dynamic-window (the same with the window of 2)")
 	pods := flag.Int("pods", 100, "pods per run, each with its own claim")
 	rate := flag.Float64("rate", 20, "pods created per second")
 	timeout := flag.Duration("timeout", 3*time.Minute, "how long a run waits for its pods to be bound")

@@ -36,6 +36,10 @@ type Layout struct {
 	Profile string
 	Options publish.Options
 	Claim   resourceapi.ExactDeviceRequest
+	// NVIDIA: the node publishes what the NVIDIA DRA driver publishes for
+	// the machine with DynamicMIG (alloctest.NVIDIALayout, the reference
+	// of the allocator benchmarks), and the run creates its DeviceClasses.
+	NVIDIA bool
 }
 
 func cel(class, expr string) resourceapi.ExactDeviceRequest {
@@ -55,21 +59,23 @@ func cel(class, expr string) resourceapi.ExactDeviceRequest {
 // xcp class as docs/claims.md writes it, with every mode's partitions
 // published and with the window of 2.
 var Layouts = []Layout{
-	{"static", "dgx-h100", publish.Options{Partitioning: publish.Static}, cel("nvidia.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].model == "H100"`)},
-	{"static-mig", "dgx-h100-mig", publish.Options{Partitioning: publish.Static}, cel("mig.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].profile == "1g.10gb"`)},
-	{"dynamic", "dgx-h100", publish.Options{Partitioning: publish.Dynamic}, cel("mig.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].profile == "1g.10gb"`)},
-	{"dynamic-window", "dgx-h100", publish.Options{Partitioning: publish.Dynamic, Window: 2, Open: func(string) bool { return false }},
-		cel("mig.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].profile == "1g.10gb"`)},
-	{"shared", "l4-4", publish.Options{Partitioning: publish.Static, Sharing: publish.SharingCapacity}, func() resourceapi.ExactDeviceRequest {
+	{Name: "static", Profile: "dgx-h100", Options: publish.Options{Partitioning: publish.Static}, Claim: cel("nvidia.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].model == "H100"`)},
+	{Name: "static-mig", Profile: "dgx-h100-mig", Options: publish.Options{Partitioning: publish.Static}, Claim: cel("mig.gpu.tessera.dev", oneG10GB)},
+	{Name: "dynamic", Profile: "dgx-h100", Options: publish.Options{Partitioning: publish.Dynamic}, Claim: cel("mig.gpu.tessera.dev", oneG10GB)},
+	{Name: "dynamic-window", Profile: "dgx-h100", Options: publish.Options{Partitioning: publish.Dynamic, Window: 2, Open: func(string) bool { return false }}, Claim: cel("mig.gpu.tessera.dev", oneG10GB)},
+	{Name: "nvidia-dynamic", Profile: "dgx-h100", NVIDIA: true, Claim: cel("mig.nvidia.com", `device.attributes["gpu.nvidia.com"].profile == "1g.10gb"`)},
+	{Name: "shared", Profile: "l4-4", Options: publish.Options{Partitioning: publish.Static, Sharing: publish.SharingCapacity}, Claim: func() resourceapi.ExactDeviceRequest {
 		r := cel("nvidia.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].model == "L4"`)
 		r.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("7Gi")}}
 		return r
 	}()},
-	{"amd-static", "mi300x-8", publish.Options{Partitioning: publish.Static}, cel("amd.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].model == "MI300X"`)},
-	{"amd-dynamic", "mi300x-8", publish.Options{Partitioning: publish.Dynamic}, cel("xcp.gpu.tessera.dev", cpxOfMI300X)},
-	{"amd-dynamic-window", "mi300x-8", publish.Options{Partitioning: publish.Dynamic, Window: 2, Open: func(string) bool { return false }},
-		cel("xcp.gpu.tessera.dev", cpxOfMI300X)},
+	{Name: "amd-static", Profile: "mi300x-8", Options: publish.Options{Partitioning: publish.Static}, Claim: cel("amd.gpu.tessera.dev", `device.attributes["gpu.tessera.dev"].model == "MI300X"`)},
+	{Name: "amd-dynamic", Profile: "mi300x-8", Options: publish.Options{Partitioning: publish.Dynamic}, Claim: cel("xcp.gpu.tessera.dev", cpxOfMI300X)},
+	{Name: "amd-dynamic-window", Profile: "mi300x-8", Options: publish.Options{Partitioning: publish.Dynamic, Window: 2, Open: func(string) bool { return false }}, Claim: cel("xcp.gpu.tessera.dev", cpxOfMI300X)},
 }
+
+// oneG10GB asks a 1g.10gb MIG slice.
+const oneG10GB = `device.attributes["gpu.tessera.dev"].profile == "1g.10gb"`
 
 // cpxOfMI300X asks one CPX compute partition of an MI300X (docs/claims.md).
 const cpxOfMI300X = `device.attributes["gpu.tessera.dev"].profile == "CPX" && device.attributes["gpu.tessera.dev"].model == "MI300X"`
@@ -105,6 +111,9 @@ func Run(ctx context.Context, client kubernetes.Interface, l Layout, nodes, pods
 		return nil, fmt.Errorf("namespace: %w", err)
 	}
 	if err := waitServiceAccount(ctx, client); err != nil {
+		return nil, err
+	}
+	if err := createClasses(ctx, client, l); err != nil {
 		return nil, err
 	}
 	res := &Result{Layout: l.Name, Nodes: nodes, Pods: pods, SetupTook: time.Since(setup)}
@@ -215,6 +224,9 @@ func template(ctx context.Context, l Layout) ([]*resourceapi.ResourceSlice, erro
 	if err != nil {
 		return nil, err
 	}
+	if l.NVIDIA {
+		return alloctest.NVIDIALayout("template", inv)
+	}
 	res, err := publish.Build("template", inv, l.Options)
 	if err != nil {
 		return nil, err
@@ -312,6 +324,20 @@ func createPods(ctx context.Context, client kubernetes.Interface, l Layout, pods
 	wg.Wait()
 	close(errs)
 	return <-errs // nil when none failed
+}
+
+// createClasses creates the NVIDIA driver's DeviceClasses for its layout
+// (Tessera's come with the cluster's chart).
+func createClasses(ctx context.Context, client kubernetes.Interface, l Layout) error {
+	if !l.NVIDIA {
+		return nil
+	}
+	for _, c := range alloctest.NVIDIAClasses() {
+		if _, err := client.ResourceV1().DeviceClasses().Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("device class %s: %w", c.Name, err)
+		}
+	}
+	return nil
 }
 
 // createPod creates a pod with its own claim; it tolerates every taint, as

@@ -24,6 +24,7 @@ func TestLayoutsFit(t *testing.T) {
 		"dynamic":            56, // seven 1g.10gb placements on each of 8 GPUs
 		"dynamic-window":     14, // the window's 2 GPUs, until the agent opens the next
 		"shared":             12, // 7Gi shares: three of each of 4 L4s (24Gi)
+		"nvidia-dynamic":     56, // NVIDIA's layout: every placement, seven 1g.10gb on each of 8 GPUs
 		"amd-static":         8,  // whole MI300Xs
 		"amd-dynamic":        64, // eight CPX partitions on each of 8 GPUs (the tokens of one mode are disjoint)
 		"amd-dynamic-window": 16, // the window's 2 GPUs, eight CPX each, until the agent opens the next
@@ -32,6 +33,7 @@ func TestLayoutsFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	classes = append(classes, alloctest.NVIDIAClasses()...)
 	for _, l := range Layouts {
 		t.Run(l.Name, func(t *testing.T) {
 			ctx := context.Background()
